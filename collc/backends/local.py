@@ -1,0 +1,515 @@
+"""The ``local`` executor: every rank's buffer in one numpy array, in one process.
+
+This is the reference semantics of a `Schedule`: in a step every send reads the
+sender's buffer as it was at the start of the step, and every receive lands at
+its end (a ``copy`` overwrites the chunks, a ``reduce`` combines the incoming
+data into them with the reduction op).  A receive of rank ``r`` from ``q`` for
+chunks ``C`` takes chunks ``C`` of ``q``'s buffer as it was at the start of the
+step; matching sends with receives is the verifier's job, so sends are ignored
+here.
+
+Each rank holds one buffer over the whole logical element space of the
+collective (`collectives.logical_count`), cut into chunks by
+`collectives.element_offsets` (chunks may be uneven or empty).
+
+`expected` computes the result straight from the collective's definition
+(`collectives.chunk_origin` / `chunk_dest`), never from the schedule, and
+`count_wrong` compares: exactly for integers, max/min and copies, and within a
+rounding bound for floating-point sum and prod.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from collc import collectives
+from collc.collectives import EVERY
+from collc.ir import Action, ChunkSet, Collective, OpKind, Schedule
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DTYPES",
+    "OPS",
+    "Plan",
+    "Region",
+    "RunResult",
+    "Transfer",
+    "count_wrong",
+    "execute",
+    "expected",
+    "make_inputs",
+    "plan",
+    "run",
+]
+
+DTYPES: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+}
+
+OPS: tuple[str, ...] = ("sum", "prod", "max", "min")
+
+_UFUNCS: dict[str, np.ufunc] = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+DEFAULT_MAX_BYTES: int = 4 << 30
+"""Default budget for the buffers of all ranks together (4 GiB)."""
+
+INT_POISON: int = -123456789
+"""What a slot holds before a rank has received it (NaN for floating-point dtypes)."""
+
+# A chunk set whose element ranges are many short runs is moved with one index
+# array (fancy indexing) rather than one numpy call per run.
+_MAX_SLICES = 4
+_MIN_RUN = 256
+
+
+# --------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------
+
+
+def _dtype(dtype: str) -> np.dtype:
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}") from None
+
+
+def _ufunc(op: str) -> np.ufunc:
+    try:
+        return _UFUNCS[op]
+    except KeyError:
+        raise ValueError(f"unknown reduction op {op!r}; expected one of {', '.join(OPS)}") from None
+
+
+def _is_float(dt: np.dtype) -> bool:
+    return not np.issubdtype(dt, np.integer)
+
+
+def _check_layout(schedule: Schedule) -> None:
+    error = collectives.layout_error(schedule.collective, schedule.nranks, schedule.nchunks)
+    if error is not None:
+        raise ValueError(f"schedule {schedule.algorithm!r}: {error}")
+
+
+def _logical(schedule: Schedule, count: int) -> int:
+    """The logical element count for ``count``, or ValueError when ``count`` does not fit."""
+    error = collectives.count_error(schedule.collective, schedule.nranks, count)
+    if error is not None:
+        raise ValueError(f"{schedule.algorithm}: {error}")
+    return collectives.logical_count(schedule.collective, schedule.nranks, count)
+
+
+def _check_budget(schedule: Schedule, count: int, itemsize: int, max_bytes: int) -> None:
+    logical = _logical(schedule, count)
+    need = schedule.nranks * logical * itemsize
+    if need > max_bytes:
+        per_count = max(1, schedule.nranks * (logical // max(count, 1)) * itemsize)
+        largest = max_bytes // per_count
+        if schedule.collective is Collective.ALLTOALL:
+            largest -= largest % schedule.nranks
+        raise ValueError(
+            f"{schedule.algorithm}: count={count} needs {need / 2**30:.2f} GiB of buffers across "
+            f"{schedule.nranks} ranks, above the budget of {max_bytes / 2**30:.2f} GiB; "
+            f"use a smaller count (at most {largest} elements of {itemsize} bytes) or raise max_bytes"
+        )
+
+
+# --------------------------------------------------------------------------
+# Plans
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Region:
+    """The elements of one chunk set: contiguous ``slices``, or one ``index`` array when not None."""
+
+    slices: tuple[slice, ...]
+    index: np.ndarray | None
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One receive: ``dst`` takes ``region`` of ``src``'s start-of-step buffer and copies or reduces it.
+
+    ``snapshot`` is set when another receive of the same step writes into the
+    source region, so that the incoming data must be copied out before any
+    receive of the step is applied.
+    """
+
+    dst: int
+    src: int
+    region: Region
+    reduce: bool
+    snapshot: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Plan:
+    """A schedule lowered to element ranges for one element count."""
+
+    algorithm: str
+    collective: Collective
+    nranks: int
+    nchunks: int
+    root: int | None
+    count: int
+    logical: int
+    offsets: np.ndarray  # element offsets of the chunks, length nchunks + 1
+    steps: tuple[tuple[Transfer, ...], ...]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The shape of the buffers `execute` takes: (nranks, logical)."""
+        return (self.nranks, self.logical)
+
+
+def _region(bits: int, offsets: np.ndarray) -> Region:
+    runs: list[list[int]] = []
+    for lo, hi in ChunkSet(bits).intervals():
+        a, b = int(offsets[lo]), int(offsets[hi])
+        if a == b:
+            continue
+        if runs and runs[-1][1] == a:
+            runs[-1][1] = b
+        else:
+            runs.append([a, b])
+    size = sum(b - a for a, b in runs)
+    if len(runs) > _MAX_SLICES and size < _MIN_RUN * len(runs):
+        index = np.concatenate([np.arange(a, b, dtype=np.intp) for a, b in runs])
+        return Region((), index, size)
+    return Region(tuple(slice(a, b) for a, b in runs), None, size)
+
+
+def plan(schedule: Schedule, count: int) -> Plan:
+    """Lower ``schedule`` to per-step element transfers for a ``count``-element collective."""
+    _check_layout(schedule)
+    logical = _logical(schedule, count)
+    p, nchunks = schedule.nranks, schedule.nchunks
+    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count)
+    sizes = np.diff(offsets)
+    nonempty = sum(1 << int(c) for c in np.flatnonzero(sizes))
+    regions: dict[int, Region] = {}
+    steps: list[tuple[Transfer, ...]] = []
+    for step in schedule.steps:
+        recvs: list[tuple[int, int, int, bool]] = []
+        written: dict[int, int] = {}
+        for op in step.ops:
+            if not (0 <= op.rank < p and 0 <= op.peer < p):
+                raise ValueError(
+                    f"{op.span}: step {step.index}: rank {op.rank} / peer {op.peer} out of range 0..{p - 1}"
+                )
+            if op.chunks.max() >= nchunks:
+                raise ValueError(
+                    f"{op.span}: step {step.index}: chunk {op.chunks.max()} out of range 0..{nchunks - 1}"
+                )
+            if op.kind is not OpKind.RECV:
+                continue
+            if op.action is None:
+                raise ValueError(f"{op.span}: step {step.index}: receive of rank {op.rank} has no action")
+            bits = op.chunks.bits & nonempty
+            if bits:
+                recvs.append((op.rank, op.peer, bits, op.action is Action.REDUCE))
+                written[op.rank] = written.get(op.rank, 0) | bits
+        transfers = []
+        for dst, src, bits, reduce in recvs:
+            region = regions.get(bits)
+            if region is None:
+                region = regions[bits] = _region(bits, offsets)
+            snapshot = (written.get(src, 0) & bits) != 0
+            transfers.append(Transfer(dst, src, region, reduce, snapshot))
+        if transfers:
+            steps.append(tuple(transfers))
+    return Plan(
+        algorithm=schedule.algorithm,
+        collective=schedule.collective,
+        nranks=p,
+        nchunks=nchunks,
+        root=schedule.root,
+        count=count,
+        logical=logical,
+        offsets=offsets,
+        steps=tuple(steps),
+    )
+
+
+# --------------------------------------------------------------------------
+# Execution
+# --------------------------------------------------------------------------
+
+
+def _read(row: np.ndarray, region: Region) -> np.ndarray | list[np.ndarray]:
+    if region.index is not None:
+        return row[region.index]
+    return [row[s].copy() for s in region.slices]
+
+
+def execute(plan: Plan, buffers: np.ndarray, op: str) -> None:
+    """Run every step of ``plan`` on ``buffers`` (shape ``plan.shape``), in place."""
+    ufunc = _ufunc(op)
+    if buffers.ndim != 2 or buffers.shape != plan.shape:
+        raise ValueError(f"buffers have shape {buffers.shape}, the plan needs {plan.shape}")
+    rows = list(buffers)
+    with np.errstate(all="ignore"):
+        for step in plan.steps:
+            # Copy out what a receive of this step overwrites before applying any receive.
+            snaps = [_read(rows[t.src], t.region) if t.snapshot else None for t in step]
+            for t, snap in zip(step, snaps, strict=True):
+                dst, region = rows[t.dst], t.region
+                if region.index is not None:
+                    incoming = snap if snap is not None else rows[t.src][region.index]
+                    if t.reduce:
+                        dst[region.index] = ufunc(dst[region.index], incoming)
+                    else:
+                        dst[region.index] = incoming
+                    continue
+                src = rows[t.src]
+                for j, s in enumerate(region.slices):
+                    data = snap[j] if snap is not None else src[s]
+                    if t.reduce:
+                        view = dst[s]
+                        ufunc(view, data, out=view)
+                    else:
+                        dst[s] = data
+
+
+# --------------------------------------------------------------------------
+# Inputs and the reference result
+# --------------------------------------------------------------------------
+
+
+def _element_origin_dest(schedule: Schedule, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``origin`` and ``dest`` of the chunk each logical element belongs to."""
+    p, nchunks = schedule.nranks, schedule.nchunks
+    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count)
+    chunk_of = np.repeat(np.arange(nchunks, dtype=np.int64), np.diff(offsets))
+    origin = collectives.chunk_origin(schedule.collective, p, nchunks, schedule.root)
+    dest = collectives.chunk_dest(schedule.collective, p, nchunks, schedule.root)
+    return origin[chunk_of], dest[chunk_of]
+
+
+def _holds(who: np.ndarray, nranks: int) -> np.ndarray:
+    """(nranks, logical) mask: rank r is in ``who`` (EVERY or r) for each element."""
+    if (who == EVERY).all():
+        return np.broadcast_to(np.True_, (nranks, who.size))
+    ranks = np.arange(nranks, dtype=np.int64)[:, None]
+    return (who[None, :] == EVERY) | (who[None, :] == ranks)
+
+
+def make_inputs(
+    schedule: Schedule,
+    count: int,
+    dtype: str,
+    seed: int = 0,
+    *,
+    op: str = "sum",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> np.ndarray:
+    """Random initial buffers, shape ``(nranks, logical_count)``, distinct per rank.
+
+    Floating point: uniform in [-1, 1] (sum, max, min) or a random sign times
+    uniform in [0.5, 1.5] (prod).  Integers: -100..100 (sum), -10**6..10**6
+    (max, min), and ±1 or 2 (prod, with few enough 2s that products rarely wrap).
+    Slots a rank does not initially hold are poisoned: NaN, or `INT_POISON`.
+    """
+    dt = _dtype(dtype)
+    _ufunc(op)
+    _check_layout(schedule)
+    _check_budget(schedule, count, dt.itemsize, max_bytes)
+    p = schedule.nranks
+    shape = (p, _logical(schedule, count))
+    rng = np.random.default_rng(seed)
+    if _is_float(dt):
+        work = np.float64 if dt == np.float64 else np.float32
+        values = rng.random(shape, dtype=work)
+        if op == "prod":
+            values += 0.5
+            values *= rng.choice(np.array([-1, 1], dtype=work), size=shape)
+        else:
+            values *= 2
+            values -= 1
+        buffers = values.astype(dt, copy=False)
+        poison: float | int = np.nan
+    else:
+        if op == "prod":
+            two = min(0.5, 8.0 / p)
+            choice = np.array([-1, 1, 2], dtype=dt)
+            buffers = rng.choice(choice, size=shape, p=[(1 - two) / 2, (1 - two) / 2, two])
+        else:
+            bound = 100 if op == "sum" else 10**6
+            buffers = rng.integers(-bound, bound, size=shape, dtype=dt, endpoint=True)
+        poison = INT_POISON
+    origin, _ = _element_origin_dest(schedule, count)
+    if not (origin == EVERY).all():
+        for r in range(p):
+            buffers[r, (origin != EVERY) & (origin != r)] = poison
+    return buffers
+
+
+def expected(schedule: Schedule, inputs: np.ndarray, op: str) -> tuple[np.ndarray, np.ndarray]:
+    """The collective's result computed from its definition, and the mask of elements that must match.
+
+    Returns ``(values, mask)``, both of shape ``(nranks, logical)``.  ``values``
+    is a read-only broadcast view (every rank's required element has the same
+    value), float64 for floating-point inputs and the input dtype for integers;
+    ``mask[r, e]`` is True when rank r must hold element e at the end (also
+    read-only: a broadcast view when every rank must hold every element).
+    """
+    ufunc = _ufunc(op)
+    _check_layout(schedule)
+    p = schedule.nranks
+    if inputs.ndim != 2 or inputs.shape[0] != p:
+        raise ValueError(f"inputs have shape {inputs.shape}, expected ({p}, logical)")
+    logical = inputs.shape[1]
+    count = logical // p if schedule.collective is Collective.ALLTOALL else logical
+    _logical(schedule, count)
+    origin, dest = _element_origin_dest(schedule, count)
+    floating = _is_float(inputs.dtype)
+    out_dtype = np.dtype(np.float64) if floating else inputs.dtype
+    values = np.zeros(logical, dtype=out_dtype)
+    every = origin == EVERY
+    if every.any():
+        if floating and op in ("sum", "prod"):
+            reduced = ufunc.reduce(inputs, axis=0, dtype=np.float64)
+        else:
+            reduced = ufunc.reduce(inputs, axis=0).astype(out_dtype)
+        values[every] = reduced[every]
+    single = np.flatnonzero(~every)
+    if single.size:
+        values[single] = inputs[origin[single], single].astype(out_dtype)
+    return np.broadcast_to(values, (p, logical)), _holds(dest, p)
+
+
+def _gamma(n: int, eps: float) -> float:
+    """Higham's gamma_n = n*u / (1 - n*u), u = eps/2: the relative bound of n roundings."""
+    nu = n * eps / 2
+    return nu / (1 - nu) if nu < 1 else float("inf")
+
+
+def count_wrong(
+    result: np.ndarray,
+    expected: np.ndarray,
+    mask: np.ndarray,
+    dtype: str,
+    op: str,
+    nranks: int,
+    *,
+    reduces: bool = True,
+    input_scale: float = 1.0,
+) -> int:
+    """How many masked elements of ``result`` differ from ``expected``.
+
+    Exact for integers, for max/min, and when ``reduces`` is False (copies only).
+    For floating-point sum and prod, any order of the ``nranks - 1`` operations
+    must pass: with ``g = gamma_n(dtype) + gamma_n(float64)`` (gamma_n = n*u/(1-n*u),
+    u = eps/2), ``|r - e| <= g * (|e| + nranks * input_scale)`` for sum (the
+    recursive-summation bound with every input of magnitude at most
+    ``input_scale``) and ``|r - e| <= g * |e| + nranks * tiny`` for prod (tiny:
+    the smallest normal number, for underflow).  A NaN expected value never
+    counts as right; equal infinities do.
+    """
+    dt = _dtype(dtype)
+    _ufunc(op)
+    if not (result.shape == expected.shape == mask.shape):
+        raise ValueError(
+            f"shapes differ: result {result.shape}, expected {expected.shape}, mask {mask.shape}"
+        )
+    floating = _is_float(dt)
+    exact = not floating or not reduces or op in ("max", "min")
+    g = atol = 0.0
+    if not exact:
+        info = ml_dtypes.finfo(dt)
+        g = _gamma(nranks, float(info.eps)) + _gamma(nranks, float(np.finfo(np.float64).eps))
+        atol = g * nranks * input_scale if op == "sum" else nranks * float(info.tiny)
+    wrong = 0
+    with np.errstate(invalid="ignore", over="ignore"):
+        for r in range(result.shape[0]):
+            m = mask[r]
+            n = int(np.count_nonzero(m))
+            if n == 0:
+                continue
+            whole = n == m.size
+            res = result[r] if whole else result[r][m]
+            exp = expected[r] if whole else expected[r][m]
+            if floating:
+                res, exp = res.astype(np.float64), exp.astype(np.float64, copy=False)
+            ok = res == exp
+            if not exact:
+                diff = res - exp
+                np.abs(diff, out=diff)
+                bound = np.abs(exp)
+                bound *= g
+                bound += atol
+                ok |= diff <= bound
+            wrong += n - int(np.count_nonzero(ok))
+    return wrong
+
+
+# --------------------------------------------------------------------------
+# One run
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    algorithm: str
+    nranks: int
+    count: int
+    nbytes: int  # count * itemsize: the size a user names
+    dtype: str
+    op: str
+    iters: int
+    time_us: float  # mean over iters of execute() alone
+    wrong: int  # count_wrong of the last iteration
+
+
+def run(
+    schedule: Schedule,
+    count: int,
+    dtype: str = "float32",
+    op: str = "sum",
+    seed: int = 0,
+    iters: int = 1,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> RunResult:
+    """Execute ``schedule`` on random inputs ``iters`` times and check the last result."""
+    dt = _dtype(dtype)
+    _ufunc(op)
+    if iters < 1:
+        raise ValueError(f"iters must be at least 1, got {iters}")
+    _check_layout(schedule)
+    _check_budget(schedule, count, dt.itemsize, max_bytes)
+    lowered = plan(schedule, count)
+    inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
+    total = 0.0
+    buffers = inputs
+    for _ in range(iters):
+        buffers = inputs.copy()
+        start = time.perf_counter()
+        execute(lowered, buffers, op)
+        total += time.perf_counter() - start
+    values, mask = expected(schedule, inputs, op)
+    wrong = count_wrong(
+        buffers, values, mask, dtype, op, schedule.nranks, reduces=schedule.collective.reduces
+    )
+    return RunResult(
+        algorithm=schedule.algorithm,
+        nranks=schedule.nranks,
+        count=count,
+        nbytes=count * dt.itemsize,
+        dtype=dtype,
+        op=op,
+        iters=iters,
+        time_us=total / iters * 1e6,
+        wrong=wrong,
+    )

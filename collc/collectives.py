@@ -1,0 +1,164 @@
+"""Pre- and postconditions of each collective, and the chunk and element layout.
+
+Every collective is described by two per-chunk tables over the logical chunk
+space ``0 .. nchunks``:
+
+``origin[c]``
+    who contributes chunk ``c`` initially: ``EVERY`` (-1) when every rank holds
+    its own contribution to ``c`` (reducing collectives, allgather of nothing),
+    otherwise the one rank that holds it (allgather: the block's owner;
+    broadcast: the root; alltoall: the source).
+
+``dest[c]``
+    who must hold chunk ``c`` at the end: ``EVERY`` when every rank must,
+    otherwise the one rank that must (reduce-scatter: the block's owner;
+    reduce: the root; alltoall: the destination).
+
+Precondition: slot (r, c) holds exactly the contribution of r to chunk c when
+``origin[c]`` is EVERY or r, and nothing otherwise.
+Postcondition: for every slot (r, c) with ``dest[c]`` EVERY or r, the slot holds
+every rank's contribution exactly once when ``origin[c]`` is EVERY, or exactly
+the contribution of ``origin[c]`` otherwise.
+
+Chunk space (see docs/ir-json.md): allreduce, reduce, broadcast,
+reduce-scatter: ``nchunks`` pieces of the vector, reduce-scatter leaving rank
+r owning ``[r*k, (r+1)*k)`` with ``k = nchunks / p``; allgather: rank r
+contributes ``[r*k, (r+1)*k)``; alltoall: chunk ``(src*p + dst)*k + j``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collc.ir import Collective
+
+EVERY = -1
+
+
+def layout_error(collective: Collective, nranks: int, nchunks: int) -> str | None:
+    """Why ``nchunks`` does not fit the collective on ``nranks`` ranks, or None."""
+    if nranks < 1:
+        return f"the number of ranks must be at least 1, got {nranks}"
+    if nchunks < 1:
+        return f"the number of chunks must be at least 1, got {nchunks}"
+    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER) and nchunks % nranks:
+        return (
+            f"{collective.value} needs a number of chunks divisible by p "
+            f"(each rank owns nchunks/p chunks); got nchunks={nchunks}, p={nranks}"
+        )
+    if collective is Collective.ALLTOALL and nchunks % (nranks * nranks):
+        return (
+            f"alltoall needs a number of chunks divisible by p*p "
+            f"(chunk (src*p + dst)*k + j); got nchunks={nchunks}, p={nranks}"
+        )
+    return None
+
+
+def chunks_per_rank(collective: Collective, nranks: int, nchunks: int) -> int:
+    """k: chunks per owned block (allgather, reduce-scatter) or per (src, dst) pair (alltoall)."""
+    if collective is Collective.ALLTOALL:
+        return nchunks // (nranks * nranks)
+    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+        return nchunks // nranks
+    return nchunks
+
+
+def chunk_origin(collective: Collective, nranks: int, nchunks: int, root: int | None) -> np.ndarray:
+    """``origin[c]`` for every chunk (see the module docstring)."""
+    k = chunks_per_rank(collective, nranks, nchunks)
+    ids = np.arange(nchunks, dtype=np.int64)
+    if collective is Collective.ALLGATHER:
+        return ids // k
+    if collective is Collective.ALLTOALL:
+        return ids // (nranks * k)
+    if collective is Collective.BROADCAST:
+        return np.full(nchunks, _root(root), dtype=np.int64)
+    return np.full(nchunks, EVERY, dtype=np.int64)
+
+
+def chunk_dest(collective: Collective, nranks: int, nchunks: int, root: int | None) -> np.ndarray:
+    """``dest[c]`` for every chunk (see the module docstring)."""
+    k = chunks_per_rank(collective, nranks, nchunks)
+    ids = np.arange(nchunks, dtype=np.int64)
+    if collective is Collective.REDUCE_SCATTER:
+        return ids // k
+    if collective is Collective.ALLTOALL:
+        return (ids // k) % nranks
+    if collective is Collective.REDUCE:
+        return np.full(nchunks, _root(root), dtype=np.int64)
+    return np.full(nchunks, EVERY, dtype=np.int64)
+
+
+def _root(root: int | None) -> int:
+    if root is None:
+        raise ValueError("this collective needs a root")
+    return root
+
+
+def initially_held(origin: np.ndarray, rank: int) -> np.ndarray:
+    """Boolean mask of the chunks ``rank`` holds before the first step."""
+    return (origin == EVERY) | (origin == rank)
+
+
+def finally_required(dest: np.ndarray, rank: int) -> np.ndarray:
+    """Boolean mask of the chunks ``rank`` must hold after the last step."""
+    return (dest == EVERY) | (dest == rank)
+
+
+# --------------------------------------------------------------------------
+# Elements
+# --------------------------------------------------------------------------
+
+
+def logical_count(collective: Collective, nranks: int, count: int) -> int:
+    """Elements in the logical chunk space for a per-rank vector of ``count`` elements.
+
+    ``count`` is the size a user gives: the whole vector for allreduce, reduce,
+    broadcast and reduce-scatter (the input), the whole gathered output for
+    allgather, and the whole send buffer (``p`` blocks) for alltoall, whose
+    logical space holds every rank's send buffer, hence ``p * count``.
+    """
+    if collective is Collective.ALLTOALL:
+        return count * nranks
+    return count
+
+
+def count_error(collective: Collective, nranks: int, count: int) -> str | None:
+    if count < 0:
+        return f"the element count must be non-negative, got {count}"
+    if collective is Collective.ALLTOALL and count % nranks:
+        return f"alltoall needs an element count divisible by p={nranks} (equal blocks per destination), got {count}"
+    return None
+
+
+def chunk_offsets(total: int, nchunks: int, groups: int = 1) -> np.ndarray:
+    """Element offsets ``off[0..nchunks]`` of the chunks of a ``total``-element space.
+
+    The space is cut into ``groups`` equal groups (``total`` must divide), and
+    each group's ``nchunks/groups`` chunks split it so that the first ones hold
+    one element more than the rest when it does not divide evenly.  Alltoall
+    uses ``groups = p*p``: every (src, dst) block is split on its own.
+    """
+    per_group_chunks = nchunks // groups
+    base, extra = divmod(total // groups, per_group_chunks)
+    sizes = np.full(per_group_chunks, base, dtype=np.int64)
+    sizes[:extra] += 1
+    offsets = np.zeros(nchunks + 1, dtype=np.int64)
+    np.cumsum(np.tile(sizes, groups), out=offsets[1:])
+    return offsets
+
+
+def element_offsets(collective: Collective, nranks: int, nchunks: int, count: int) -> np.ndarray:
+    """Chunk offsets in the logical element space of a ``count``-element collective."""
+    groups = nranks * nranks if collective is Collective.ALLTOALL else 1
+    return chunk_offsets(logical_count(collective, nranks, count), nchunks, groups)
+
+
+def busbw_factor(collective: Collective, nranks: int) -> float:
+    """nccl-tests' bus bandwidth factor: busbw = algbw * factor."""
+    p = nranks
+    if collective is Collective.ALLREDUCE:
+        return 2 * (p - 1) / p
+    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL):
+        return (p - 1) / p
+    return 1.0

@@ -1,0 +1,434 @@
+"""Parse `.coll` text into the AST (`collc.frontend.ast`).
+
+The grammar (``grammar/coll.lark``) is LALR; indentation becomes INDENT and
+DEDENT tokens through `CollIndenter`.  Every lark error is turned into a
+`CollError` with the position it happened at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.lark import PostLex
+
+from collc.diagnostics import CollError
+from collc.frontend import ast
+from collc.ir import Span
+from collc.resources import data_dir
+
+# --------------------------------------------------------------------------
+# Indentation
+# --------------------------------------------------------------------------
+
+_OPEN = {"LPAR", "LSQB", "LBRACE"}
+_CLOSE = {"RPAR", "RSQB", "RBRACE"}
+
+
+class CollIndenter(PostLex):
+    """Turns leading whitespace after newlines into INDENT/DEDENT tokens."""
+
+    always_accept = ("_NL",)
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        paren_level = 0
+        levels = [0]
+        token: Token | None = None
+        for token in stream:
+            if token.type == "_NL":
+                if paren_level > 0:
+                    continue
+                yield token
+                indent_str = token.rsplit("\n", 1)[1] if "\n" in token else ""
+                if "\t" in indent_str and " " in indent_str:
+                    raise CollError("indentation mixes tabs and spaces", _token_span(self.file, token, 1))
+                indent = len(indent_str.expandtabs(8))
+                if indent > levels[-1]:
+                    levels.append(indent)
+                    yield Token.new_borrow_pos("_INDENT", indent_str, token)
+                else:
+                    while indent < levels[-1]:
+                        levels.pop()
+                        yield Token.new_borrow_pos("_DEDENT", indent_str, token)
+                    if indent != levels[-1]:
+                        line = (token.end_line or token.line or 1)
+                        span = Span(self.file, line, indent + 1, line, indent + 2)
+                        raise CollError(
+                            f"this line is indented to column {indent + 1}, which matches no enclosing block "
+                            f"(expected column {levels[-1] + 1})",
+                            span,
+                        )
+                continue
+            yield token
+            if token.type in _OPEN:
+                paren_level += 1
+            elif token.type in _CLOSE:
+                if paren_level == 0:
+                    raise CollError(f"unmatched '{token}'", _token_span(self.file, token))
+                paren_level -= 1
+        while len(levels) > 1:
+            levels.pop()
+            if token is not None:
+                yield Token.new_borrow_pos("_DEDENT", "", token)
+            else:
+                yield Token("_DEDENT", "", 0, 1, 1, 1, 1, 0)
+
+
+def _token_span(file: str, token: Token, width: int | None = None) -> Span:
+    line = token.line or 1
+    col = token.column or 1
+    if width is None:
+        end_line = token.end_line or line
+        end_col = token.end_column or col + max(1, len(str(token)))
+    else:
+        end_line, end_col = line, col + width
+    return Span(file, line, col, end_line, end_col)
+
+
+# --------------------------------------------------------------------------
+# The parser
+# --------------------------------------------------------------------------
+
+
+@cache
+def _grammar_text() -> str:
+    return (data_dir("grammar") / "coll.lark").read_text()
+
+
+def _make_parser(file: str) -> Lark:
+    return Lark(
+        _grammar_text(),
+        parser="lalr",
+        start=["program", "library"],
+        postlex=CollIndenter(file),
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+_FRIENDLY = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "_NL": "end of line",
+    "_INDENT": "an indented block",
+    "_DEDENT": "the end of the block",
+    "$END": "end of file",
+    "ACTION": "'copy' or 'reduce'",
+    "STEP": "'step'",
+}
+
+
+def _friendly_terminals(parser: Lark, names: set[str]) -> str:
+    shown = []
+    for name in sorted(names):
+        if name in _FRIENDLY:
+            shown.append(_FRIENDLY[name])
+            continue
+        try:
+            term = parser.get_terminal(name)
+            pattern = term.pattern
+            shown.append(f"'{pattern.value}'" if pattern.type == "str" else name.lower())
+        except KeyError:
+            shown.append(name.lower())
+    shown = sorted(set(shown))
+    if len(shown) > 8:
+        shown = [*shown[:8], "..."]
+    return ", ".join(shown)
+
+
+def _describe_token(token: Token) -> str:
+    if token.type == "_NL":
+        return "end of line"
+    if token.type == "_INDENT":
+        return "an indented block"
+    if token.type == "_DEDENT":
+        return "the end of an indented block"
+    if token.type == "$END":
+        return "end of file"
+    return f"'{token}'"
+
+
+def parse_module(text: str, file: str, *, library: bool = False) -> ast.Module:
+    """Parse one file.  ``library`` files have no header and no parameters or phases."""
+    if not text.endswith("\n"):
+        text += "\n"
+    parser = _make_parser(file)
+    try:
+        tree = parser.parse(text, start="library" if library else "program")
+    except CollError:
+        raise
+    except UnexpectedToken as err:
+        token = err.token
+        expected = _friendly_terminals(parser, set(err.expected))
+        if token.type == "$END":
+            lines = text.splitlines() or [""]
+            span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
+        else:
+            span = _token_span(file, token)
+        raise CollError(f"unexpected {_describe_token(token)}; expected {expected}", span) from None
+    except UnexpectedCharacters as err:
+        line, col = err.line, err.column
+        char = text[err.pos_in_stream] if 0 <= err.pos_in_stream < len(text) else "?"
+        raise CollError(f"unexpected character {char!r}", Span(file, line, col, line, col + 1)) from None
+    except UnexpectedEOF as err:
+        lines = text.splitlines() or [""]
+        expected = _friendly_terminals(parser, set(err.expected))
+        raise CollError(
+            f"unexpected end of file; expected {expected}",
+            Span(file, len(lines), 1, len(lines), 2),
+        ) from None
+    except UnexpectedInput as err:  # any other positional parse error
+        line = getattr(err, "line", 1) or 1
+        col = getattr(err, "column", 1) or 1
+        raise CollError("syntax error", Span(file, line, col, line, col + 1)) from None
+    try:
+        module = _ToAst(file).transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, CollError):
+            raise err.orig_exc from None
+        raise
+    assert isinstance(module, ast.Module)
+    return module
+
+
+# --------------------------------------------------------------------------
+# Parse tree -> AST
+# --------------------------------------------------------------------------
+
+
+def _binop(op: str):  # type: ignore[no-untyped-def]
+    def method(self: _ToAst, meta: Any, children: list[Any]) -> ast.BinOp:
+        return ast.BinOp(op, children[0], children[1], self.span(meta))
+
+    return method
+
+
+def _unop(op: str):  # type: ignore[no-untyped-def]
+    def method(self: _ToAst, meta: Any, children: list[Any]) -> ast.UnaryOp:
+        return ast.UnaryOp(op, children[0], self.span(meta))
+
+    return method
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):  # type: ignore[type-arg]
+    def __init__(self, file: str) -> None:
+        super().__init__()
+        self.file = file
+
+    def span(self, meta: Any) -> Span:
+        if getattr(meta, "empty", True):
+            return Span(self.file, 0, 0, 0, 0)
+        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def tspan(self, token: Token) -> Span:
+        return _token_span(self.file, token)
+
+    # ---- modules and declarations
+    def program(self, meta: Any, children: list[Any]) -> ast.Module:
+        return ast.Module(self.file, children[0], tuple(children[1:]))
+
+    def library(self, meta: Any, children: list[Any]) -> ast.Module:
+        return ast.Module(self.file, None, tuple(children))
+
+    def header(self, meta: Any, children: list[Token]) -> ast.Header:
+        return ast.Header(str(children[0]), str(children[1]), self.span(meta), self.tspan(children[1]))
+
+    def param_decl(self, meta: Any, children: list[Any]) -> ast.Param:
+        name, type_tok, *rest = children
+        default = next((c[1] for c in rest if c[0] == "default"), None)
+        where = next((c[1] for c in rest if c[0] == "where"), None)
+        return ast.Param(str(name), str(type_tok), default, where, self.span(meta), self.tspan(type_tok))
+
+    def param_default(self, meta: Any, children: list[Any]) -> tuple[str, Any]:
+        return ("default", children[0])
+
+    def param_where(self, meta: Any, children: list[Any]) -> tuple[str, Any]:
+        return ("where", children[0])
+
+    def chunks_decl(self, meta: Any, children: list[Any]) -> ast.Chunks:
+        return ast.Chunks(children[0], self.span(meta))
+
+    def include_decl(self, meta: Any, children: list[Token]) -> ast.Include:
+        return ast.Include(str(children[0])[1:-1], self.span(meta))
+
+    def names(self, meta: Any, children: list[Token]) -> tuple[str, ...]:
+        seen: set[str] = set()
+        for tok in children:
+            if str(tok) in seen:
+                raise CollError(f"parameter {tok} is listed twice", self.tspan(tok))
+            seen.add(str(tok))
+        return tuple(str(c) for c in children)
+
+    def fn_expr(self, meta: Any, children: list[Any]) -> ast.Fn:
+        name, *rest = children
+        params = rest[0] if len(rest) == 2 else ()
+        return ast.Fn(str(name), params, (), rest[-1], self.span(meta))
+
+    def fn_block(self, meta: Any, children: list[Any]) -> ast.Fn:
+        name, *rest = children
+        params = rest[0] if len(rest) == 2 else ()
+        body, result = rest[-1]
+        return ast.Fn(str(name), params, body, result, self.span(meta))
+
+    def fn_body(self, meta: Any, children: list[Any]) -> tuple[tuple[Any, ...], Any]:
+        return tuple(children[:-1]), children[-1]
+
+    def proc_decl(self, meta: Any, children: list[Any]) -> ast.Proc:
+        name, *rest = children
+        params = rest[0] if len(rest) == 2 else ()
+        return ast.Proc(str(name), params, rest[-1], self.span(meta))
+
+    def phase_decl(self, meta: Any, children: list[Any]) -> ast.Phase:
+        return ast.Phase(str(children[0]), children[1], self.span(meta))
+
+    def suite(self, meta: Any, children: list[Any]) -> tuple[Any, ...]:
+        return tuple(children)
+
+    # ---- statements
+    def let_stmt(self, meta: Any, children: list[Any]) -> ast.Let:
+        return ast.Let(str(children[0]), children[1], self.span(meta))
+
+    def assert_stmt(self, meta: Any, children: list[Any]) -> ast.Assert:
+        message = str(children[1])[1:-1] if len(children) > 1 else None
+        return ast.Assert(children[0], message, self.span(meta))
+
+    def for_stmt(self, meta: Any, children: list[Any]) -> ast.For:
+        is_step = isinstance(children[0], Token) and children[0].type == "STEP"
+        if is_step:
+            children = children[1:]
+        var, iterable, body = children
+        return ast.For(str(var), iterable, body, is_step, self.span(meta))
+
+    def if_stmt(self, meta: Any, children: list[Any]) -> ast.If:
+        branches = [(children[0], children[1])]
+        orelse: tuple[Any, ...] = ()
+        for extra in children[2:]:
+            if extra[0] == "elif":
+                branches.append((extra[1], extra[2]))
+            else:
+                orelse = extra[1]
+        return ast.If(tuple(branches), orelse, self.span(meta))
+
+    def elif_clause(self, meta: Any, children: list[Any]) -> tuple[Any, ...]:
+        return ("elif", children[0], children[1])
+
+    def else_clause(self, meta: Any, children: list[Any]) -> tuple[Any, ...]:
+        return ("else", children[0])
+
+    def step_stmt(self, meta: Any, children: list[Any]) -> ast.StepBlock:
+        return ast.StepBlock(children[1], self.span(meta))
+
+    def exchange_stmt(self, meta: Any, children: list[Any]) -> ast.Exchange:
+        peer, (send, send_span), (recv, action, recv_span) = children
+        return ast.Exchange(peer, send, recv, action, self.span(meta), send_span, recv_span)
+
+    def send_part(self, meta: Any, children: list[Any]) -> tuple[Any, Span]:
+        return children[0], self.span(meta)
+
+    def recv_part(self, meta: Any, children: list[Any]) -> tuple[Any, str, Span]:
+        return children[0], str(children[1]), self.span(meta)
+
+    def send_stmt(self, meta: Any, children: list[Any]) -> ast.Send:
+        return ast.Send(children[0], children[1], self.span(meta))
+
+    def recv_stmt(self, meta: Any, children: list[Any]) -> ast.Recv:
+        return ast.Recv(children[0], children[1], str(children[2]), self.span(meta))
+
+    def do_stmt(self, meta: Any, children: list[Any]) -> ast.Do:
+        args = children[1] if len(children) > 1 else ()
+        return ast.Do(str(children[0]), args, self.span(meta))
+
+    def pass_stmt(self, meta: Any, children: list[Any]) -> ast.Pass:
+        return ast.Pass(self.span(meta))
+
+    # ---- expressions
+    def ifexp(self, meta: Any, children: list[Any]) -> ast.IfExp:
+        then, cond, orelse = children
+        return ast.IfExp(cond, then, orelse, self.span(meta))
+
+    def or_op(self, meta: Any, children: list[Any]) -> ast.BoolOp:
+        return ast.BoolOp("or", children[0], children[1], self.span(meta))
+
+    def and_op(self, meta: Any, children: list[Any]) -> ast.BoolOp:
+        return ast.BoolOp("and", children[0], children[1], self.span(meta))
+
+    not_op = _unop("not")
+
+    def compare(self, meta: Any, children: list[Any]) -> ast.Compare:
+        operands = tuple(children[0::2])
+        ops = tuple(children[1::2])
+        return ast.Compare(ops, operands, self.span(meta))
+
+    def comp_op(self, meta: Any, children: list[Token]) -> str:
+        return " ".join(str(c) for c in children)
+
+    range_op = _binop("..")
+    bor = _binop("|")
+    bxor = _binop("^")
+    band = _binop("&")
+    lshift = _binop("<<")
+    rshift = _binop(">>")
+    add = _binop("+")
+    sub = _binop("-")
+    mul = _binop("*")
+    div = _binop("/")
+    floordiv = _binop("//")
+    rem = _binop("%")
+    mathmod = _binop("mod")
+    pow = _binop("**")
+    neg = _unop("-")
+    pos = _unop("+")
+    invert = _unop("~")
+
+    def index(self, meta: Any, children: list[Any]) -> ast.Index:
+        return ast.Index(children[0], children[1], self.span(meta))
+
+    def call(self, meta: Any, children: list[Any]) -> ast.Call:
+        args = children[1] if len(children) > 1 else ()
+        return ast.Call(str(children[0]), args, self.span(meta), self.tspan(children[0]))
+
+    def gencall(self, meta: Any, children: list[Any]) -> ast.Comprehension:
+        func, elt, (var, iterable, cond) = children
+        return ast.Comprehension(str(func), elt, var, iterable, cond, self.span(meta))
+
+    def set_comp(self, meta: Any, children: list[Any]) -> ast.Comprehension:
+        elt, (var, iterable, cond) = children
+        return ast.Comprehension("set", elt, var, iterable, cond, self.span(meta))
+
+    def comp_for(self, meta: Any, children: list[Any]) -> tuple[str, Any, Any]:
+        cond = children[2] if len(children) > 2 else None
+        return str(children[0]), children[1], cond
+
+    def args(self, meta: Any, children: list[Any]) -> tuple[Any, ...]:
+        return tuple(children)
+
+    def number(self, meta: Any, children: list[Token]) -> ast.Num:
+        text = str(children[0])
+        value = int(text, 0) if text[:2].lower() in ("0x", "0b") else int(text, 10)
+        return ast.Num(value, self.tspan(children[0]))
+
+    def name(self, meta: Any, children: list[Token]) -> ast.Name:
+        return ast.Name(str(children[0]), self.tspan(children[0]))
+
+    def true(self, meta: Any, children: list[Any]) -> ast.Bool:
+        return ast.Bool(True, self.span(meta))
+
+    def false(self, meta: Any, children: list[Any]) -> ast.Bool:
+        return ast.Bool(False, self.span(meta))
+
+    def tuple_lit(self, meta: Any, children: list[Any]) -> ast.TupleLit:
+        return ast.TupleLit(tuple(children), self.span(meta))
+
+    def empty_set(self, meta: Any, children: list[Any]) -> ast.SetLit:
+        return ast.SetLit((), self.span(meta))
+
+    def set_lit(self, meta: Any, children: list[Any]) -> ast.SetLit:
+        return ast.SetLit(tuple(children), self.span(meta))

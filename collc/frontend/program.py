@@ -1,0 +1,342 @@
+"""Load a `.coll` program with its prelude and includes, and check its names statically.
+
+The result, a `Program`, is independent of parameter values: everything that
+can be checked without them (syntax, unknown names, arity, misplaced
+declarations) is checked here, so that an error shows up whatever ``p`` is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from collc.diagnostics import CollError
+from collc.frontend import ast
+from collc.frontend.parse import parse_module
+from collc.ir import Collective, Span
+from collc.resources import data_dir
+from collc.values import BUILTINS, COMPREHENSION_FUNCS
+
+PRELUDE_NAME = "<prelude>"
+PARAM_TYPES = ("int", "dims")
+RESERVED = {"rank"}
+MAX_INCLUDE_DEPTH = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A parsed, name-checked program: the input of elaboration."""
+
+    path: str
+    header: ast.Header
+    collective: Collective
+    params: tuple[ast.Param, ...]
+    chunks: ast.Chunks
+    lets: tuple[ast.Let, ...]  # global constants, prelude and includes first, in order
+    asserts: tuple[ast.Assert, ...]
+    fns: dict[str, ast.Fn]
+    procs: dict[str, ast.Proc]
+    phases: tuple[ast.Phase, ...]
+    sources: dict[str, str]  # file name -> text, for error carets
+
+    @property
+    def name(self) -> str:
+        return self.header.name
+
+    def param(self, name: str) -> ast.Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+def load_program(path: str | Path) -> Program:
+    """Read, parse and check the program at ``path``."""
+    file = str(path)
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise CollError(f"cannot read {file}: {err}") from None
+    return parse_program(text, file)
+
+
+def parse_program(text: str, file: str = "<input>") -> Program:
+    """Parse and check program text (includes are resolved relative to ``file``)."""
+    sources: dict[str, str] = {file: text}
+    prelude_text = (data_dir("grammar") / "prelude.coll").read_text()
+    sources[PRELUDE_NAME] = prelude_text
+    prelude = parse_module(prelude_text, PRELUDE_NAME, library=True)
+    main = parse_module(text, file)
+    modules: list[ast.Module] = [prelude]
+    _collect_includes(main, Path(file).parent, sources, modules, [file], 0)
+    modules.append(main)
+    return _assemble(main, modules, sources)
+
+
+def _collect_includes(
+    module: ast.Module,
+    base: Path,
+    sources: dict[str, str],
+    out: list[ast.Module],
+    stack: list[str],
+    depth: int,
+) -> None:
+    for decl in module.decls:
+        if not isinstance(decl, ast.Include):
+            continue
+        target = (base / decl.path).resolve()
+        name = str(target)
+        if name in stack:
+            raise CollError(f"include cycle: {' -> '.join([*stack, name])}", decl.span)
+        if depth >= MAX_INCLUDE_DEPTH:
+            raise CollError(f"includes nested deeper than {MAX_INCLUDE_DEPTH}", decl.span)
+        if name in sources:
+            continue  # already included once
+        try:
+            text = target.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise CollError(f"cannot include {decl.path!r}: {err.__class__.__name__}: {err}", decl.span) from None
+        sources[name] = text
+        lib = parse_module(text, name, library=True)
+        for d in lib.decls:
+            if isinstance(d, ast.Param | ast.Chunks | ast.Phase):
+                kind = type(d).__name__.lower()
+                raise CollError(f"an included file may not declare a {kind}", d.span)
+        _collect_includes(lib, target.parent, sources, out, [*stack, name], depth + 1)
+        out.append(lib)
+
+
+def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, str]) -> Program:
+    header = main.header
+    assert header is not None
+    try:
+        collective = Collective(header.collective)
+    except ValueError:
+        known = ", ".join(c.value for c in Collective)
+        raise CollError(f"unknown collective {header.collective!r}; expected one of {known}", header.collective_span) from None
+
+    params: list[ast.Param] = []
+    chunks: ast.Chunks | None = None
+    lets: list[ast.Let] = []
+    asserts: list[ast.Assert] = []
+    fns: dict[str, ast.Fn] = {}
+    procs: dict[str, ast.Proc] = {}
+    phases: list[ast.Phase] = []
+    defined: dict[str, Span] = {}  # user-defined value names (params, lets)
+
+    for module in modules:
+        is_prelude = module.file == PRELUDE_NAME
+        for decl in module.decls:
+            if isinstance(decl, ast.Param):
+                _define(defined, decl.name, decl.span, "parameter")
+                if decl.type not in PARAM_TYPES:
+                    raise CollError(
+                        f"unknown parameter type {decl.type!r}; expected one of {', '.join(PARAM_TYPES)}", decl.type_span
+                    )
+                params.append(decl)
+            elif isinstance(decl, ast.Chunks):
+                if chunks is not None:
+                    raise CollError(f"the chunking is declared twice (first at line {chunks.span.line})", decl.span)
+                chunks = decl
+            elif isinstance(decl, ast.Let):
+                _define(defined, decl.name, decl.span, "constant")
+                lets.append(decl)
+            elif isinstance(decl, ast.Fn):
+                _check_new_callable(decl.name, decl.span, fns, procs, is_prelude)
+                fns[decl.name] = decl
+            elif isinstance(decl, ast.Proc):
+                _check_new_callable(decl.name, decl.span, fns, procs, is_prelude)
+                procs[decl.name] = decl
+            elif isinstance(decl, ast.Phase):
+                if any(ph.name == decl.name for ph in phases):
+                    raise CollError(f"phase {decl.name!r} is defined twice", decl.span)
+                phases.append(decl)
+            elif isinstance(decl, ast.Assert):
+                asserts.append(decl)
+    if chunks is None:
+        raise CollError("the program does not declare its chunking (e.g. 'chunks p')", header.span)
+    if "p" not in defined:
+        raise CollError(
+            "the program does not define p, the number of ranks ('param p : int' or 'let p = ...')", header.span
+        )
+
+    program = Program(
+        path=main.file,
+        header=header,
+        collective=collective,
+        params=tuple(params),
+        chunks=chunks,
+        lets=tuple(lets),
+        asserts=tuple(asserts),
+        fns=fns,
+        procs=procs,
+        phases=tuple(phases),
+        sources=sources,
+    )
+    if collective.has_root and "root" not in defined:
+        raise CollError(
+            f"a {collective.value} needs a root: declare 'param root : int = 0 where 0 <= root < p'", header.span
+        )
+    _Resolver(program).check()
+    return program
+
+
+def _define(defined: dict[str, Span], name: str, span: Span, what: str) -> None:
+    if name in RESERVED:
+        raise CollError(f"{name!r} is reserved (the current rank) and cannot be a {what}", span)
+    if name in defined:
+        raise CollError(f"{name!r} is defined twice (first at line {defined[name].line})", span)
+    defined[name] = span
+
+
+def _check_new_callable(name: str, span: Span, fns: dict[str, ast.Fn], procs: dict[str, ast.Proc], prelude: bool) -> None:
+    if name in BUILTINS:
+        raise CollError(f"{name!r} is a builtin function and cannot be redefined", span)
+    previous = fns.get(name) or procs.get(name)
+    if previous is not None and previous.span.file != PRELUDE_NAME:
+        raise CollError(f"{name!r} is defined twice (first at line {previous.span.line})", span)
+
+
+# --------------------------------------------------------------------------
+# Static name and arity checks
+# --------------------------------------------------------------------------
+
+
+class _Resolver:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.globals = {p.name for p in program.params} | {let.name for let in program.lets}
+
+    def check(self) -> None:
+        prog = self.program
+        params_seen: set[str] = set()
+        for param in prog.params:  # a default may name the parameters before it
+            if param.default is not None:
+                self.expr(param.default, set(params_seen))
+            params_seen.add(param.name)
+        for param in prog.params:  # constraints may name any parameter
+            if param.constraint is not None:
+                self.expr(param.constraint, params_seen)
+        self.expr(prog.chunks.count, self.globals)
+        for let in prog.lets:
+            self.expr(let.value, self.globals)
+        for a in prog.asserts:
+            self.expr(a.cond, self.globals)
+        for fn in prog.fns.values():
+            scope = set(self.globals) | set(fn.params)
+            for item in fn.body:
+                if isinstance(item, ast.Let):
+                    self.expr(item.value, scope)
+                    scope.add(item.name)
+                else:
+                    self.expr(item.cond, scope)
+            self.expr(fn.result, scope)
+        for proc in prog.procs.values():
+            self.stmts(proc.body, set(self.globals) | set(proc.params) | {"rank"})
+        for phase in prog.phases:
+            self.stmts(phase.body, set(self.globals) | {"rank"})
+
+    def stmts(self, body: Iterable[ast.Stmt], scope: set[str]) -> None:
+        for stmt in body:
+            self.stmt(stmt, scope)
+
+    def stmt(self, stmt: ast.Stmt, scope: set[str]) -> None:
+        if isinstance(stmt, ast.Let):
+            if stmt.name == "rank":
+                raise CollError("'rank' is reserved and cannot be assigned", stmt.span)
+            self.expr(stmt.value, scope)
+            scope.add(stmt.name)
+        elif isinstance(stmt, ast.Assert):
+            self.expr(stmt.cond, scope)
+        elif isinstance(stmt, ast.For):
+            self.expr(stmt.iter, scope)
+            scope.add(stmt.var)
+            self.stmts(stmt.body, scope)
+        elif isinstance(stmt, ast.If):
+            for cond, body in stmt.branches:
+                self.expr(cond, scope)
+                self.stmts(body, scope)
+            self.stmts(stmt.orelse, scope)
+        elif isinstance(stmt, ast.StepBlock):
+            self.stmts(stmt.body, scope)
+        elif isinstance(stmt, ast.Send):
+            self.expr(stmt.chunks, scope)
+            self.expr(stmt.peer, scope)
+        elif isinstance(stmt, ast.Recv):
+            self.expr(stmt.chunks, scope)
+            self.expr(stmt.peer, scope)
+        elif isinstance(stmt, ast.Exchange):
+            self.expr(stmt.peer, scope)
+            self.expr(stmt.send, scope)
+            self.expr(stmt.recv, scope)
+        elif isinstance(stmt, ast.Do):
+            proc = self.program.procs.get(stmt.proc)
+            if proc is None:
+                hint = " (it is a function: use it in an expression)" if stmt.proc in self.program.fns else ""
+                raise CollError(f"unknown procedure {stmt.proc!r}{hint}", stmt.span)
+            if len(stmt.args) != len(proc.params):
+                raise CollError(
+                    f"procedure {stmt.proc} takes {len(proc.params)} argument(s), got {len(stmt.args)}", stmt.span
+                )
+            for arg in stmt.args:
+                self.expr(arg, scope)
+
+    def expr(self, node: ast.Expr, scope: set[str]) -> None:
+        if isinstance(node, ast.Name):
+            if node.id not in scope:
+                if node.id == "rank":
+                    raise CollError("'rank' is only defined inside phases and procedures", node.span)
+                hint = ""
+                if node.id in self.program.fns or node.id in BUILTINS:
+                    hint = f" ({node.id} is a function: call it with arguments)"
+                elif node.id in self.globals:
+                    hint = " (it is defined later)"
+                raise CollError(f"unknown name {node.id!r}{hint}", node.span)
+        elif isinstance(node, ast.BinOp | ast.BoolOp):
+            self.expr(node.left, scope)
+            self.expr(node.right, scope)
+        elif isinstance(node, ast.UnaryOp):
+            self.expr(node.operand, scope)
+        elif isinstance(node, ast.Compare):
+            for operand in node.operands:
+                self.expr(operand, scope)
+        elif isinstance(node, ast.IfExp):
+            self.expr(node.cond, scope)
+            self.expr(node.then, scope)
+            self.expr(node.orelse, scope)
+        elif isinstance(node, ast.Index):
+            self.expr(node.target, scope)
+            self.expr(node.index, scope)
+        elif isinstance(node, ast.SetLit | ast.TupleLit):
+            for elt in node.elts:
+                self.expr(elt, scope)
+        elif isinstance(node, ast.Comprehension):
+            if node.func not in COMPREHENSION_FUNCS:
+                raise CollError(
+                    f"{node.func}() cannot take a comprehension; one of {', '.join(COMPREHENSION_FUNCS)} can",
+                    node.span,
+                )
+            self.expr(node.iter, scope)
+            inner = scope | {node.var}
+            self.expr(node.elt, inner)
+            if node.cond is not None:
+                self.expr(node.cond, inner)
+        elif isinstance(node, ast.Call):
+            self.call(node, scope)
+
+    def call(self, node: ast.Call, scope: set[str]) -> None:
+        fn = self.program.fns.get(node.func)
+        if fn is not None:
+            if len(node.args) != len(fn.params):
+                raise CollError(
+                    f"{node.func}() takes {len(fn.params)} argument(s), got {len(node.args)}", node.func_span
+                )
+        elif node.func in BUILTINS:
+            lo, hi, _, _ = BUILTINS[node.func]
+            if not lo <= len(node.args) <= hi:
+                want = str(lo) if lo == hi else f"{lo} to {hi}"
+                raise CollError(f"{node.func}() takes {want} argument(s), got {len(node.args)}", node.func_span)
+        elif node.func in self.program.procs:
+            raise CollError(f"{node.func} is a procedure: run it with 'do {node.func}(...)'", node.func_span)
+        else:
+            raise CollError(f"unknown function {node.func!r}", node.func_span)
+        for arg in node.args:
+            self.expr(arg, scope)

@@ -1,0 +1,321 @@
+"""The Schedule IR: the contract between every stage of collc.
+
+A `Schedule` is one concrete instance of a `.coll` program (one set of parameter
+values).  It is a list of global steps; each step holds the point-to-point
+operations every rank performs in it.  Semantics of a step: every send reads
+the rank's buffer as it was at the start of the step, and every receive lands
+at its end.
+
+Chunk ids are *logical*: the same id names the same piece of the vector on
+both ends of a transfer.  Chunk sets are stored as Python integers used as
+bitsets (bit ``c`` set means chunk ``c``), which keeps them immutable, hashable
+and compact, and lets ops that carry the same set share one object.
+
+This module imports nothing else from collc.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+# --------------------------------------------------------------------------
+# Source spans
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of a source file, 1-based lines and columns (end inclusive-ish, as lark)."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+UNKNOWN_SPAN = Span("<unknown>", 0, 0, 0, 0)
+
+# --------------------------------------------------------------------------
+# Enumerations
+# --------------------------------------------------------------------------
+
+
+class Collective(str, Enum):
+    ALLREDUCE = "allreduce"
+    ALLGATHER = "allgather"
+    REDUCE_SCATTER = "reduce_scatter"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    ALLTOALL = "alltoall"
+
+    @property
+    def has_root(self) -> bool:
+        return self in (Collective.BROADCAST, Collective.REDUCE)
+
+    @property
+    def reduces(self) -> bool:
+        return self in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)
+
+
+class OpKind(str, Enum):
+    SEND = "send"
+    RECV = "recv"
+
+
+class Action(str, Enum):
+    """What a receive does with the incoming data."""
+
+    COPY = "copy"
+    REDUCE = "reduce"
+
+
+# --------------------------------------------------------------------------
+# Chunk sets
+# --------------------------------------------------------------------------
+
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSet:
+    """An immutable set of non-negative chunk ids, stored as a bitset."""
+
+    bits: int = 0
+
+    @staticmethod
+    def of(ids: Iterable[int]) -> ChunkSet:
+        bits = 0
+        for i in ids:
+            if i < 0:
+                raise ValueError(f"negative chunk id {i}")
+            bits |= 1 << i
+        return ChunkSet(bits)
+
+    @staticmethod
+    def interval(lo: int, hi: int) -> ChunkSet:
+        """Chunks ``lo, lo+1, ..., hi-1`` (empty when ``hi <= lo``)."""
+        if hi <= lo:
+            return ChunkSet(0)
+        if lo < 0:
+            raise ValueError(f"negative chunk id {lo}")
+        return ChunkSet(((1 << (hi - lo)) - 1) << lo)
+
+    def __len__(self) -> int:
+        return self.bits.bit_count()
+
+    def __bool__(self) -> bool:
+        return self.bits != 0
+
+    def __contains__(self, chunk: object) -> bool:
+        return isinstance(chunk, int) and chunk >= 0 and (self.bits >> chunk) & 1 == 1
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids().tolist())
+
+    def __or__(self, other: ChunkSet) -> ChunkSet:
+        return ChunkSet(self.bits | other.bits)
+
+    def __and__(self, other: ChunkSet) -> ChunkSet:
+        return ChunkSet(self.bits & other.bits)
+
+    def __sub__(self, other: ChunkSet) -> ChunkSet:
+        return ChunkSet(self.bits & ~other.bits)
+
+    def isdisjoint(self, other: ChunkSet) -> bool:
+        return self.bits & other.bits == 0
+
+    def issubset(self, other: ChunkSet) -> bool:
+        return self.bits & ~other.bits == 0
+
+    def max(self) -> int:
+        """The largest id; -1 for the empty set."""
+        return self.bits.bit_length() - 1
+
+    def ids(self) -> np.ndarray:
+        """The ids in ascending order as an int64 array."""
+        if self.bits == 0:
+            return np.zeros(0, dtype=np.int64)
+        nbytes = (self.bits.bit_length() + 7) // 8
+        raw = np.frombuffer(self.bits.to_bytes(nbytes, "little"), dtype=np.uint8)
+        return np.flatnonzero(_BYTE_BITS[raw].reshape(-1)).astype(np.int64)
+
+    def intervals(self) -> list[tuple[int, int]]:
+        """Maximal runs ``[lo, hi)`` in ascending order."""
+        ids = self.ids()
+        if ids.size == 0:
+            return []
+        breaks = np.flatnonzero(np.diff(ids) != 1)
+        starts = np.concatenate(([ids[0]], ids[breaks + 1]))
+        ends = np.concatenate((ids[breaks], [ids[-1]])) + 1
+        return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+
+    def __str__(self) -> str:
+        return format_id_set(self.intervals())
+
+
+def format_id_set(runs: list[tuple[int, int]]) -> str:
+    """``{0..3, 7}`` style text for runs ``[lo, hi)`` (``a..b`` inclusive here, for people)."""
+    parts = [str(a) if b - a == 1 else f"{a}..{b - 1}" for a, b in runs]
+    return "{" + ", ".join(parts) + "}"
+
+
+def bits_to_runs(bits: int) -> list[tuple[int, int]]:
+    return ChunkSet(bits).intervals()
+
+
+# --------------------------------------------------------------------------
+# Operations, steps, schedules
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One point-to-point operation of one rank in one step.
+
+    ``kind`` SEND: ``rank`` sends ``chunks`` to ``peer``.
+    ``kind`` RECV: ``rank`` receives ``chunks`` from ``peer`` and applies ``action``.
+    """
+
+    rank: int
+    kind: OpKind
+    peer: int
+    chunks: ChunkSet
+    action: Action | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    index: int
+    phase: str
+    ops: tuple[Op, ...]
+
+
+ParamValue = int | tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """One concrete, elaborated instance of a `.coll` program."""
+
+    algorithm: str
+    collective: Collective
+    params: tuple[tuple[str, ParamValue], ...]
+    nranks: int
+    nchunks: int
+    root: int | None
+    steps: tuple[Step, ...]
+    source: str
+    span: Span  # the `algorithm` header
+
+    def param(self, name: str) -> ParamValue:
+        for key, value in self.params:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+    @property
+    def param_dict(self) -> dict[str, ParamValue]:
+        return dict(self.params)
+
+    def ops(self) -> Iterator[tuple[Step, Op]]:
+        for step in self.steps:
+            for op in step.ops:
+                yield step, op
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            seen.setdefault(step.phase, None)
+        return tuple(seen)
+
+
+# --------------------------------------------------------------------------
+# The stable JSON form (documented in docs/ir-json.md)
+# --------------------------------------------------------------------------
+
+IR_JSON_VERSION = 1
+
+
+def _param_to_json(value: ParamValue) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _param_from_json(value: Any) -> ParamValue:
+    return tuple(int(v) for v in value) if isinstance(value, list) else int(value)
+
+
+def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
+    """The IR as plain JSON data: the contract with tools and tests."""
+    steps = []
+    for step in schedule.steps:
+        ops = []
+        for op in step.ops:
+            entry: dict[str, Any] = {
+                "rank": op.rank,
+                "kind": op.kind.value,
+                "peer": op.peer,
+                "chunks": op.chunks.ids().tolist(),
+            }
+            if op.action is not None:
+                entry["action"] = op.action.value
+            entry["line"] = op.span.line
+            entry["column"] = op.span.column
+            ops.append(entry)
+        steps.append({"index": step.index, "phase": step.phase, "ops": ops})
+    return {
+        "version": IR_JSON_VERSION,
+        "algorithm": schedule.algorithm,
+        "collective": schedule.collective.value,
+        "source": schedule.source,
+        "params": {k: _param_to_json(v) for k, v in schedule.params},
+        "nranks": schedule.nranks,
+        "nchunks": schedule.nchunks,
+        "root": schedule.root,
+        "steps": steps,
+    }
+
+
+def schedule_from_json(data: dict[str, Any]) -> Schedule:
+    """Inverse of `schedule_to_json` (spans keep only file, line and column)."""
+    source = str(data.get("source", "<json>"))
+    steps = []
+    for step in data["steps"]:
+        ops = []
+        for op in step["ops"]:
+            line = int(op.get("line", 0))
+            column = int(op.get("column", 0))
+            action = op.get("action")
+            ops.append(
+                Op(
+                    rank=int(op["rank"]),
+                    kind=OpKind(op["kind"]),
+                    peer=int(op["peer"]),
+                    chunks=ChunkSet.of(int(c) for c in op["chunks"]),
+                    action=Action(action) if action is not None else None,
+                    span=Span(source, line, column, line, column),
+                )
+            )
+        steps.append(Step(index=int(step["index"]), phase=str(step["phase"]), ops=tuple(ops)))
+    root = data.get("root")
+    return Schedule(
+        algorithm=str(data["algorithm"]),
+        collective=Collective(data["collective"]),
+        params=tuple((str(k), _param_from_json(v)) for k, v in data["params"].items()),
+        nranks=int(data["nranks"]),
+        nchunks=int(data["nchunks"]),
+        root=int(root) if root is not None else None,
+        steps=tuple(steps),
+        source=source,
+        span=Span(source, 1, 1, 1, 1),
+    )
