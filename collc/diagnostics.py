@@ -23,6 +23,7 @@ class CollError(Exception):
         self.message = message
         self.span = span
         self.notes = notes
+        self.sources: dict[str, str] = {}  # texts known where the error was raised, for carets
 
     def with_span(self, span: Span) -> CollError:
         """The same error located at ``span`` if it had no location yet."""

@@ -625,7 +625,20 @@ def elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
         sys.setrecursionlimit(old_limit)
 
 
-def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
+def constants(program: Program, values: Mapping[str, ParamValue]) -> dict[str, Value]:
+    """The parameters and global constants of an instance (no phases are run)."""
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
+    try:
+        _, globals_, _ = _globals(program, values)
+    except RecursionError:
+        raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
+    finally:
+        sys.setrecursionlimit(old_limit)
+    return dict(globals_)
+
+
+def _globals(program: Program, values: Mapping[str, ParamValue]) -> tuple[_Compiler, Env, _Emitter]:
     emitter = _Emitter(nranks=0, nchunks=0)
     compilers: list[_Compiler] = []
 
@@ -637,6 +650,11 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
     compiler = compilers[0]
     for let in program.lets:
         globals_[let.name] = compiler.expr(let.value, frozenset())(globals_)
+    return compiler, globals_, emitter
+
+
+def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
+    compiler, globals_, emitter = _globals(program, values)
 
     p = globals_["p"]
     pspan = (program.param("p") or program.header).span
@@ -697,4 +715,4 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
     )
 
 
-__all__ = ["MAX_CHUNKS", "MAX_RANKS", "ChunkSet", "bind_params", "elaborate"]
+__all__ = ["MAX_CHUNKS", "MAX_RANKS", "ChunkSet", "bind_params", "constants", "elaborate"]

@@ -271,6 +271,8 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
                 entry["action"] = op.action.value
             entry["line"] = op.span.line
             entry["column"] = op.span.column
+            if op.span.file != schedule.source:
+                entry["file"] = op.span.file
             ops.append(entry)
         steps.append({"index": step.index, "phase": step.phase, "ops": ops})
     return {
@@ -303,7 +305,7 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
                     peer=int(op["peer"]),
                     chunks=ChunkSet.of(int(c) for c in op["chunks"]),
                     action=Action(action) if action is not None else None,
-                    span=Span(source, line, column, line, column),
+                    span=Span(str(op.get("file", source)), line, column, line, column),
                 )
             )
         steps.append(Step(index=int(step["index"]), phase=str(step["phase"]), ops=tuple(ops)))

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from collc.collectives import EVERY, chunk_dest, chunk_origin
 from collc.ir import Action, ChunkSet, Collective, Op, OpKind, Schedule, Span, Step
 from collc.verify.check import CheckReport, Finding, check
 
@@ -21,42 +26,59 @@ HEADER = Span(FILE, 1000000, 1, 1000000, 1)
 class Builder:
     """Collects ops per step, each op with its own source line."""
 
-    def __init__(self) -> None:
+    def __init__(self, distinct_spans: bool = True) -> None:
         self.line = 0
+        self.distinct = distinct_spans  # off for the scale tests: a frozen Span costs as much as an Op
+        self.shared = Span(FILE, 1, 1, 1, 20)
         self.steps: dict[int, list[Op]] = {}
         self.phases: dict[int, str] = {}
 
-    def span(self) -> Span:
+    def op(
+        self,
+        step: int,
+        rank: int,
+        kind: OpKind,
+        peer: int,
+        chunks: Iterable[int] | ChunkSet,
+        action: Action | None,
+    ) -> Op:
         self.line += 1
-        return Span(FILE, self.line, 1, self.line, 20)
-
-    def op(self, step: int, rank: int, kind: OpKind, peer: int, chunks: Iterable[int], action: Action | None) -> Op:
-        op = Op(rank, kind, peer, ChunkSet.of(chunks), action, self.span())
-        self.steps.setdefault(step, []).append(op)
+        span = Span(FILE, self.line, 1, self.line, 20) if self.distinct else self.shared
+        op = Op(
+            rank, kind, peer, chunks if isinstance(chunks, ChunkSet) else ChunkSet.of(chunks), action, span
+        )
+        ops = self.steps.get(step)
+        if ops is None:
+            ops = self.steps[step] = []
+        ops.append(op)
         return op
 
-    def xfer(self, step: int, src: int, dst: int, chunks: Iterable[int], action: Action, phase: str = "") -> None:
-        ids = list(chunks)
-        self.op(step, src, OpKind.SEND, dst, ids, None)
-        self.op(step, dst, OpKind.RECV, src, ids, action)
-        self.phases.setdefault(step, phase)
+    def xfer(
+        self, step: int, src: int, dst: int, chunks: Iterable[int] | ChunkSet, action: Action, phase: str = ""
+    ) -> None:
+        """A send and its matching receive (sharing one chunk set, as the frontend does)."""
+        cs = chunks if isinstance(chunks, ChunkSet) else ChunkSet.of(chunks)
+        self.op(step, src, OpKind.SEND, dst, cs, None)
+        self.op(step, dst, OpKind.RECV, src, cs, action)
+        if phase:
+            self.phases.setdefault(step, phase)
 
-    def build(self, collective: Collective, p: int, n: int, root: int | None = None, name: str = "t") -> Schedule:
+    def build(
+        self, collective: Collective, p: int, n: int, root: int | None = None, name: str = "t"
+    ) -> Schedule:
         last = max(self.steps, default=-1)
-        steps = tuple(
-            Step(i, self.phases.get(i, ""), tuple(self.steps.get(i, ()))) for i in range(last + 1)
-        )
+        steps = tuple(Step(i, self.phases.get(i, ""), tuple(self.steps.get(i, ()))) for i in range(last + 1))
         params = (("p", p), ("n", n))
         return Schedule(name, collective, params, p, n, root, steps, FILE, HEADER)
 
 
-def block(b: int, k: int) -> range:
-    return range(b * k, (b + 1) * k)
+def block(b: int, k: int) -> ChunkSet:
+    return ChunkSet.interval(b * k, (b + 1) * k)
 
 
-def ring_allreduce(p: int, k: int = 1) -> Schedule:
+def ring_allreduce(p: int, k: int = 1, distinct_spans: bool = True) -> Schedule:
     """Reduce-scatter then allgather around the ring; nchunks = p*k."""
-    b = Builder()
+    b = Builder(distinct_spans)
     for s in range(p - 1):
         for r in range(p):
             b.xfer(s, r, (r + 1) % p, block((r - s) % p, k), Action.REDUCE, "reduce-scatter")
@@ -123,27 +145,37 @@ def recursive_doubling(p: int, n: int) -> Schedule:
     return b.build(Collective.ALLREDUCE, p, n, name="recursive_doubling")
 
 
-def rabenseifner(p: int) -> Schedule:
-    """Recursive halving reduce-scatter then recursive doubling allgather; nchunks = p."""
+def rabenseifner(p: int, shuffle: bool = False) -> Schedule:
+    """Recursive halving reduce-scatter then recursive doubling allgather; nchunks = p.
+
+    With `shuffle`, chunk ids are permuted (still correct: ids are logical), so the sets are scattered.
+    """
     b = Builder()
+    perm = np.random.default_rng(1).permutation(p) if shuffle else np.arange(p)
+    sets: dict[tuple[int, int], ChunkSet] = {}
+
+    def window(a: int, z: int) -> ChunkSet:
+        if (a, z) not in sets:
+            mask = np.zeros(p, dtype=bool)
+            mask[perm[a:z]] = True
+            sets[a, z] = ChunkSet(int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little"))
+        return sets[a, z]
+
     lo, hi = [0] * p, [p] * p
     steps = p.bit_length() - 1
     for k in range(steps):
         d = p >> (k + 1)
-        new = []
         for r in range(p):
             mid = (lo[r] + hi[r]) // 2
             keep, give = ((lo[r], mid), (mid, hi[r])) if r & d == 0 else ((mid, hi[r]), (lo[r], mid))
-            b.op(k, r, OpKind.SEND, r ^ d, range(*give), None)
-            b.op(k, r, OpKind.RECV, r ^ d, range(*keep), Action.REDUCE)
-            new.append(keep)
-        lo, hi = [a for a, _ in new], [z for _, z in new]
+            b.op(k, r, OpKind.SEND, r ^ d, window(*give), None)
+            b.op(k, r, OpKind.RECV, r ^ d, window(*keep), Action.REDUCE)
+            lo[r], hi[r] = keep
     for k in range(steps):
         d = 1 << k
         for r in range(p):
-            peer = r ^ d
-            b.op(steps + k, r, OpKind.SEND, peer, range(lo[r], hi[r]), None)
-            b.op(steps + k, r, OpKind.RECV, peer, range(lo[peer], hi[peer]), Action.COPY)
+            b.op(steps + k, r, OpKind.SEND, r ^ d, window(lo[r], hi[r]), None)
+            b.op(steps + k, r, OpKind.RECV, r ^ d, window(lo[r ^ d], hi[r ^ d]), Action.COPY)
         lo = [min(lo[r], lo[r ^ d]) for r in range(p)]
         hi = [max(hi[r], hi[r ^ d]) for r in range(p)]
     return b.build(Collective.ALLREDUCE, p, p, name="rabenseifner")
@@ -272,14 +304,15 @@ def test_sends_and_receives_merge_per_pair() -> None:
 
 
 @pytest.mark.parametrize("p", [4, 16, 64])
-def test_rabenseifner(p: int) -> None:
-    st = assert_ok(rabenseifner(p)).stats
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rabenseifner(p: int, shuffle: bool) -> None:
+    st = assert_ok(rabenseifner(p, shuffle)).stats
     assert st.steps == 2 * (p.bit_length() - 1)
     assert st.max_sent_fraction == pytest.approx(2 * (p - 1) / p)
 
 
 def test_ring_allreduce_p512() -> None:
-    assert_ok(ring_allreduce(512))
+    assert assert_ok(ring_allreduce(512, distinct_spans=False)).stats.steps == 2 * 511
 
 
 def test_scale_p1024() -> None:
@@ -288,8 +321,10 @@ def test_scale_p1024() -> None:
 
 
 @pytest.mark.slow
-def test_scale_p4096() -> None:
-    assert_ok(rabenseifner(4096))
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_scale_p4096(shuffle: bool) -> None:
+    """Like Swing allreduce at p=4096: ~200k ops, 33M chunk transfers."""
+    assert_ok(rabenseifner(4096, shuffle))
 
 
 # --------------------------------------------------------------------------
@@ -325,7 +360,9 @@ def test_chunk_out_of_range() -> None:
     s = ring_allreduce(4)
     send, recv = find_op(s, 0, 0, OpKind.SEND), find_op(s, 0, 1, OpKind.RECV)
     extra = ChunkSet.of([9])
-    s = edit(s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks | extra) if op in (send, recv) else op])
+    s = edit(
+        s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks | extra) if op in (send, recv) else op]
+    )
     report = check(s)
     assert codes(report) == ["chunk-out-of-range", "chunk-out-of-range"]
     assert {f.span for f in report.findings} == {send.span, recv.span}
@@ -338,7 +375,9 @@ def test_dropped_chunk() -> None:
     send, recv = find_op(s, 1, 3, OpKind.SEND), find_op(s, 1, 4, OpKind.RECV)
     lost = send.chunks.max()  # chunk of block (3-1) % 5 = 2
     less = ChunkSet.of([lost])
-    s = edit(s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks - less) if op in (send, recv) else op])
+    s = edit(
+        s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks - less) if op in (send, recv) else op]
+    )
     report = check(s)
     assert codes(report) == ["postcondition"]
     f = report.findings[0]
@@ -346,7 +385,7 @@ def test_dropped_chunk() -> None:
     assert f.expected == "{0..4}" and f.actual == "{0..1, 4}"  # ranks 2, 3 had it before the drop
     writer = find_op(s, 2 * (p - 1) - 1, 0, OpKind.RECV)  # rank 0's last allgather receive
     assert f.span == writer.span and f.step == 2 * (p - 1) - 1
-    assert "missing {2, 3}" in f.message and "4 other ranks" in f.message
+    assert "missing {2..3}" in f.message and "4 other ranks" in f.message
 
 
 def test_copy_instead_of_reduce() -> None:
@@ -367,7 +406,7 @@ def test_reduce_instead_of_copy_in_allgather() -> None:
     assert codes(report) == ["double-count"]
     f = report.findings[0]
     assert (f.span, f.step, f.rank, f.chunk) == (new.span, p, 2, 1)
-    assert f.expected == "{0..4}" and f.actual == "{0..4} (x2: {1, 2})"
+    assert f.expected == "{0..4}" and f.actual == "{0..4} (x2: {1..2})"
     assert "counted twice" in f.message
 
 
@@ -464,3 +503,160 @@ def test_layout_error() -> None:
     assert codes(report) == ["layout"] and report.findings[0].span == HEADER
     report = check(Builder().build(Collective.BROADCAST, 4, 4, root=4))
     assert codes(report) == ["root-out-of-range"]
+
+
+def test_double_count_blames_the_reduce_that_reaches_the_failing_slot() -> None:
+    b = Builder()
+    b.xfer(0, 0, 1, [0], Action.REDUCE)  # r1 = {0, 1}
+    b.xfer(1, 1, 0, [0], Action.REDUCE)  # r0 = {0, 0, 1}: counted twice, but overwritten below
+    b.xfer(2, 1, 0, [0], Action.COPY)  # r0 = {0, 1}
+    b.xfer(2, 2, 1, [0], Action.REDUCE)  # r1 = {0, 1, 2}
+    b.xfer(3, 1, 0, [0], Action.COPY)
+    b.xfer(3, 1, 2, [0], Action.REDUCE)  # r2 = {0, 1, 2, 2}: this one stays
+    report = check(b.build(Collective.ALLREDUCE, 3, 1))
+    assert codes(report) == ["double-count"]
+    f = report.findings[0]
+    assert (f.step, f.rank, f.chunk, f.span.line) == (3, 2, 0, 12)
+    assert f.actual == "{0..2} (x2: {2})"
+
+
+def test_two_reduces_bringing_the_same_origin() -> None:
+    b = Builder()
+    b.xfer(0, 0, 1, [0], Action.REDUCE)
+    b.xfer(0, 0, 2, [0], Action.REDUCE)
+    b.xfer(1, 1, 0, [0], Action.REDUCE)  # line 6
+    b.xfer(1, 2, 0, [0], Action.REDUCE)
+    b.xfer(2, 0, 1, [0], Action.COPY)
+    b.xfer(2, 0, 2, [0], Action.COPY)
+    report = check(b.build(Collective.ALLREDUCE, 3, 1))
+    assert codes(report) == ["double-count"]
+    f = report.findings[0]
+    assert (f.step, f.rank, f.span.line) == (1, 0, 6) and f.actual == "{0..2} (x3: {0})"
+
+
+def test_mutant_at_scale_is_traced() -> None:
+    s = rabenseifner(1024)
+    recv = find_op(s, 0, 5, OpKind.RECV)
+    report = check(replace_op(s, recv, action=Action.COPY)[0])
+    assert set(codes(report)) == {"postcondition"} and len(report.findings) == 9
+    f = report.findings[0]
+    assert f.chunk == 0 and f.expected == "{0..1023}" and "missing {5}" in f.message
+    assert "504 more chunks" in report.findings[-1].message
+
+
+def test_trace_keeps_actions_apart_per_chunk() -> None:
+    b = Builder()
+    b.op(0, 0, OpKind.SEND, 1, [0, 1], None)
+    b.op(0, 1, OpKind.RECV, 0, [0], Action.COPY)  # line 2: loses rank 1's part of chunk 0
+    b.op(0, 1, OpKind.RECV, 0, [1], Action.REDUCE)
+    b.xfer(1, 1, 0, [0, 1], Action.COPY)
+    report = check(b.build(Collective.ALLREDUCE, 2, 2))
+    assert codes(report) == ["postcondition"]
+    f = report.findings[0]
+    assert (f.chunk, f.rank, f.actual, f.step, f.span.line) == (0, 0, "{0}", 1, 5)
+
+
+# --------------------------------------------------------------------------
+# Against a naive reference simulator, on randomly mutated schedules
+# --------------------------------------------------------------------------
+
+
+def reference_codes(s: Schedule) -> set[str]:
+    """The data-flow codes a plain Counter-per-slot simulation finds (matched, well-formed input)."""
+    p, n = s.nranks, s.nchunks
+    origin = chunk_origin(s.collective, p, n, s.root)
+    dest = chunk_dest(s.collective, p, n, s.root)
+    slots = {
+        (r, c): Counter([r if origin[c] == EVERY else int(origin[c])]) for r in range(p) for c in range(n)
+    }
+    for r in range(p):
+        for c in range(n):
+            if origin[c] not in (EVERY, r):
+                slots[r, c] = Counter()
+    found: set[str] = set()
+    for step in s.steps:
+        sent: dict[tuple[int, int], set[int]] = {}
+        got: dict[tuple[int, int, Action], set[int]] = {}
+        for op in step.ops:
+            if op.kind is OpKind.SEND:
+                sent.setdefault((op.rank, op.peer), set()).update(op.chunks)
+            else:
+                assert op.action is not None
+                got.setdefault((op.peer, op.rank, op.action), set()).update(op.chunks)
+        writes: list[tuple[int, int, Action, Counter[int]]] = []
+        for (src, dst), chunks in sent.items():
+            for c in chunks:
+                if not slots[src, c]:
+                    found.add("send-not-held")
+            for action in (Action.COPY, Action.REDUCE):
+                for c in chunks & got.get((src, dst, action), set()):
+                    writes.append((dst, c, action, Counter(slots[src, c])))
+        per_slot: dict[tuple[int, int], list[Action]] = {}
+        for dst, c, action, _ in writes:
+            per_slot.setdefault((dst, c), []).append(action)
+        if any(len(a) > 1 and Action.COPY in a for a in per_slot.values()):
+            found.add("write-conflict")
+        for dst, c, action, value in writes:
+            if action is Action.REDUCE and not slots[dst, c]:
+                found.add("reduce-into-empty")
+        for dst, c, action, value in sorted(writes, key=lambda w: w[2] is Action.REDUCE):
+            slots[dst, c] = value if action is Action.COPY else slots[dst, c] + value
+    for c in range(n):
+        want = Counter(range(p)) if origin[c] == EVERY else Counter([int(origin[c])])
+        bad = [slots[r, c] for r in range(p) if dest[c] in (EVERY, r) and slots[r, c] != want]
+        if any(max(v.values(), default=0) > 1 for v in bad):
+            found.add("double-count")
+        if any(max(v.values(), default=0) <= 1 for v in bad):
+            found.add("postcondition")
+    return found
+
+
+BASES: dict[str, Callable[[], Schedule]] = {
+    "ring": lambda: ring_allreduce(4, k=2),
+    "rab": lambda: rabenseifner(4, shuffle=True),
+    "bcast": lambda: binomial_broadcast(5, 2, n=3),
+    "reduce": lambda: binomial_reduce(5, 1, n=2),
+    "alltoall": lambda: pairwise_alltoall(3),
+    "rs": lambda: ring_reduce_scatter(5),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.sampled_from(sorted(BASES)), data=st.data())
+def test_agrees_with_reference_on_mutants(base: str, data: st.DataObject) -> None:
+    s = BASES[base]()
+    for _ in range(data.draw(st.integers(1, 3))):
+        pairs = [(st_.index, i) for st_ in s.steps for i, op in enumerate(st_.ops) if op.kind is OpKind.SEND]
+        step, i = data.draw(st.sampled_from(pairs))
+        send = s.steps[step].ops[i]
+        recvs = [op for op in s.steps[step].ops if op.kind is OpKind.RECV and op.rank == send.peer]
+        recv = next(op for op in recvs if op.peer == send.rank)
+        how = data.draw(st.sampled_from(["flip", "move", "drop-chunk", "other-chunk"]))
+        if how == "flip":
+            flip = Action.COPY if recv.action is Action.REDUCE else Action.REDUCE
+            s, _ = replace_op(s, recv, action=flip)
+            continue
+        if how == "move":  # the whole transfer happens in another step
+            target = data.draw(st.integers(0, len(s.steps) - 1))
+            s = drop(s, send, recv)
+            s = edit(
+                s, lambda j, op, t=target: [op, send, recv] if j == t and op is s.steps[t].ops[0] else [op]
+            )
+            if not s.steps[target].ops:
+                steps = list(s.steps)
+                steps[target] = dataclasses.replace(steps[target], ops=(send, recv))
+                s = dataclasses.replace(s, steps=tuple(steps))
+            continue
+        c = data.draw(st.integers(0, s.nchunks - 1))
+        one = ChunkSet.of([c])
+        new = send.chunks - one if how == "drop-chunk" else send.chunks | one
+        if not new:
+            continue
+        s = edit(
+            s,
+            lambda _, op, a=send, b=recv, x=new: [dataclasses.replace(op, chunks=x) if op in (a, b) else op],
+        )
+    report = check(s, max_findings=100)
+    want = reference_codes(s)
+    assert report.ok == (not want)
+    assert set(codes(report)) == want

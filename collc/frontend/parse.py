@@ -28,13 +28,18 @@ _OPEN = {"LPAR", "LSQB", "LBRACE"}
 _CLOSE = {"RPAR", "RSQB", "RBRACE"}
 
 
+class _IndentError(Exception):
+    """An indentation or bracket error at (line, column, width); parse_module adds the file."""
+
+    def __init__(self, message: str, line: int, column: int, width: int = 1) -> None:
+        super().__init__(message)
+        self.message, self.line, self.column, self.width = message, line, column, width
+
+
 class CollIndenter(PostLex):
-    """Turns leading whitespace after newlines into INDENT/DEDENT tokens."""
+    """Turns leading whitespace after newlines into INDENT/DEDENT tokens (stateless between parses)."""
 
     always_accept = ("_NL",)
-
-    def __init__(self, file: str) -> None:
-        self.file = file
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         paren_level = 0
@@ -47,7 +52,8 @@ class CollIndenter(PostLex):
                 yield token
                 indent_str = token.rsplit("\n", 1)[1] if "\n" in token else ""
                 if "\t" in indent_str and " " in indent_str:
-                    raise CollError("indentation mixes tabs and spaces", _token_span(self.file, token, 1))
+                    line = token.end_line or token.line or 1
+                    raise _IndentError("indentation mixes tabs and spaces", line, 1)
                 indent = len(indent_str.expandtabs(8))
                 if indent > levels[-1]:
                     levels.append(indent)
@@ -57,12 +63,12 @@ class CollIndenter(PostLex):
                         levels.pop()
                         yield Token.new_borrow_pos("_DEDENT", indent_str, token)
                     if indent != levels[-1]:
-                        line = (token.end_line or token.line or 1)
-                        span = Span(self.file, line, indent + 1, line, indent + 2)
-                        raise CollError(
+                        line = token.end_line or token.line or 1
+                        raise _IndentError(
                             f"this line is indented to column {indent + 1}, which matches no enclosing block "
                             f"(expected column {levels[-1] + 1})",
-                            span,
+                            line,
+                            indent + 1,
                         )
                 continue
             yield token
@@ -70,7 +76,7 @@ class CollIndenter(PostLex):
                 paren_level += 1
             elif token.type in _CLOSE:
                 if paren_level == 0:
-                    raise CollError(f"unmatched '{token}'", _token_span(self.file, token))
+                    raise _IndentError(f"unmatched '{token}'", token.line or 1, token.column or 1, len(str(token)))
                 paren_level -= 1
         while len(levels) > 1:
             levels.pop()
@@ -101,12 +107,14 @@ def _grammar_text() -> str:
     return (data_dir("grammar") / "coll.lark").read_text()
 
 
-def _make_parser(file: str) -> Lark:
+@cache
+def _parser() -> Lark:
+    """The LALR parser, built once per process from the shipped grammar (it holds no parse state)."""
     return Lark(
         _grammar_text(),
         parser="lalr",
         start=["program", "library"],
-        postlex=CollIndenter(file),
+        postlex=CollIndenter(),
         propagate_positions=True,
         maybe_placeholders=False,
     )
@@ -149,7 +157,7 @@ def _describe_token(token: Token) -> str:
     if token.type == "_INDENT":
         return "an indented block"
     if token.type == "_DEDENT":
-        return "the end of an indented block"
+        return "end of an indented block"
     if token.type == "$END":
         return "end of file"
     return f"'{token}'"
@@ -159,11 +167,11 @@ def parse_module(text: str, file: str, *, library: bool = False) -> ast.Module:
     """Parse one file.  ``library`` files have no header and no parameters or phases."""
     if not text.endswith("\n"):
         text += "\n"
-    parser = _make_parser(file)
+    parser = _parser()
     try:
         tree = parser.parse(text, start="library" if library else "program")
-    except CollError:
-        raise
+    except _IndentError as err:
+        raise CollError(err.message, Span(file, err.line, err.column, err.line, err.column + err.width)) from None
     except UnexpectedToken as err:
         token = err.token
         expected = _friendly_terminals(parser, set(err.expected))

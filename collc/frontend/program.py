@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from collc.diagnostics import CollError
@@ -59,16 +60,33 @@ def load_program(path: str | Path) -> Program:
 
 
 def parse_program(text: str, file: str = "<input>") -> Program:
-    """Parse and check program text (includes are resolved relative to ``file``)."""
+    """Parse and check program text (includes are resolved relative to ``file``).
+
+    A `CollError` raised here carries the texts read so far in ``err.sources``.
+    """
     sources: dict[str, str] = {file: text}
-    prelude_text = (data_dir("grammar") / "prelude.coll").read_text()
+    try:
+        return _parse_program(text, file, sources)
+    except CollError as err:
+        err.sources = dict(sources)
+        raise
+
+
+def _parse_program(text: str, file: str, sources: dict[str, str]) -> Program:
+    prelude_text, prelude = _prelude()
     sources[PRELUDE_NAME] = prelude_text
-    prelude = parse_module(prelude_text, PRELUDE_NAME, library=True)
     main = parse_module(text, file)
     modules: list[ast.Module] = [prelude]
     _collect_includes(main, Path(file).parent, sources, modules, [file], 0)
     modules.append(main)
     return _assemble(main, modules, sources)
+
+
+@cache
+def _prelude() -> tuple[str, ast.Module]:
+    """The standard prelude, parsed once per process (it never changes while running)."""
+    text = (data_dir("grammar") / "prelude.coll").read_text()
+    return text, parse_module(text, PRELUDE_NAME, library=True)
 
 
 def _collect_includes(

@@ -2,15 +2,23 @@
 
 Two passes.  A *fingerprint* pass runs the whole schedule with numpy: slot
 (rank, chunk) holds the wrapping uint64 sum of random odd hashes of the origins
-it contains, plus a "held" flag.  Only the chunks that fail the postcondition
-there are then re-traced *exactly* (a count vector of origins per rank) to name
-the missing or doubly counted contributions and the op responsible.
+it contains, plus an exact "held" flag; it also does the well-formedness,
+matching and statistics work.  Only the chunks that fail the postcondition there
+(at most `_MAX_TRACED_CHUNKS`) are then re-traced *exactly* (per rank, a bitset
+of origins plus the counts above one) to name the missing or doubly counted
+contributions and the op responsible.
+
+Semantics (see collc.ir and collc.collectives): per step and (src, dst) pair,
+sends and receives are merged into sets and must match; only matched chunks
+arrive.  Every send reads the state at the start of the step; copies land
+first, then reduces.  Ill-formed ops are reported and skipped (bad rank or
+peer) or cut to the valid chunk range; a receive without an action is a copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,10 +45,8 @@ CODES: tuple[str, ...] = (
     "double-count",
     "postcondition",
 )
-_PRIORITY = {code: i for i, code in enumerate(CODES)}
 _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
-_COUNT_CAP = 1 << 20  # exact counts saturate here (only pathological schedules get close)
 _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cleared
 
 
@@ -105,6 +111,10 @@ def _chunks_word(bits: int) -> str:
     return f"chunk {bits.bit_length() - 1}" if bits.bit_count() == 1 else f"chunks {_fmt(bits)}"
 
 
+def _them(bits: int) -> str:
+    return "it" if bits.bit_count() == 1 else "them"
+
+
 def _format_counts(counts: np.ndarray) -> str:
     """A multiset of origins: ``{0..7}`` or ``{0..7} (x2: {1, 2})``."""
     text = _fmt_ids(np.flatnonzero(counts > 0))
@@ -147,87 +157,110 @@ class _Collector:
         return findings, self.total - len(findings)
 
 
-@dataclass(slots=True)
-class _Pair:
-    """What one (src, dst) pair exchanges in one step, merged over ops."""
-
-    send: int = 0
-    copy: int = 0
-    reduce: int = 0
-    send_ops: list[Op] = field(default_factory=list)
-    recv_ops: list[tuple[Op, Action]] = field(default_factory=list)
-
-    def send_op(self, bits: int) -> Op:
-        return next((op for op in self.send_ops if op.chunks.bits & bits), self.send_ops[0])
-
-    def recv_op(self, bits: int, action: Action | None = None) -> Op:
-        for op, act in self.recv_ops:
-            if op.chunks.bits & bits and (action is None or act is action):
-                return op
-        return self.recv_ops[0][0]
+_Pairs = dict[tuple[int, int], list[int]]  # (src, dst) -> [sent, copied, reduced] chunk bits
 
 
-def _pairs(
-    ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collector | None
-) -> dict[tuple[int, int], _Pair]:
-    """Merge a step's ops per (src, dst); ill-formed ops are reported to `out` and skipped/repaired."""
-    pairs: dict[tuple[int, int], _Pair] = {}
-    mask = (1 << nchunks) - 1
+def _pairs(ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collector | None) -> _Pairs:
+    """Merge a step's ops per (src, dst); ill-formed ops are reported to `out` and skipped or repaired."""
+    pairs: _Pairs = {}
+    get = pairs.get
+    send_kind, reduce_action = OpKind.SEND, Action.REDUCE
     for op in ops:
         rank, peer, bits = op.rank, op.peer, op.chunks.bits
-        verb = "sends to" if op.kind is OpKind.SEND else "receives from"
-        if not 0 <= rank < nranks:
-            if out is not None:
-                msg = f"step {step}: an op of rank {rank} {verb} rank {peer}, but ranks are 0..{nranks - 1}"
-                out.add(Finding("rank-out-of-range", msg, op.span, step, rank, None, None, None))
-            continue
-        if not 0 <= peer < nranks or peer == rank:
-            if out is not None:
-                code = "peer-is-self" if peer == rank else "peer-out-of-range"
-                why = "itself" if peer == rank else f"rank {peer}, but ranks are 0..{nranks - 1}"
-                out.add(Finding(code, f"step {step}: rank {rank} {verb} {why}", op.span, step, rank, None, None, None))
-            continue
-        if bits >> nchunks:
-            if out is not None:
-                bad = bits & ~mask
-                msg = (
-                    f"step {step}: rank {rank} {verb} rank {peer} {_chunks_word(bad)}, "
-                    f"but chunks are 0..{nchunks - 1}"
-                )
-                out.add(
-                    Finding("chunk-out-of-range", msg, op.span, step, rank, bad.bit_length() - 1, None, None)
-                )
-            bits &= mask
-        if op.kind is OpKind.SEND:
+        if not (0 <= rank < nranks and 0 <= peer < nranks and rank != peer) or bits.bit_length() > nchunks:
+            bits = _repair(op, nranks, nchunks, step, out)
+            if bits < 0:
+                continue
+        if op.kind is send_kind:
             if op.action is not None and out is not None:
                 msg = f"step {step}: rank {rank} sends to rank {peer} with action {op.action.value!r}"
                 out.add(Finding("send-with-action", msg, op.span, step, rank, None, None, None))
-            pair = pairs.get((rank, peer))
-            if pair is None:
-                pair = pairs[rank, peer] = _Pair()
-            pair.send |= bits
-            pair.send_ops.append(op)
-        else:
-            action = op.action
-            if action is None:
-                if out is not None:
-                    msg = f"step {step}: rank {rank} receives from rank {peer} without an action (copy assumed)"
-                    out.add(Finding("recv-without-action", msg, op.span, step, rank, None, None, None))
-                action = Action.COPY
-            pair = pairs.get((peer, rank))
-            if pair is None:
-                pair = pairs[peer, rank] = _Pair()
-            if action is Action.COPY:
-                pair.copy |= bits
+            entry = get((rank, peer))
+            if entry is None:
+                pairs[rank, peer] = [bits, 0, 0]
             else:
-                pair.reduce |= bits
-            pair.recv_ops.append((op, action))
+                entry[0] |= bits
+        else:
+            entry = get((peer, rank))
+            if entry is None:
+                entry = pairs[peer, rank] = [0, 0, 0]
+            if op.action is reduce_action:
+                entry[2] |= bits
+            else:
+                entry[1] |= bits
+                if op.action is None and out is not None:
+                    msg = (
+                        f"step {step}: rank {rank} receives from rank {peer} without an action (copy assumed)"
+                    )
+                    out.add(Finding("recv-without-action", msg, op.span, step, rank, None, None, None))
     return pairs
+
+
+def _repair(op: Op, nranks: int, nchunks: int, step: int, out: _Collector | None) -> int:
+    """Report an ill-formed op; its chunk bits cut to range, or -1 when it must be skipped."""
+    rank, peer, bits = op.rank, op.peer, op.chunks.bits
+    verb = "sends to" if op.kind is OpKind.SEND else "receives from"
+    if not 0 <= rank < nranks:
+        if out is not None:
+            msg = f"step {step}: an op of rank {rank} {verb} rank {peer}, but ranks are 0..{nranks - 1}"
+            out.add(Finding("rank-out-of-range", msg, op.span, step, rank, None, None, None))
+        return -1
+    if not 0 <= peer < nranks or peer == rank:
+        if out is not None:
+            code = "peer-is-self" if peer == rank else "peer-out-of-range"
+            why = "itself" if peer == rank else f"rank {peer}, but ranks are 0..{nranks - 1}"
+            out.add(
+                Finding(code, f"step {step}: rank {rank} {verb} {why}", op.span, step, rank, None, None, None)
+            )
+        return -1
+    mask = (1 << nchunks) - 1
+    if out is not None:
+        bad = bits & ~mask
+        what = _chunks_word(bad)
+        msg = f"step {step}: rank {rank} {verb} rank {peer} {what}, but chunks are 0..{nchunks - 1}"
+        out.add(Finding("chunk-out-of-range", msg, op.span, step, rank, bad.bit_length() - 1, None, None))
+    return bits & mask
+
+
+def _find_op(
+    ops: Sequence[Op], rank: int, kind: OpKind, peer: int, bits: int, action: Action | None = None
+) -> Op:
+    """The first op of a step that moves some of `bits` (with `action`), to locate a finding."""
+    fallback: Op | None = None
+    for op in ops:
+        if op.rank == rank and op.kind is kind and op.peer == peer:
+            fallback = fallback or op
+            if op.chunks.bits & bits and (action is None or (op.action or Action.COPY) is action):
+                return op
+    assert fallback is not None
+    return fallback
+
+
+def _expand(starts: list[int], offsets: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``starts[k] + cols[i]`` for every element i of segment k (a cumsum beats np.repeat)."""
+    out = np.zeros(cols.size, dtype=np.int64)
+    out[offsets[:-1]] = np.diff(np.array(starts, dtype=np.int64), prepend=0)
+    np.cumsum(out, out=out)
+    out += cols
+    return out
+
+
+def _lowest(bits: int) -> int:
+    return (bits & -bits).bit_length() - 1
+
+
+def _bits_ids(bits: int) -> np.ndarray:
+    low = bits & -bits
+    if bits and (bits + low) & bits == 0:  # one run: skip the bit unpacking
+        return np.arange(low.bit_length() - 1, bits.bit_length(), dtype=np.int64)
+    return ChunkSet(bits).ids()
 
 
 # --------------------------------------------------------------------------
 # The fingerprint pass
 # --------------------------------------------------------------------------
+
+_Seg = tuple[int, int, int]  # (src, dst, chunk bits)
 
 
 class _Fingerprint:
@@ -251,13 +284,16 @@ class _Fingerprint:
             ) | np.uint64(1)
             every = origin == EVERY
             cols = np.flatnonzero(~every)
-            self.state = np.zeros((p, n), dtype=np.uint64)
-            self.held = np.zeros((p, n), dtype=bool)
-            self.state[:, every] = self.h[:, None]
-            self.held[:, every] = True
+            if cols.size == 0:  # every rank holds every chunk: broadcast, no column mask
+                self.state = np.repeat(self.h[:, None], n, axis=1)
+                self.held = np.ones((p, n), dtype=bool)
+            else:
+                self.state = np.zeros((p, n), dtype=np.uint64)
+                self.held = np.zeros((p, n), dtype=bool)
+                self.state[:, every] = self.h[:, None]
+                self.held[:, every] = True
             self.state[origin[cols], cols] = self.h[origin[cols]]
             self.held[origin[cols], cols] = True
-            self.mark = np.zeros(p * n, dtype=bool)
 
     def ids(self, bits: int) -> np.ndarray:
         got = self.ids_cache.get(bits)
@@ -271,83 +307,102 @@ class _Fingerprint:
 
     def run(self) -> None:
         for step in self.s.steps:
-            if not step.ops:
-                continue
-            self.steps += 1
-            pairs = _pairs(step.ops, self.s.nranks, self.s.nchunks, step.index, self.out)
-            self.match(step.index, pairs)
-            if self.dataflow:
-                self.flow(step.index, pairs)
+            if step.ops:
+                self.step(step.index, step.ops)
 
-    def match(self, step: int, pairs: dict[tuple[int, int], _Pair]) -> None:
-        """Stats, unmatched sends and receives, write conflicts."""
-        out = self.out
+    def step(self, step: int, ops: Sequence[Op]) -> None:
+        """Stats, matching and write conflicts of one step, then its data flow."""
+        self.steps += 1
+        out, sent, received = self.out, self.sent, self.received
+        pairs = _pairs(ops, self.s.nranks, self.s.nchunks, step, out)
         fan_out: dict[int, int] = {}
-        fan_in: dict[int, int] = {}
-        seen_any: dict[int, int] = {}
-        seen_copy: dict[int, int] = {}
-        for (src, dst), pr in pairs.items():
-            got = pr.copy | pr.reduce
-            if pr.send:
+        seen: dict[int, list[int]] = {}  # dst -> [received, copied, reduced, fan-in]
+        segs: tuple[list[_Seg], list[_Seg], list[_Seg]] = ([], [], [])  # copy, reduce, sent but lost
+        dups = False
+        for (src, dst), (send, copy, red) in pairs.items():
+            got = copy | red if copy and red else copy or red
+            if send:
                 self.messages += 1
-                self.sent[src] += pr.send.bit_count()
+                count = send.bit_count()
+                sent[src] += count
                 fan_out[src] = fan_out.get(src, 0) + 1
-            if got:
-                self.received[dst] += got.bit_count()
-                fan_in[dst] = fan_in.get(dst, 0) + 1
-            lost = pr.send & ~got
-            if lost and out.room("unmatched-send"):
-                op = pr.send_op(lost)
-                msg = (
-                    f"step {step}: rank {src} sends {_chunks_word(lost)} to rank {dst}, "
-                    f"but rank {dst} does not receive them from rank {src} in this step"
-                )
-                chunk = (lost & -lost).bit_length() - 1
-                out.add(Finding("unmatched-send", msg, op.span, step, src, chunk, _fmt(got), _fmt(pr.send)))
-            extra = got & ~pr.send
+                if send == got and not (copy and red):  # the common case, kept cheap
+                    segs[1 if red else 0].append((src, dst, send))
+                    received[dst] += count
+                    entry = seen.get(dst)
+                    if entry is None:
+                        seen[dst] = [got, copy, red, 1]
+                        continue
+                    clash = (copy & entry[0]) | (red & entry[1])
+                    dups = dups or bool(red & entry[2])
+                    entry[0] |= got
+                    entry[1] |= copy
+                    entry[2] |= red
+                    entry[3] += 1
+                    if clash:
+                        self.conflict(step, ops, src, dst, clash)
+                    continue
+                for kind, bits in enumerate((send & copy, send & red, send & ~got)):
+                    if bits:
+                        segs[kind].append((src, dst, bits))
+                lost = send & ~got
+                if lost and out.room("unmatched-send"):
+                    op = _find_op(ops, src, OpKind.SEND, dst, lost)
+                    msg = (
+                        f"step {step}: rank {src} sends {_chunks_word(lost)} to rank {dst}, "
+                        f"but rank {dst} does not receive {_them(lost)} from rank {src} in this step"
+                    )
+                    out.add(Finding("unmatched-send", msg, op.span, step, src, _lowest(lost), None, None))
+            if not got:
+                continue
+            extra = got & ~send
             if extra and out.room("unmatched-recv"):
-                op = pr.recv_op(extra)
+                op = _find_op(ops, dst, OpKind.RECV, src, extra)
                 msg = (
                     f"step {step}: rank {dst} receives {_chunks_word(extra)} from rank {src}, "
-                    f"but rank {src} does not send them to rank {dst} in this step"
+                    f"but rank {src} does not send {_them(extra)} to rank {dst} in this step"
                 )
-                chunk = (extra & -extra).bit_length() - 1
-                out.add(Finding("unmatched-recv", msg, op.span, step, dst, chunk, _fmt(pr.send), _fmt(got)))
-            if got:
-                before_any, before_copy = seen_any.get(dst, 0), seen_copy.get(dst, 0)
-                clash = (pr.copy & before_any) | (pr.reduce & before_copy) | (pr.copy & pr.reduce)
-                if clash:
-                    op = pr.recv_op(clash)
-                    chunk = (clash & -clash).bit_length() - 1
-                    msg = (
-                        f"step {step}: rank {dst} receives {_chunks_word(clash)} more than once in this step "
-                        f"(last from rank {src}) and at least one receive is a copy, so the result is undefined"
-                    )
-                    out.add(Finding("write-conflict", msg, op.span, step, dst, chunk, None, None))
-                seen_any[dst] = before_any | got
-                seen_copy[dst] = before_copy | pr.copy
-        self.fan_out = max(self.fan_out, *fan_out.values(), 0)
-        self.fan_in = max(self.fan_in, *fan_in.values(), 0)
+                out.add(Finding("unmatched-recv", msg, op.span, step, dst, _lowest(extra), None, None))
+            received[dst] += got.bit_count()
+            entry = seen.get(dst)
+            if entry is None:
+                seen[dst] = [got, copy, red, 1]
+                clash = copy & red
+            else:
+                clash = (copy & entry[0]) | (red & entry[1]) | (copy & red)
+                dups = dups or bool(red & entry[2])
+                entry[0] |= got
+                entry[1] |= copy
+                entry[2] |= red
+                entry[3] += 1
+            if clash:
+                self.conflict(step, ops, src, dst, clash)
+        self.fan_out = max(self.fan_out, max(fan_out.values(), default=0))
+        self.fan_in = max(self.fan_in, max((e[3] for e in seen.values()), default=0))
+        if self.dataflow:
+            self.flow(step, ops, segs, dups)
 
-    def flow(self, step: int, pairs: dict[tuple[int, int], _Pair]) -> None:
+    def conflict(self, step: int, ops: Sequence[Op], src: int, dst: int, clash: int) -> None:
+        op = _find_op(ops, dst, OpKind.RECV, src, clash)
+        msg = (
+            f"step {step}: rank {dst} receives {_chunks_word(clash)} more than once in this step "
+            f"(last from rank {src}) and at least one receive is a copy, so the result is undefined"
+        )
+        self.out.add(Finding("write-conflict", msg, op.span, step, dst, _lowest(clash), None, None))
+
+    def flow(self, step: int, ops: Sequence[Op], segs: tuple[list[_Seg], ...], dups: bool) -> None:
         """Apply one step to the fingerprints: gather every source first, then scatter."""
-        n = self.s.nchunks
-        segs: tuple[list[tuple[int, int, int]], ...] = ([], [], [])  # copy, reduce, sent but not received
-        for (src, dst), pr in pairs.items():
-            if not pr.send:
-                continue
-            for kind, bits in enumerate((pr.send & pr.copy, pr.send & pr.reduce, pr.send & ~(pr.copy | pr.reduce))):
-                if bits:
-                    segs[kind].append((src, dst, bits))
         flat = segs[0] + segs[1] + segs[2]
         if not flat:
             return
+        n = self.s.nchunks
         ids = [self.ids(bits) for _, _, bits in flat]
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
-        offsets = np.concatenate(([0], np.cumsum(lens)))
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
         cols = np.concatenate(ids)
-        src_flat = np.repeat(np.fromiter((s * n for s, _, _ in flat), np.int64, len(flat)), lens) + cols
-        dst_flat = np.repeat(np.fromiter((d * n for _, d, _ in flat), np.int64, len(flat)), lens) + cols
+        src_flat = _expand([s * n for s, _, _ in flat], offsets, cols)
+        dst_flat = _expand([d * n for _, d, _ in flat], offsets, cols)
         nc = int(offsets[len(segs[0])])
         nr = int(offsets[len(segs[0]) + len(segs[1])]) - nc
         state, held = self.state.reshape(-1), self.held.reshape(-1)
@@ -355,26 +410,25 @@ class _Fingerprint:
         incoming = state[src_flat[: nc + nr]]
         dst_c, dst_r = dst_flat[:nc], dst_flat[nc : nc + nr]
         dst_r_held = held[dst_r]
-        if not src_held.all():
-            self.report(step, pairs, flat, offsets, cols, np.flatnonzero(~src_held), "send-not-held")
-        if not dst_r_held.all():
-            self.report(step, pairs, flat, offsets, cols, nc + np.flatnonzero(~dst_r_held), "reduce-into-empty")
+        all_held, all_targets_held = bool(src_held.all()), bool(dst_r_held.all())
+        if not all_held:
+            self.report(step, ops, flat, offsets, cols, np.flatnonzero(~src_held), "send-not-held")
+        if not all_targets_held:
+            self.report(step, ops, flat, offsets, cols, nc + np.flatnonzero(~dst_r_held), "reduce-into-empty")
         state[dst_c] = incoming[:nc]
-        held[dst_c] = src_held[:nc]
-        self.mark[dst_r] = True
-        unique = int(np.count_nonzero(self.mark[dst_r])) if nr else 0
-        self.mark[dst_r] = False
-        if unique == nr:
-            state[dst_r] += incoming[nc:]
-        else:
+        held[dst_c] = True if all_held else src_held[:nc]
+        if dups:
             np.add.at(state, dst_r, incoming[nc:])
-        held[dst_r[src_held[nc : nc + nr]]] = True
+        else:
+            state[dst_r] += incoming[nc:]
+        if not all_targets_held:  # a reduce target that was held stays held
+            held[dst_r[src_held[nc : nc + nr]]] = True
 
     def report(
         self,
         step: int,
-        pairs: dict[tuple[int, int], _Pair],
-        flat: list[tuple[int, int, int]],
+        ops: Sequence[Op],
+        flat: list[_Seg],
         offsets: np.ndarray,
         cols: np.ndarray,
         where: np.ndarray,
@@ -389,19 +443,18 @@ class _Fingerprint:
             bad = 0
             for c in cols[where[seg == k]]:
                 bad |= 1 << int(c)
-            pr = pairs[src, dst]
-            chunk = (bad & -bad).bit_length() - 1
             if code == "send-not-held":
-                op = pr.send_op(bad)
-                msg = f"step {step}: rank {src} sends {_chunks_word(bad)} to rank {dst} but holds no data for it"
-                self.out.add(Finding(code, msg, op.span, step, src, chunk, None, "{}"))
+                op = _find_op(ops, src, OpKind.SEND, dst, bad)
+                what = _chunks_word(bad)
+                msg = f"step {step}: rank {src} sends {what} to rank {dst} but holds no data for {_them(bad)}"
+                self.out.add(Finding(code, msg, op.span, step, src, _lowest(bad), None, "{}"))
             else:
-                op = pr.recv_op(bad, Action.REDUCE)
+                op = _find_op(ops, dst, OpKind.RECV, src, bad, Action.REDUCE)
                 msg = (
                     f"step {step}: rank {dst} reduces {_chunks_word(bad)} received from rank {src} "
                     f"into a slot that holds nothing yet"
                 )
-                self.out.add(Finding(code, msg, op.span, step, dst, chunk, None, "{}"))
+                self.out.add(Finding(code, msg, op.span, step, dst, _lowest(bad), None, "{}"))
 
     def failing_chunks(self) -> np.ndarray:
         """Chunks whose required slots do not hold the expected fingerprint."""
@@ -411,7 +464,9 @@ class _Fingerprint:
         expected = np.where(every_origin, self.h.sum(dtype=np.uint64), self.h[np.maximum(self.origin, 0)])
         bad = np.zeros(n, dtype=bool)
         cols = np.flatnonzero(dest == EVERY)
-        if cols.size:
+        if cols.size == n:  # every rank needs every chunk: no column gather
+            bad = ((self.state != expected) | ~self.held).any(axis=0)
+        elif cols.size:
             sub = (self.state[:, cols] != expected[cols]) | ~self.held[:, cols]
             bad[cols] = sub.any(axis=0)
         cols = np.flatnonzero(dest != EVERY)
@@ -421,79 +476,102 @@ class _Fingerprint:
         return np.flatnonzero(bad)
 
 
-def _bits_ids(bits: int) -> np.ndarray:
-    return ChunkSet(bits).ids()
-
-
 # --------------------------------------------------------------------------
 # The exact re-trace of one chunk
 # --------------------------------------------------------------------------
 
+_Extra = dict[int, int] | None  # origin -> count above one (None: every origin at most once)
+_DupEvent = tuple[int, int, Op, list[int]]  # step, rank, reduce op, origins it counted twice
 
-def _trace(schedule: Schedule, chunk: int, origin: int, dest: int, out: _Collector) -> None:
-    """Follow one chunk exactly (origin counts per rank) and report why it fails."""
+
+def _msum(a: int, a_extra: _Extra, b: int, b_extra: _Extra) -> tuple[int, _Extra]:
+    """Multiset sum of (origin bitset, extra counts) pairs."""
+    overlap = a & b
+    if not overlap and a_extra is None and b_extra is None:
+        return a | b, None
+    extra = dict(a_extra or {})
+    for o, m in (b_extra or {}).items():
+        extra[o] = extra.get(o, 0) + m
+    for o in _bits_ids(overlap).tolist():
+        extra[o] = extra.get(o, 0) + 1
+    return a | b, extra or None
+
+
+def _counts(p: int, bits: int, extra: _Extra) -> np.ndarray:
+    counts = np.zeros(p, dtype=np.int64)
+    counts[_bits_ids(bits)] = 1
+    for o, m in (extra or {}).items():
+        counts[o] += m
+    return counts
+
+
+def _trace(
+    schedule: Schedule,
+    chunk: int,
+    origin: int,
+    dest: int,
+    steps: list[tuple[int, list[Op]]],
+    out: _Collector,
+) -> None:
+    """Follow one chunk exactly (a multiset of origins per rank) and report why it fails.
+
+    `steps` holds, per step, the ops that may carry `chunk` (a prefilter shared by the traced chunks).
+    """
     p = schedule.nranks
-    counts = np.zeros((p, p), dtype=np.int32)
-    if origin == EVERY:
-        counts[np.arange(p), np.arange(p)] = 1
-    else:
-        counts[origin, origin] = 1
+    sets = [1 << r for r in range(p)] if origin == EVERY else [0] * p
+    if origin != EVERY:
+        sets[origin] = 1 << origin
+    extras: list[_Extra] = [None] * p
     last: list[tuple[int, Op] | None] = [None] * p
-    first_dup: tuple[int, int, Op, np.ndarray] | None = None
-    for step in schedule.steps:
-        ops = [op for op in step.ops if op.chunks.bits >> chunk & 1]
+    # dup[r]: the reduce that first counted some origin twice in what slot r holds now
+    dup: list[_DupEvent | None] = [None] * p
+    bit = 1 << chunk
+    for index, candidates in steps:
+        ops = [op for op in candidates if op.chunks.bits >> chunk & 1]
         if not ops:
             continue
-        pairs = _pairs(ops, p, schedule.nchunks, step.index, None)
-        copies = [(s, d, pr.recv_op(1 << chunk, Action.COPY)) for (s, d), pr in pairs.items() if pr.send & pr.copy]
-        reduces = [
-            (s, d, pr.recv_op(1 << chunk, Action.REDUCE)) for (s, d), pr in pairs.items() if pr.send & pr.reduce
-        ]
-        inc_c = counts[[s for s, _, _ in copies]]
-        inc_r = counts[[s for s, _, _ in reduces]]
-        rd = np.array([d for _, d, _ in reduces], dtype=np.int64)
-        old_r = counts[rd]
-        counts[[d for _, d, _ in copies]] = inc_c
-        if reduces:
-            np.add.at(counts, rd, inc_r)
-            counts[rd] = np.minimum(counts[rd], _COUNT_CAP)
-        for _, d, op in copies + reduces:
-            last[d] = (step.index, op)
-        if first_dup is None and reduces:
-            dup_rows = np.flatnonzero((counts[rd] > 1).any(axis=1))
-            if dup_rows.size:
-                j = int(dup_rows[0])
-                rank = int(rd[j])
-                dup = np.flatnonzero(counts[rank] > 1)
-                into = [i for i in range(len(reduces)) if reduces[i][1] == rank]
-                hit = [i for i in into if (inc_r[i][dup] > 0).any() and (old_r[i][dup] > 0).any()]
-                first_dup = (step.index, rank, reduces[(hit or into)[0]][2], dup)
-    required = np.arange(p) if dest == EVERY else np.array([dest])
-    expected = np.ones(p, dtype=np.int32) if origin == EVERY else np.eye(1, p, origin, dtype=np.int32)[0]
-    failing = required[(counts[required] != expected).any(axis=1)]
-    if failing.size == 0:
+        pairs = _pairs(ops, p, schedule.nchunks, index, None)
+        flows = [(s, d, Action.COPY) for (s, d), e in pairs.items() if e[0] & e[1] & bit]
+        flows += [(s, d, Action.REDUCE) for (s, d), e in pairs.items() if e[0] & e[2] & bit]
+        recv_op: dict[tuple[int, int, Action], Op] = {}
+        for op in ops:
+            if op.kind is OpKind.RECV:
+                recv_op.setdefault((op.rank, op.peer, op.action or Action.COPY), op)
+        incoming = [(sets[s], extras[s], dup[s]) for s, _, _ in flows]  # read before any write
+        for (s, d, action), (bits, extra, event) in zip(flows, incoming, strict=True):
+            op = recv_op[d, s, action]
+            last[d] = (index, op)
+            if action is Action.REDUCE:
+                bits, extra = _msum(sets[d], extras[d], bits, extra)
+                event = dup[d] or event
+                if event is None and extra is not None:
+                    event = (index, d, op, sorted(extra))
+            sets[d], extras[d], dup[d] = bits, extra, event
+    want = ((1 << p) - 1) if origin == EVERY else 1 << origin
+    required = range(p) if dest == EVERY else [dest]
+    failing = [r for r in required if sets[r] != want or extras[r] is not None]
+    if not failing:
         return
+    expected = _counts(p, want, None)
+    doubled = [r for r in failing if extras[r] is not None]
+    short = [r for r in failing if extras[r] is None]
     exp_text = _format_counts(expected)
-    doubled = failing[(counts[failing] > 1).any(axis=1)]
-    short = failing[~(counts[failing] > 1).any(axis=1)]
-    if doubled.size:
-        r = int(doubled[0])
-        final = _format_counts(counts[r])
-        more = f"; {doubled.size - 1} other ranks also end with it counted twice" if doubled.size > 1 else ""
-        if first_dup is not None:
-            st, rank, op, dup = first_dup
-            msg = (
-                f"step {st}: rank {rank} reduces chunk {chunk} received from rank {op.peer} into a slot that "
-                f"already holds the contributions of ranks {_fmt_ids(dup)}, so they are counted twice "
-                f"(at the end rank {r} holds {final}, expected {exp_text}{more})"
-            )
-            out.add(Finding("double-count", msg, op.span, st, rank, chunk, exp_text, final))
-        else:  # cannot happen: counts only grow past 1 through a reduce
-            msg = f"after the last step rank {r} holds chunk {chunk} as {final}, expected {exp_text}{more}"
-            out.add(Finding("double-count", msg, schedule.span, None, r, chunk, exp_text, final))
-    if short.size:
-        r = int(short[0])
-        row = counts[r]
+    if doubled:
+        r = doubled[0]
+        final = _format_counts(_counts(p, sets[r], extras[r]))
+        more = f"; {len(doubled) - 1} other ranks also end with it counted twice" if len(doubled) > 1 else ""
+        event = dup[r]
+        assert event is not None  # a count only grows past one through a reduce, which records it
+        st, rank, op, twice = event
+        msg = (
+            f"step {st}: rank {rank} reduces chunk {chunk} received from rank {op.peer} into a slot that "
+            f"already holds the contributions of ranks {_fmt_ids(twice)}, so they are counted twice "
+            f"(at the end rank {r} holds {final}, expected {exp_text}{more})"
+        )
+        out.add(Finding("double-count", msg, op.span, st, rank, chunk, exp_text, final))
+    if short:
+        r = short[0]
+        row = _counts(p, sets[r], extras[r])
         actual = _format_counts(row)
         missing = np.flatnonzero((expected > 0) & (row == 0))
         extra = np.flatnonzero((expected == 0) & (row > 0))
@@ -503,7 +581,7 @@ def _trace(schedule: Schedule, chunk: int, origin: int, dest: int, out: _Collect
             diff.append(f"missing {_fmt_ids(missing)}")
         if extra.size:
             diff.append(f"unexpected {_fmt_ids(extra)}")
-        more = f"; {short.size - 1} other ranks also fail for this chunk" if short.size > 1 else ""
+        more = f"; {len(short) - 1} other ranks also fail for this chunk" if len(short) > 1 else ""
         writer = last[r]
         if writer is None:
             where, span, st = "it is never written", schedule.span, None
@@ -538,8 +616,11 @@ def check(schedule: Schedule, *, max_findings: int = 20) -> CheckReport:
     if dataflow:
         failing = fp.failing_chunks()
         dest = chunk_dest(schedule.collective, p, n, schedule.root)
-        for c in failing[:_MAX_TRACED_CHUNKS].tolist():
-            _trace(schedule, c, int(fp.origin[c]), int(dest[c]), out)
+        traced = failing[:_MAX_TRACED_CHUNKS].tolist()
+        mask = sum(1 << c for c in traced)
+        steps = [(st.index, [op for op in st.ops if op.chunks.bits & mask]) for st in schedule.steps]
+        for c in traced:
+            _trace(schedule, c, int(fp.origin[c]), int(dest[c]), steps, out)
         rest = failing[_MAX_TRACED_CHUNKS:]
         if rest.size:
             msg = f"{rest.size} more chunks fail the postcondition (not traced): {_fmt_ids(rest)}"

@@ -1,0 +1,329 @@
+"""The `collc` command line.  Exit codes: 0 ok, 1 the schedule is wrong, 2 usage or input error."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from collc import api
+from collc.backends import local
+from collc.collectives import busbw_factor, count_error
+from collc.diagnostics import CollError, Diagnostic, format_diagnostic, format_error
+from collc.ir import ParamValue, Schedule
+from collc.verify.check import CheckReport
+
+EXIT_OK, EXIT_WRONG, EXIT_INPUT = 0, 1, 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+# --------------------------------------------------------------------------
+# Argument parsing helpers
+# --------------------------------------------------------------------------
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 10**9, "gib": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """``4MiB``, ``64K``, ``1000`` -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size (examples: 8, 64K, 4MiB, 1GiB)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``8:64MiB`` -> 8, 16, ..., 64 MiB (doubling); a single size -> [size]."""
+    if ":" not in text:
+        return [parse_size(text)]
+    lo_text, hi_text = text.split(":", 1)
+    lo, hi = parse_size(lo_text), parse_size(hi_text)
+    if lo < 1 or hi < lo:
+        raise click.BadParameter(f"{text!r}: need 1 <= low <= high")
+    sizes = []
+    size = lo
+    while size <= hi:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def parse_param_value(text: str) -> ParamValue:
+    """``16`` -> 16; ``4x4`` -> (4, 4)."""
+    text = text.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"\d+(x\d+)+", text):
+        return tuple(int(d) for d in text.split("x"))
+    raise click.BadParameter(f"{text!r} is neither an int nor torus dimensions like 4x4")
+
+
+def collect_params(p: int | None, params: tuple[str, ...]) -> dict[str, ParamValue]:
+    values: dict[str, ParamValue] = {}
+    if p is not None:
+        values["p"] = p
+    for item in params:
+        if "=" not in item:
+            raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--param")
+        name, value = item.split("=", 1)
+        if not re.fullmatch(r"[A-Za-z_]\w*", name.strip()):
+            raise click.BadParameter(f"{name!r} is not a parameter name", param_hint="--param")
+        values[name.strip()] = parse_param_value(value)
+    return values
+
+
+def instance_options(fn: F) -> F:
+    fn = click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Another parameter.")(fn)
+    fn = click.option("-p", "--ranks", "p", type=click.IntRange(min=1), help="Number of ranks (parameter p).")(fn)
+    fn = click.argument("file")(fn)
+    return fn
+
+
+def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoReturn:
+    click.echo(format_error(err, sources or {}), err=True)
+    sys.exit(EXIT_INPUT)
+
+
+def load_instance(file: str, p: int | None, params: tuple[str, ...]) -> api.Instance:
+    values = collect_params(p, params)
+    try:
+        alg = api.load(file)
+    except CollError as err:
+        fail_input(err, _sources_of(err, file))
+    try:
+        return alg.instantiate(**values)
+    except CollError as err:
+        fail_input(err, alg.sources)
+
+
+def _sources_of(err: CollError, file: str) -> dict[str, str]:
+    return err.sources
+
+
+def params_text(schedule: Schedule) -> str:
+    parts = []
+    for name, value in schedule.params:
+        shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        parts.append(f"{name}={shown}")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="collc")
+def main() -> None:
+    """collc: write a collective once, prove it for every rank count, run it."""
+
+
+@main.command()
+@instance_options
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(file: str, p: int | None, params: tuple[str, ...], as_json: bool) -> None:
+    """Verify a schedule: matching sends and receives, data flow, the collective's postcondition."""
+    inst = load_instance(file, p, params)
+    report = inst.verify()
+    if as_json:
+        click.echo(json.dumps(report_json(inst.schedule, report), indent=2))
+    else:
+        click.echo(report_text(inst, report))
+    sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
+
+
+def report_json(schedule: Schedule, report: CheckReport) -> dict[str, Any]:
+    stats = report.stats
+    return {
+        "algorithm": schedule.algorithm,
+        "collective": schedule.collective.value,
+        "source": schedule.source,
+        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in schedule.params},
+        "nranks": schedule.nranks,
+        "nchunks": schedule.nchunks,
+        "ok": report.ok,
+        "stats": {
+            "steps": stats.steps,
+            "messages": stats.messages,
+            "max_chunks_sent": stats.max_chunks_sent,
+            "max_chunks_received": stats.max_chunks_received,
+            "max_sent_fraction": stats.max_sent_fraction,
+            "max_received_fraction": stats.max_received_fraction,
+            "max_fan_out": stats.max_fan_out,
+            "max_fan_in": stats.max_fan_in,
+        },
+        "findings": [
+            {
+                "code": f.code,
+                "message": f.message,
+                "file": f.span.file,
+                "line": f.span.line,
+                "column": f.span.column,
+                "step": f.step,
+                "rank": f.rank,
+                "chunk": f.chunk,
+                "expected": f.expected,
+                "actual": f.actual,
+            }
+            for f in report.findings
+        ],
+    }
+
+
+def report_text(inst: api.Instance, report: CheckReport) -> str:
+    s, stats = inst.schedule, report.stats
+    head = f"{s.algorithm} ({s.collective.value}) {params_text(s)}"
+    summary = (
+        f"{stats.steps} steps, {stats.messages} messages, per rank at most "
+        f"{stats.max_sent_fraction:.4g} of the vector sent and {stats.max_received_fraction:.4g} received"
+    )
+    if report.ok:
+        return f"{head}: correct\n  {summary}"
+    lines = [f"{head}: WRONG ({len(report.findings)} finding(s))"]
+    for f in report.findings:
+        notes = []
+        if f.expected is not None or f.actual is not None:
+            notes.append(f"expected contributions {f.expected}, actual {f.actual}")
+        lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), inst.algorithm.sources))
+    lines.append(f"  {summary}")
+    return "\n".join(lines)
+
+
+@main.command()
+@instance_options
+@click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON (docs/ir-json.md).")
+@click.option("--rank", "only_rank", type=int, default=None, help="Show only this rank's operations.")
+def show(file: str, p: int | None, params: tuple[str, ...], as_json: bool, only_rank: int | None) -> None:
+    """Print a schedule step by step (or its IR as JSON)."""
+    inst = load_instance(file, p, params)
+    s = inst.schedule
+    if as_json:
+        click.echo(json.dumps(inst.to_json()))
+        return
+    click.echo(f"{s.algorithm} ({s.collective.value}) {params_text(s)}: {s.nranks} ranks, {s.nchunks} chunks, "
+               f"{len(s.steps)} steps")
+    header = f"{'step':>5}  {'phase':<16} {'rank':>5}  {'op':<4} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for step in s.steps:
+        for op in step.ops:
+            if only_rank is not None and op.rank != only_rank:
+                continue
+            action = op.action.value if op.action is not None else ""
+            click.echo(
+                f"{step.index:>5}  {step.phase[:16]:<16} {op.rank:>5}  {op.kind.value:<4} {op.peer:>5}  "
+                f"{action:<6} {op.span.line:>5}  {op.chunks}"
+            )
+
+
+@main.command()
+@instance_options
+@click.option("--size", default=None, help="Vector size in bytes (e.g. 4MiB).")
+@click.option("--sizes", default=None, help="A doubling sweep LOW:HIGH (e.g. 8:64MiB).")
+@click.option("--dtype", default="float32", type=click.Choice(sorted(local.DTYPES)), show_default=True)
+@click.option("--op", "redop", default="sum", type=click.Choice(list(local.OPS)), show_default=True)
+@click.option("--backend", default="local", type=click.Choice(list(api.BACKENDS)), show_default=True)
+@click.option("--iters", default=1, type=click.IntRange(min=1), show_default=True, help="Timed iterations per size.")
+@click.option("--no-check", is_flag=True, help="Run without verifying the schedule first.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def run(
+    file: str,
+    p: int | None,
+    params: tuple[str, ...],
+    size: str | None,
+    sizes: str | None,
+    dtype: str,
+    redop: str,
+    backend: str,
+    iters: int,
+    no_check: bool,
+    as_json: bool,
+) -> None:
+    """Verify, then run a schedule on random data, validating against numpy (nccl-tests style rows)."""
+    if size is not None and sizes is not None:
+        raise click.UsageError("give --size or --sizes, not both")
+    byte_sizes = parse_sizes(sizes) if sizes is not None else [parse_size(size or "4MiB")]
+    inst = load_instance(file, p, params)
+    s = inst.schedule
+    if not no_check:
+        report = inst.verify()
+        if not report.ok:
+            click.echo(report_text(inst, report), err=True)
+            sys.exit(EXIT_WRONG)
+    itemsize = local.DTYPES[dtype].itemsize
+    rows = []
+    for nbytes in byte_sizes:
+        count = nbytes // itemsize
+        if count_error(s.collective, s.nranks, count) is not None:
+            count -= count % s.nranks  # alltoall: equal blocks per destination
+        try:
+            result = inst.run(count, dtype, redop, backend=backend, iters=iters)
+        except CollError as err:
+            fail_input(err)
+        rows.append(_row(s, result))
+    if as_json:
+        payload = {
+            "algorithm": s.algorithm,
+            "collective": s.collective.value,
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in s.params},
+            "nranks": s.nranks,
+            "backend": backend,
+            "rows": rows,
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(_rows_text(s, backend, rows))
+    sys.exit(EXIT_WRONG if any(r["wrong"] for r in rows) else EXIT_OK)
+
+
+def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:
+    seconds = result.time_us * 1e-6
+    algbw = result.nbytes / seconds / 1e9 if seconds > 0 else 0.0
+    return {
+        "size_bytes": result.nbytes,
+        "count": result.count,
+        "dtype": result.dtype,
+        "op": result.op if s.collective.reduces else "none",
+        "root": s.root if s.root is not None else -1,
+        "time_us": result.time_us,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * busbw_factor(s.collective, s.nranks),
+        "wrong": result.wrong,
+    }
+
+
+def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
+    out = [
+        f"# collc run: {s.algorithm} ({s.collective.value}) {params_text(s)}, backend {backend}",
+        f"# {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time(us)':>12} "
+        f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'#wrong':>7}",
+    ]
+    for r in rows:
+        out.append(
+            f"  {r['size_bytes']:>12} {r['count']:>12} {r['dtype']:>8} {r['op']:>6} {r['root']:>5} "
+            f"{r['time_us']:>12.1f} {r['algbw_gbps']:>12.3f} {r['busbw_gbps']:>12.3f} {r['wrong']:>7}"
+        )
+    wrong = sum(r["wrong"] for r in rows)
+    out.append(f"# {'all results correct' if wrong == 0 else f'{wrong} wrong element(s)'}")
+    return "\n".join(out)
+
+
+@main.command()
+def examples() -> None:
+    """List the bundled example algorithms (usable by name in place of a FILE)."""
+    for path in api.list_examples():
+        first = ""
+        for line in path.read_text().splitlines():
+            if line.startswith("#"):
+                first = line.lstrip("# ").strip()
+                break
+        click.echo(f"{path.stem:<26} {first}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

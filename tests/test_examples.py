@@ -1,0 +1,153 @@
+"""The example library: every example verified for every allowed p in 2..64, run on the
+local executor against numpy, and mutants of the examples rejected with the right line."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import collc
+from collc.backends import local
+from collc.diagnostics import CollError
+from collc.frontend.program import parse_program
+from collc.elaborate import elaborate
+from collc.verify.check import check
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NAMES = sorted(p.stem for p in EXAMPLES.glob("*.coll"))
+
+
+def params_for(alg: collc.Algorithm, p: int) -> dict[str, int]:
+    params = {"p": p}
+    if "root" in alg.param_names:
+        params["root"] = (3 * p) // 4  # a root other than 0
+    return params
+
+
+def allowed(alg: collc.Algorithm, p: int) -> collc.Instance | None:
+    try:
+        return alg.instantiate(**params_for(alg, p))
+    except CollError as err:
+        if "violates the constraint" in err.message:
+            return None
+        raise
+
+
+def test_the_library_has_every_required_example() -> None:
+    wanted = {
+        "ring_allreduce", "ring_allgather", "ring_reduce_scatter", "recursive_doubling",
+        "recursive_doubling_any", "rabenseifner", "swing_bw", "swing_lat", "binomial_broadcast",
+        "binomial_reduce", "bruck_allgather", "pairwise_alltoall",
+    }  # fmt: skip
+    assert wanted <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example_verifies_for_every_allowed_p(name: str) -> None:
+    alg = collc.load(EXAMPLES / f"{name}.coll")
+    verified = []
+    for p in range(2, 65):
+        inst = allowed(alg, p)
+        if inst is None:
+            continue
+        report = inst.verify()
+        assert report.ok, f"{name} p={p}: {report.findings[0].message}"
+        verified.append(p)
+    assert verified, f"{name} allows no p in 2..64"
+    if name == "recursive_doubling":
+        assert verified == [2, 4, 8, 16, 32, 64]
+    else:
+        assert verified == list(range(2, 65))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("p", [2, 3, 5, 8, 12, 16])
+def test_example_runs_correctly_on_the_local_executor(name: str, p: int) -> None:
+    alg = collc.load(EXAMPLES / f"{name}.coll")
+    inst = allowed(alg, p)
+    if inst is None:
+        pytest.skip(f"{name} does not allow p={p} (by its own constraint)")
+    count = p * p * 3 if alg.collective.value == "alltoall" else 7 * p + 3  # uneven chunks
+    for dtype, op in (("float64", "sum"), ("int32", "max"), ("int64", "prod")):
+        result = inst.run(count, dtype, op, seed=p)
+        assert result.wrong == 0, f"{name} p={p} {dtype} {op}: {result.wrong} wrong"
+
+
+def test_allreduce_result_equals_numpy_sum_directly() -> None:
+    """End to end without the executor's own reference: inputs in, numpy sum out."""
+    inst = collc.load(EXAMPLES / "swing_bw.coll").instantiate(p=6)
+    count = 100
+    inputs = local.make_inputs(inst.schedule, count, "float64", seed=3)
+    buffers = inputs.copy()
+    local.execute(local.plan(inst.schedule, count), buffers, "sum")
+    want = inputs.sum(axis=0)
+    for r in range(6):
+        np.testing.assert_allclose(buffers[r], want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 16, 32, 64])
+def test_bandwidth_and_latency_optimality(p: int) -> None:
+    """Independent figures: 2(p-1)/p of the vector for the bandwidth-optimal allreduces,
+    2 log2 p steps for Swing-bw and Rabenseifner, log2 p for the latency-optimal ones."""
+    lg = int(math.log2(p))
+    for name, steps, sent in (
+        ("swing_bw", 2 * lg, 2 * (p - 1) / p),
+        ("rabenseifner", 2 * lg, 2 * (p - 1) / p),
+        ("ring_allreduce", 2 * (p - 1), 2 * (p - 1) / p),
+        ("swing_lat", lg, lg),
+        ("recursive_doubling", lg, lg),
+    ):
+        report = collc.load(EXAMPLES / f"{name}.coll").instantiate(p=p).verify()
+        assert report.stats.steps == steps, name
+        assert report.stats.max_sent_fraction == pytest.approx(sent), name
+
+
+def test_swing_nonpow2_block_counts_match_the_paper() -> None:
+    """swing.md §3: per-step block counts p=12 -> [6, 2, 2, 1], p=10 -> [2, 4, 2, 1] (rank 0's sends)."""
+    for p, want in ((12, [6, 2, 2, 1]), (10, [2, 4, 2, 1])):
+        s = collc.load(EXAMPLES / "swing_bw.coll").instantiate(p=p).schedule
+        counts = [
+            len(op.chunks) for step in s.steps if step.phase == "reduce_scatter"
+            for op in step.ops if op.rank == 0 and op.kind.value == "send"
+        ]  # fmt: skip
+        assert counts == want
+
+
+# --------------------------------------------------------------------------
+# Mutants: each must fail the check, naming the mutated line
+# --------------------------------------------------------------------------
+
+MUTANTS = [
+    # (example, regex to find the line, replacement, p)
+    ("swing_bw", r"exchange with peer\(rank, s\): send blocks\(rank, s\); recv blocks\(peer\(rank, s\), s\) reduce",
+     "exchange with peer(rank, s): send blocks(rank, s); recv blocks(peer(rank, s), s) copy", 8),
+    ("swing_bw", r"send blocks\(peer\(rank, s\), s\); recv blocks\(rank, s\) copy",
+     "send blocks(peer(rank, s), s) - {0}; recv blocks(rank, s) - {0} copy", 8),
+    ("swing_bw", r"exchange with peer\(rank, s\): send blocks\(rank, s\);",
+     "exchange with (rank + 1) mod p: send blocks(rank, s);", 8),
+    ("recursive_doubling", r"exchange with rank \^ \(1 << s\)", "exchange with rank ^ (1 << (s // 2))", 8),
+    ("rabenseifner", r"recv give\(rank, s\) copy", "recv give(rank, s) reduce", 8),
+    ("bruck_allgather", r"let n = min\(d, p - d\)", "let n = min(d, p - d - 1)", 6),
+    ("binomial_reduce", r"recv 0 from real\(v \+ d\) reduce", "recv 0 from real(v + d) copy", 8),
+    ("pairwise_alltoall", r"for step s in 1 \.\. p:", "for step s in 2 .. p:", 5),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "pattern", "replacement", "p"), MUTANTS)
+def test_mutated_example_fails_with_its_line(name: str, pattern: str, replacement: str, p: int) -> None:
+    path = EXAMPLES / f"{name}.coll"
+    text = path.read_text()
+    match = re.search(pattern, text)
+    assert match, pattern
+    line = text.count("\n", 0, match.start()) + 1
+    mutant = text[: match.start()] + replacement + text[match.end() :]
+    program = parse_program(mutant, str(path))
+    params = {"p": p, **({"root": 1} if program.param("root") else {})}
+    report = check(elaborate(program, params))
+    assert not report.ok
+    lines = {f.span.line for f in report.findings}
+    assert line in lines, f"expected a finding on line {line}, got {sorted(lines)}: {report.findings[0].message}"
