@@ -1,12 +1,12 @@
 """The Python API of collc; the CLI and `collc.testing` sit on top of it.
 
-    >>> import collc
-    >>> alg = collc.load("examples/swing_bw.coll")
-    >>> inst = alg.instantiate(p=16)
-    >>> inst.verify().ok
-    True
-    >>> inst.run(count=1000).wrong
-    0
+>>> import collc
+>>> alg = collc.load("examples/swing_bw.coll")
+>>> inst = alg.instantiate(p=16)
+>>> inst.verify().ok
+True
+>>> inst.run(count=1000).wrong
+0
 """
 
 from __future__ import annotations

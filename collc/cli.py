@@ -24,8 +24,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Argument parsing helpers
 # --------------------------------------------------------------------------
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6, "mib": 1 << 20,
-          "g": 1 << 30, "gb": 10**9, "gib": 1 << 30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1000,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 10**6,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 10**9,
+    "gib": 1 << 30,
+}
 
 
 def parse_size(text: str) -> int:
@@ -205,8 +216,10 @@ def show(file: str, p: int | None, params: tuple[str, ...], as_json: bool, only_
     if as_json:
         click.echo(json.dumps(inst.to_json()))
         return
-    click.echo(f"{s.algorithm} ({s.collective.value}) {params_text(s)}: {s.nranks} ranks, {s.nchunks} chunks, "
-               f"{len(s.steps)} steps")
+    click.echo(
+        f"{s.algorithm} ({s.collective.value}) {params_text(s)}: {s.nranks} ranks, {s.nchunks} chunks, "
+        f"{len(s.steps)} steps"
+    )
     header = f"{'step':>5}  {'phase':<16} {'rank':>5}  {'op':<4} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
     click.echo(header)
     click.echo("-" * len(header))

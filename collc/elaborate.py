@@ -30,6 +30,7 @@ from collc.values import (
     BUILTINS,
     LangError,
     Value,
+    a_type,
     as_bool,
     as_int,
     as_set,
@@ -38,13 +39,13 @@ from collc.values import (
     index,
     iterate,
     make_set,
-    type_name,
     unop,
 )
 
 MAX_RANKS = 1 << 17
 MAX_CHUNKS = 1 << 26
 MAX_CALL_DEPTH = 400
+MAX_LOOP_ITERATIONS = 1 << 26  # loop and comprehension iterations in one elaboration, all ranks together
 
 Env = dict[str, Value]
 _MISSING = object()
@@ -80,6 +81,16 @@ class _Emitter:
     ops: dict[int, list[Op]] = field(default_factory=dict)
     phase_of: dict[int, tuple[str, Span]] = field(default_factory=dict)
     depth: int = 0
+    iterations_left: int = MAX_LOOP_ITERATIONS
+
+    def spend(self, n: int, span: Span) -> None:
+        """Account for ``n`` loop iterations; a runaway program stops with an error, not a hang."""
+        self.iterations_left -= n
+        if self.iterations_left < 0:
+            raise CollError(
+                f"the program runs more than {MAX_LOOP_ITERATIONS} loop iterations in total; is a loop bound wrong?",
+                span,
+            )
 
     def open_step(self, span: Span) -> None:
         if self.in_step is not None:
@@ -101,14 +112,17 @@ class _Emitter:
         self.in_step = None
         self.counter += 1
 
-    def emit(self, kind: OpKind, peer: Value, chunks: Value, action: Action | None, span: Span) -> None:
+    def emit(
+        self, kind: OpKind, peer: Value, chunks: Value, action: Action | None, span: Span, peer_span: Span | None = None
+    ) -> None:
         rank = self.rank
+        where = peer_span or span
         if type(peer) is not int:
-            raise CollError(f"a peer must be an int rank, not a {type_name(peer)}", span)
+            raise CollError(f"a peer must be an int rank, not {a_type(peer)}", where)
         if not 0 <= peer < self.nranks:
-            raise CollError(f"peer {peer} is out of range 0..{self.nranks - 1} (at rank {rank})", span)
+            raise CollError(f"peer {peer} is out of range 0..{self.nranks - 1} (at rank {rank})", where)
         if peer == rank:
-            raise CollError(f"rank {rank} names itself as its peer", span)
+            raise CollError(f"rank {rank} names itself as its peer", where)
         try:
             cset = as_set(chunks, "the chunks")
         except LangError as err:
@@ -302,12 +316,14 @@ class _Compiler:
         var, span, func = node.var, node.span, node.func
         cspan = node.cond.span if node.cond is not None else span
         impl = BUILTINS[func][2] if func != "set" else None
+        emitter = self.emitter
 
         def run(env: Env) -> Value:
             scope = dict(env)
             items: list[Value] = []
             try:
                 for v in iterate(it(env), "comprehension"):
+                    emitter.spend(1, span)
                     scope[var] = v
                     if cond is not None and not _bool(cond(scope), cspan, "comprehension filter"):
                         continue
@@ -372,10 +388,15 @@ class _Compiler:
             if emitter.depth >= MAX_CALL_DEPTH:
                 raise CollError(f"recursion deeper than {MAX_CALL_DEPTH} calls in {name}()", span)
             emitter.depth += 1
-            env = dict(zip(params, args))
-            for step in steps:
-                step(env)
-            value = result(env)
+            env = dict(zip(params, args, strict=False))
+            try:
+                for step in steps:
+                    step(env)
+                value = result(env)
+            except CollError as err:
+                if err.span is not None and err.span.file != span.file:
+                    err.notes = (*err.notes, f"in {name}() called from {span}")
+                raise
             emitter.depth -= 1  # left unbalanced on error: an error ends the elaboration
             memo[args] = value
             return value
@@ -453,6 +474,7 @@ class _Compiler:
             except LangError as err:
                 raise CollError(str(err), ispan) from None
             for v in values:
+                emitter.spend(1, span)
                 env[var] = v
                 if is_step:
                     emitter.open_step(span)
@@ -487,11 +509,21 @@ class _Compiler:
         return run
 
     def _s_Send(self, node: ast.Send, local: frozenset[str]) -> Callable[[Env], None]:
-        chunks, peer, span, emitter = self.expr(node.chunks, local), self.expr(node.peer, local), node.span, self.emitter
+        chunks, peer, span, emitter = (
+            self.expr(node.chunks, local),
+            self.expr(node.peer, local),
+            node.span,
+            self.emitter,
+        )
         return lambda env: emitter.emit(OpKind.SEND, peer(env), chunks(env), None, span)
 
     def _s_Recv(self, node: ast.Recv, local: frozenset[str]) -> Callable[[Env], None]:
-        chunks, peer, span, emitter = self.expr(node.chunks, local), self.expr(node.peer, local), node.span, self.emitter
+        chunks, peer, span, emitter = (
+            self.expr(node.chunks, local),
+            self.expr(node.peer, local),
+            node.span,
+            self.emitter,
+        )
         action = Action(node.action)
         return lambda env: emitter.emit(OpKind.RECV, peer(env), chunks(env), action, span)
 
@@ -499,15 +531,15 @@ class _Compiler:
         peer = self.expr(node.peer, local)
         send, recv = self.expr(node.send, local), self.expr(node.recv, local)
         action, emitter = Action(node.action), self.emitter
-        span, send_span, recv_span = node.span, node.send_span, node.recv_span
+        span, send_span, recv_span, peer_span = node.span, node.send_span, node.recv_span, node.peer.span
 
         def run(env: Env) -> None:
             q = peer(env)
             outer = emitter.in_step is None
             if outer:
                 emitter.open_step(span)
-            emitter.emit(OpKind.SEND, q, send(env), None, send_span)
-            emitter.emit(OpKind.RECV, q, recv(env), action, recv_span)
+            emitter.emit(OpKind.SEND, q, send(env), None, send_span, peer_span)
+            emitter.emit(OpKind.RECV, q, recv(env), action, recv_span, peer_span)
             if outer:
                 emitter.close_step()
 
@@ -583,7 +615,9 @@ def _bind(program: Program, values: Mapping[str, ParamValue], compiler_for: Call
                 if type(value) is int:
                     value = (value,)
                 if not isinstance(value, tuple) or not value or not all(type(d) is int and d >= 1 for d in value):
-                    raise CollError(f"parameter {param.name} needs torus dimensions like 4x4, got {value!r}", param.span)
+                    raise CollError(
+                        f"parameter {param.name} needs torus dimensions like 4x4, got {value!r}", param.span
+                    )
         elif param.default is not None:
             value = compiler.expr(param.default, frozenset())(globals_)  # type: ignore[assignment]
         else:
@@ -659,7 +693,7 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
     p = globals_["p"]
     pspan = (program.param("p") or program.header).span
     if type(p) is not int:
-        raise CollError(f"p must be an int, got a {type_name(p)}", pspan)
+        raise CollError(f"p must be an int, got {a_type(p)}", pspan)
     if not 1 <= p <= MAX_RANKS:
         raise CollError(f"p={p} is out of the supported range 1..{MAX_RANKS}", pspan)
     for a in program.asserts:
@@ -699,8 +733,8 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
             raise CollError(err.message, err.span, (*err.notes, f"while elaborating rank {rank}")) from None
 
     steps = []
-    for index in sorted(emitter.ops):
-        steps.append(Step(index=len(steps), phase=emitter.phase_of[index][0], ops=tuple(emitter.ops[index])))
+    for counter in sorted(emitter.ops):
+        steps.append(Step(index=len(steps), phase=emitter.phase_of[counter][0], ops=tuple(emitter.ops[counter])))
     params = tuple((p_.name, globals_[p_.name]) for p_ in program.params)
     return Schedule(
         algorithm=program.name,

@@ -17,6 +17,7 @@ from collc.ir import ChunkSet
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
 MAX_SET_ELEMENT = 1 << 26  # sets are bitsets: elements stay below this
+MAX_ITERATION = 1 << 26  # values one loop or comprehension may run over
 
 
 class LangError(Exception):
@@ -32,10 +33,18 @@ class Range:
     step: int = 1
 
     def __iter__(self) -> Iterator[int]:
+        if self.size() > MAX_ITERATION:
+            raise LangError(f"iterating over {self.size()} values is beyond the limit of {MAX_ITERATION}")
         return iter(range(self.lo, self.hi, self.step))
 
+    def size(self) -> int:
+        """The number of values (``len`` would overflow for huge ranges)."""
+        if self.step > 0:
+            return max(0, (self.hi - self.lo + self.step - 1) // self.step)
+        return max(0, (self.lo - self.hi - self.step - 1) // -self.step)
+
     def __len__(self) -> int:
-        return len(range(self.lo, self.hi, self.step))
+        return self.size()
 
     def __contains__(self, x: object) -> bool:
         return type(x) is int and x in range(self.lo, self.hi, self.step)
@@ -58,6 +67,12 @@ def type_name(v: object) -> str:
     return type(v).__name__
 
 
+def a_type(v: object) -> str:
+    """``an int``, ``a set``: the type of ``v`` with its article, for messages."""
+    name = type_name(v)
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+
 def check_int(v: int) -> int:
     if v < INT_MIN or v > INT_MAX:
         raise LangError(f"integer {_short(v)} does not fit in 64 bits")
@@ -72,13 +87,13 @@ def _short(v: int) -> str:
 def as_int(v: Value, what: str = "value") -> int:
     if type(v) is int:
         return v
-    raise LangError(f"{what} must be an int, not a {type_name(v)}")
+    raise LangError(f"{what} must be an int, not {a_type(v)}")
 
 
 def as_bool(v: Value, what: str = "condition") -> bool:
     if type(v) is bool:
         return v
-    raise LangError(f"{what} must be a bool (true or false), not a {type_name(v)}")
+    raise LangError(f"{what} must be a bool (true or false), not {a_type(v)}")
 
 
 def as_set(v: Value, what: str = "value") -> ChunkSet:
@@ -98,7 +113,7 @@ def as_set(v: Value, what: str = "value") -> ChunkSet:
         return _set_of(iter(v))
     if isinstance(v, tuple):
         return _set_of(as_int(x, "a set element") for x in v)
-    raise LangError(f"{what} must be a set, a range or an int, not a {type_name(v)}")
+    raise LangError(f"{what} must be a set, a range or an int, not {a_type(v)}")
 
 
 def _set_of(items: Iterator[int] | Iterator[Value]) -> ChunkSet:
@@ -124,7 +139,7 @@ def iterate(v: Value, what: str = "loop") -> Iterator[Value]:
         return iter(v.ids().tolist())
     if isinstance(v, tuple):
         return iter(v)
-    raise LangError(f"cannot iterate over a {type_name(v)} in a {what}; use a range, a set or a tuple")
+    raise LangError(f"cannot iterate over {a_type(v)} in a {what}; use a range, a set or a tuple")
 
 
 def make_set(items: list[Value]) -> ChunkSet:
@@ -226,11 +241,11 @@ def unop(op: str, a: Value) -> Value:
 def compare(op: str, a: Value, b: Value) -> bool:
     if op in ("in", "not in"):
         if type(a) is not int:
-            raise LangError(f"'{op}' needs an int on the left, not a {type_name(a)}")
+            raise LangError(f"'{op}' needs an int on the left, not {a_type(a)}")
         if isinstance(b, ChunkSet | Range | tuple):
             found = a in b
         else:
-            raise LangError(f"'{op}' needs a set, a range or a tuple on the right, not a {type_name(b)}")
+            raise LangError(f"'{op}' needs a set, a range or a tuple on the right, not {a_type(b)}")
         return found if op == "in" else not found
     if op in ("==", "!="):
         equal = _equal(a, b)
@@ -253,7 +268,7 @@ def _equal(a: Value, b: Value) -> bool:
 
 def index(target: Value, i: Value) -> Value:
     if not isinstance(target, tuple):
-        raise LangError(f"only tuples can be indexed, not a {type_name(target)}")
+        raise LangError(f"only tuples can be indexed, not {a_type(target)}")
     k = as_int(i, "an index")
     if not -len(target) <= k < len(target):
         raise LangError(f"index {k} out of range for a tuple of length {len(target)}")
@@ -287,6 +302,11 @@ def _is_pow2(x: Value) -> bool:
 def _minmax(name: str, pick: Callable[..., int]) -> Callable[..., Value]:
     def impl(*args: Value) -> Value:
         items: list[Value]
+        if len(args) == 1 and isinstance(args[0], Range):
+            r = range(args[0].lo, args[0].hi, args[0].step)
+            if not r:
+                raise LangError(f"{name}() of an empty range")
+            return pick(r[0], r[-1])
         if len(args) == 1:
             items = list(iterate(args[0], f"{name}()"))
         else:
@@ -299,9 +319,11 @@ def _minmax(name: str, pick: Callable[..., int]) -> Callable[..., Value]:
 
 
 def _len(x: Value) -> int:
-    if isinstance(x, ChunkSet | Range | tuple):
+    if isinstance(x, Range):
+        return check_int(x.size())
+    if isinstance(x, ChunkSet | tuple):
         return len(x)
-    raise LangError(f"len() needs a set, a range or a tuple, not a {type_name(x)}")
+    raise LangError(f"len() needs a set, a range or a tuple, not {a_type(x)}")
 
 
 def _sum(x: Value) -> int:

@@ -44,9 +44,7 @@ class Builder:
     ) -> Op:
         self.line += 1
         span = Span(FILE, self.line, 1, self.line, 20) if self.distinct else self.shared
-        op = Op(
-            rank, kind, peer, chunks if isinstance(chunks, ChunkSet) else ChunkSet.of(chunks), action, span
-        )
+        op = Op(rank, kind, peer, chunks if isinstance(chunks, ChunkSet) else ChunkSet.of(chunks), action, span)
         ops = self.steps.get(step)
         if ops is None:
             ops = self.steps[step] = []
@@ -63,9 +61,7 @@ class Builder:
         if phase:
             self.phases.setdefault(step, phase)
 
-    def build(
-        self, collective: Collective, p: int, n: int, root: int | None = None, name: str = "t"
-    ) -> Schedule:
+    def build(self, collective: Collective, p: int, n: int, root: int | None = None, name: str = "t") -> Schedule:
         last = max(self.steps, default=-1)
         steps = tuple(Step(i, self.phases.get(i, ""), tuple(self.steps.get(i, ()))) for i in range(last + 1))
         params = (("p", p), ("n", n))
@@ -321,10 +317,9 @@ def test_scale_p1024() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shuffle", [False, True])
-def test_scale_p4096(shuffle: bool) -> None:
-    """Like Swing allreduce at p=4096: ~200k ops, 33M chunk transfers."""
-    assert_ok(rabenseifner(4096, shuffle))
+def test_scale_p4096() -> None:
+    """Like Swing allreduce at p=4096: ~200k ops, 33M chunk transfers, scattered chunk sets."""
+    assert_ok(rabenseifner(4096, shuffle=True))
 
 
 # --------------------------------------------------------------------------
@@ -360,9 +355,7 @@ def test_chunk_out_of_range() -> None:
     s = ring_allreduce(4)
     send, recv = find_op(s, 0, 0, OpKind.SEND), find_op(s, 0, 1, OpKind.RECV)
     extra = ChunkSet.of([9])
-    s = edit(
-        s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks | extra) if op in (send, recv) else op]
-    )
+    s = edit(s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks | extra) if op in (send, recv) else op])
     report = check(s)
     assert codes(report) == ["chunk-out-of-range", "chunk-out-of-range"]
     assert {f.span for f in report.findings} == {send.span, recv.span}
@@ -375,9 +368,7 @@ def test_dropped_chunk() -> None:
     send, recv = find_op(s, 1, 3, OpKind.SEND), find_op(s, 1, 4, OpKind.RECV)
     lost = send.chunks.max()  # chunk of block (3-1) % 5 = 2
     less = ChunkSet.of([lost])
-    s = edit(
-        s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks - less) if op in (send, recv) else op]
-    )
+    s = edit(s, lambda _, op: [dataclasses.replace(op, chunks=op.chunks - less) if op in (send, recv) else op])
     report = check(s)
     assert codes(report) == ["postcondition"]
     f = report.findings[0]
@@ -480,8 +471,12 @@ def test_alltoall_missing_transfer_never_written() -> None:
     report = check(drop(s, send, recv))
     assert codes(report) == ["postcondition"]
     f = report.findings[0]
-    assert (f.span, f.step, f.rank, f.chunk) == (HEADER, None, 3, 1 * 4 + 3)
+    dropped = drop(s, send, recv)
+    last_recv = [(st.index, op) for st in dropped.steps for op in st.ops if op.rank == 3 and op.kind is OpKind.RECV][-1]
+    # never written: the finding points at the last receive of the rank, where the chunk should have come
+    assert (f.span, f.step, f.rank, f.chunk) == (last_recv[1].span, last_recv[0], 3, 1 * 4 + 3)
     assert f.expected == "{1}" and f.actual == "{}" and "never written" in f.message
+    assert "no receive ever delivers it" in f.message
 
 
 def test_many_failing_chunks_are_summarised_and_capped() -> None:
@@ -566,9 +561,7 @@ def reference_codes(s: Schedule) -> set[str]:
     p, n = s.nranks, s.nchunks
     origin = chunk_origin(s.collective, p, n, s.root)
     dest = chunk_dest(s.collective, p, n, s.root)
-    slots = {
-        (r, c): Counter([r if origin[c] == EVERY else int(origin[c])]) for r in range(p) for c in range(n)
-    }
+    slots = {(r, c): Counter([r if origin[c] == EVERY else int(origin[c])]) for r in range(p) for c in range(n)}
     for r in range(p):
         for c in range(n):
             if origin[c] not in (EVERY, r):
@@ -596,7 +589,7 @@ def reference_codes(s: Schedule) -> set[str]:
             per_slot.setdefault((dst, c), []).append(action)
         if any(len(a) > 1 and Action.COPY in a for a in per_slot.values()):
             found.add("write-conflict")
-        for dst, c, action, value in writes:
+        for dst, c, action, _ in writes:
             if action is Action.REDUCE and not slots[dst, c]:
                 found.add("reduce-into-empty")
         for dst, c, action, value in sorted(writes, key=lambda w: w[2] is Action.REDUCE):
@@ -629,8 +622,11 @@ def test_agrees_with_reference_on_mutants(base: str, data: st.DataObject) -> Non
         pairs = [(st_.index, i) for st_ in s.steps for i, op in enumerate(st_.ops) if op.kind is OpKind.SEND]
         step, i = data.draw(st.sampled_from(pairs))
         send = s.steps[step].ops[i]
-        recvs = [op for op in s.steps[step].ops if op.kind is OpKind.RECV and op.rank == send.peer]
-        recv = next(op for op in recvs if op.peer == send.rank)
+        recv = next(
+            op
+            for op in s.steps[step].ops
+            if op.kind is OpKind.RECV and (op.rank, op.peer, op.chunks) == (send.peer, send.rank, send.chunks)
+        )
         how = data.draw(st.sampled_from(["flip", "move", "drop-chunk", "other-chunk"]))
         if how == "flip":
             flip = Action.COPY if recv.action is Action.REDUCE else Action.REDUCE
@@ -639,13 +635,9 @@ def test_agrees_with_reference_on_mutants(base: str, data: st.DataObject) -> Non
         if how == "move":  # the whole transfer happens in another step
             target = data.draw(st.integers(0, len(s.steps) - 1))
             s = drop(s, send, recv)
-            s = edit(
-                s, lambda j, op, t=target: [op, send, recv] if j == t and op is s.steps[t].ops[0] else [op]
-            )
-            if not s.steps[target].ops:
-                steps = list(s.steps)
-                steps[target] = dataclasses.replace(steps[target], ops=(send, recv))
-                s = dataclasses.replace(s, steps=tuple(steps))
+            steps = list(s.steps)
+            steps[target] = dataclasses.replace(steps[target], ops=(*steps[target].ops, send, recv))
+            s = dataclasses.replace(s, steps=tuple(steps))
             continue
         c = data.draw(st.integers(0, s.nchunks - 1))
         one = ChunkSet.of([c])

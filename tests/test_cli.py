@@ -288,9 +288,7 @@ def test_check_stats_match_the_schedule(name: str, args: tuple[str, ...]) -> Non
 
 
 @pytest.mark.parametrize(("program", "line", "old", "new", "p"), MUTANTS)
-def test_check_names_the_mutated_line(
-    tmp_path: Path, program: str, line: int, old: str, new: str, p: int
-) -> None:
+def test_check_names_the_mutated_line(tmp_path: Path, program: str, line: int, old: str, new: str, p: int) -> None:
     path = write(tmp_path, "mutant.coll", mutate(program, line, old, new))
     out = cli("check", path, "-p", p)
     assert out.code == EXIT_WRONG, out.text
@@ -310,9 +308,7 @@ def test_check_names_the_mutated_line(
 
 def test_check_wrong_peer_on_a_receive_is_reported(tmp_path: Path) -> None:
     """Both sides mismatch here; whichever is reported first, the receive's line must show up."""
-    path = write(
-        tmp_path, "mutant.coll", mutate(RING, RING_AG_RECV, "from ring_prev(rank)", "from (rank - 2) mod p")
-    )
+    path = write(tmp_path, "mutant.coll", mutate(RING, RING_AG_RECV, "from ring_prev(rank)", "from (rank - 2) mod p"))
     data = cli_json("check", path, "-p", 5, code=EXIT_WRONG)
     assert RING_AG_RECV in {f["line"] for f in data["findings"]}
 
@@ -337,9 +333,7 @@ def test_syntax_error_subprocess(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["show", "run"])
 def test_syntax_error(tmp_path: Path, command: str) -> None:
-    path = write(
-        tmp_path, "syntax.coll", mutate(RING, RING_RS_RECV, "from ring_prev(rank)", "from (ring_prev(rank)")
-    )
+    path = write(tmp_path, "syntax.coll", mutate(RING, RING_RS_RECV, "from ring_prev(rank)", "from (ring_prev(rank)"))
     out = cli(command, path, "-p", 4)
     assert out.code == EXIT_INPUT, out.text
     assert_error_at(out.stderr, path, RING_RS_RECV)
@@ -416,11 +410,6 @@ def test_missing_include(tmp_path: Path) -> None:
     assert_no_traceback(out)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="collc.cli._sources_of only passes the top-level file's text to format_error, so errors "
-    "raised while loading that lie in an included file get no source line or caret",
-)
 def test_syntax_error_in_an_included_file_shows_the_source_line(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLES, tmp_path / "examples")
     lib = tmp_path / "examples" / "lib" / "ring.coll"
@@ -539,6 +528,9 @@ def test_show_json_schema(path: Path, args: tuple[str, ...]) -> None:
         for op in step["ops"]:
             base = {"rank", "kind", "peer", "chunks", "line", "column"}
             assert op["kind"] in {"send", "recv"}
+            if "file" in op:  # only for ops written in an included file
+                assert isinstance(op["file"], str) and op["file"] != ir["source"]
+                base = base | {"file"}
             if op["kind"] == "recv":
                 assert set(op) == base | {"action"}
                 assert op["action"] in {"copy", "reduce"}
@@ -560,10 +552,7 @@ def _comparable(schedule: Schedule) -> tuple[Any, ...]:
         (
             step.index,
             step.phase,
-            tuple(
-                (op.rank, op.kind, op.peer, op.chunks, op.action, op.span.line, op.span.column)
-                for op in step.ops
-            ),
+            tuple((op.rank, op.kind, op.peer, op.chunks, op.action, op.span.line, op.span.column) for op in step.ops),
         )
         for step in schedule.steps
     )
@@ -601,9 +590,7 @@ HEADER_WORDS = ["size", "count", "type", "redop", "root", "time(us)", "algbw(GB/
 
 def table_rows(stdout: str) -> list[list[str]]:
     """The data rows of an nccl-tests style table (comment lines start with '#')."""
-    return [
-        line.split() for line in stdout.splitlines() if line.strip() and not line.lstrip().startswith("#")
-    ]
+    return [line.split() for line in stdout.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def table_header(stdout: str) -> list[str]:

@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from lark.exceptions import VisitError
 
 from collc.cli import main as cli_main
 from collc.diagnostics import CollError, format_error
 from collc.elaborate import MAX_CALL_DEPTH, MAX_RANKS, elaborate
-from collc.frontend.program import PRELUDE_NAME, Program, load_program, parse_program
+from collc.frontend.program import MAX_INCLUDE_DEPTH, PRELUDE_NAME, Program, load_program, parse_program
 from collc.ir import Schedule
 
 FILE = "t.coll"
@@ -131,15 +130,9 @@ def test_syntax_dedent_to_unknown_level() -> None:
     assert_at(parse_error(text), "matches no enclosing block", 7, 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="collc bug: an _INDENT token borrows the position of the newline before it, so an unexpected "
-    "indentation is reported at the end of the previous line (4:10) instead of on the indented line 5",
-)
 def test_syntax_unexpected_indent() -> None:
     text = HEADER + "let x = 1\n  let y = 2\n"
-    assert_at(parse_error(text), "indented block", 5)
+    assert_at(parse_error(text), "unexpected indentation", 5, 1)
 
 
 def test_syntax_tabs_and_spaces_mixed() -> None:
@@ -155,15 +148,9 @@ def test_syntax_unmatched_close_paren() -> None:
 
 def test_syntax_unclosed_paren_at_end_of_file() -> None:
     text = HEADER + "fn f(a) = (a + 1\n"
-    assert_at(parse_error(text), "unexpected end of file", 4, len("fn f(a) = (a + 1") + 1)
+    assert_at(parse_error(text), "'(' is never closed", 4, len("fn f(a) = ("))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="collc diagnostic bug: an unclosed '(' swallows the newlines after it, so the error is "
-    "\"unexpected 'phase'\" on the next line (5:1), never pointing at the '(' on line 4",
-)
 def test_syntax_unclosed_paren_before_more_code() -> None:
     text = HEADER + "let x = (1 + 2\nphase a:\n  pass\n"
     assert_at(parse_error(text), "(", 4, col(text, 4, "("))
@@ -216,40 +203,28 @@ def test_syntax_header_in_included_position() -> None:
     assert_at(parse_error(text), "unexpected 'algorithm'", 4, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="collc bug: the parse tree is turned into the AST recursively (lark Transformer), so a long "
-    "operator chain (about 500+ terms) raises RecursionError out of parse_program",
-)
 def test_syntax_long_operator_chain_is_no_traceback() -> None:
     text = HEADER + "let x = " + " + ".join(["1"] * 1000) + "\n"
     program = parse_program(text, FILE)
     elaborate(program, {"p": 4})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="collc bug: 1000 prefix minus signs raise RecursionError out of parse_program",
-)
 def test_syntax_many_unary_operators_is_no_traceback() -> None:
     text = HEADER + "let x = " + "- " * 1000 + "1\n"
     program = parse_program(text, FILE)
     elaborate(program, {"p": 4})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=VisitError,
-    reason="collc bug: 300 nested blocks raise lark's VisitError (wrapping a RecursionError) "
-    "out of parse_program",
-)
-def test_syntax_deeply_nested_blocks_is_no_traceback() -> None:
+def test_syntax_deeply_nested_blocks_parse() -> None:
     depth = 300
     body = "".join("  " * (i + 1) + "if true:\n" for i in range(depth)) + "  " * (depth + 1) + "pass\n"
-    with pytest.raises(CollError):
-        parse_program(HEADER + "phase a:\n" + body, FILE)
+    elaborate(parse_program(HEADER + "phase a:\n" + body, FILE), {"p": 2})
+
+
+def test_syntax_absurdly_deep_nesting_is_an_error() -> None:
+    text = HEADER + "let x = " + "- " * 30000 + "1\n"
+    with pytest.raises(CollError, match="nested too deeply"):
+        parse_program(text, FILE)
 
 
 def test_syntax_deeply_nested_parens_parse() -> None:
@@ -613,6 +588,17 @@ def test_evaluation_error_in_function_body_points_at_function() -> None:
     assert_at(elab_error(text), "division by zero", 4, col(text, 4, "10"))
 
 
+def test_evaluation_error_inside_prelude_function() -> None:
+    text = HEADER + "phase a:\n  exchange with swing_peer(rank, 100): send 0; recv 0 reduce\n"
+    program = parse_program(text, FILE)
+    with pytest.raises(CollError) as info:
+        elaborate(program, {"p": 4})
+    prelude_line = next(
+        i for i, line in enumerate(program.sources[PRELUDE_NAME].splitlines(), 1) if "fn swing_rho" in line
+    )
+    assert_at(info.value, "does not fit in 64 bits", prelude_line, file=PRELUDE_NAME, sources=program.sources)
+
+
 def test_product_overflow_in_loop() -> None:
     text = HEADER + "fn big(n) = 1 if n == 0 else 1000 * big(n - 1)\nlet x = big(10)\n"
     assert_at(elab_error(text), "does not fit in 64 bits", 4, col(text, 4, "1000"))
@@ -707,24 +693,17 @@ def test_used_before_definition() -> None:
     assert_at(elab_error(text), "'y' is used before its definition is evaluated", 6, col(text, 6, "y"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="collc bug: len() of a range longer than sys.maxsize raises Python's OverflowError",
-)
 def test_len_of_huge_range_is_no_traceback() -> None:
     text = HEADER + "let x = len(-9223372036854775807 .. 9223372036854775807)\n"
     program = parse_program(text, FILE)
-    elaborate(program, {"p": 2})
+    with pytest.raises(CollError, match="does not fit in 64 bits"):
+        elaborate(program, {"p": 2})
+    # a long range that fits: no iteration needed
+    text = HEADER + "let x = len(0 .. 1 << 40)\nassert x == 1 << 40\n"
+    elaborate(parse_program(text, FILE), {"p": 2})
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM")
-@pytest.mark.xfail(
-    strict=True,
-    raises=_Timeout,
-    reason="collc bug: a set comprehension collects every element before checking the set-element limit, "
-    "so {i for i in 0 .. 1 << 40} runs for hours instead of failing like set(0 .. 1 << 40)",
-)
 def test_set_comprehension_over_huge_range_fails_fast() -> None:
     text = HEADER + "let x = {i for i in 0 .. 1 << 40}\n"
     program = parse_program(text, FILE)
@@ -769,21 +748,33 @@ def test_included_file_may_not_declare_a_phase(tmp_path: Path) -> None:
     assert_at(info.value, "an included file may not declare a phase", 2, 1, file=str(lib.resolve()))
 
 
+def test_includes_nested_too_deep(tmp_path: Path) -> None:
+    main = _write(tmp_path / "main.coll", HEADER + 'include "f0.coll"\n')
+    for i in range(MAX_INCLUDE_DEPTH + 4):
+        _write(tmp_path / f"f{i}.coll", f'# {i}\ninclude "f{i + 1}.coll"\n')
+    _write(tmp_path / f"f{MAX_INCLUDE_DEPTH + 4}.coll", "\n")
+    with pytest.raises(CollError) as info:
+        load_program(main)
+    deepest = str((tmp_path / f"f{MAX_INCLUDE_DEPTH - 1}.coll").resolve())
+    assert_at(info.value, f"includes nested deeper than {MAX_INCLUDE_DEPTH}", 2, 1, file=deepest)
+
+
+def test_include_of_undecodable_file(tmp_path: Path) -> None:
+    main = _write(tmp_path / "main.coll", HEADER + 'include "bin.coll"\n')
+    (tmp_path / "bin.coll").write_bytes(b"fn f(x) = x # \xff\xfe\n")
+    with pytest.raises(CollError) as info:
+        load_program(main)
+    assert_at(info.value, "cannot include 'bin.coll'", 4, 1, file=str(main))
+
+
 def test_syntax_error_in_included_file(tmp_path: Path) -> None:
     main = _write(tmp_path / "main.coll", HEADER + 'include "lib/c.coll"\n')
     lib = _write(tmp_path / "lib" / "c.coll", "fn f(x) = x\nfn g(x) = (x\n")
     with pytest.raises(CollError) as info:
         load_program(main)
-    assert_at(info.value, "unexpected end of file", 2, file=str(lib.resolve()))
+    assert_at(info.value, "'(' is never closed", 2, len("fn g(x) = ("), file=str(lib.resolve()))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="collc bug: the include stack holds the main file's path unresolved, so a program that includes "
-    "itself through a relative path is not reported as an include cycle: it is re-parsed as a library "
-    "and fails with \"unexpected 'algorithm'\" under its absolute name",
-)
 def test_self_include_is_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(tmp_path / "main.coll", HEADER + 'include "main.coll"\n')
     monkeypatch.chdir(tmp_path)
@@ -894,12 +885,6 @@ def test_cli_load_error_in_included_file_shows_source(tmp_path: Path) -> None:
     assert_cli_error(result.stderr, str(lib.resolve()), 2, 11, "unknown name 'nope'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="collc bug: a 1000-term expression makes `collc check` die with a RecursionError "
-    "traceback (exit 1)",
-)
 def test_cli_long_expression_is_no_traceback(tmp_path: Path) -> None:
     path = _write(tmp_path / "long.coll", HEADER + "let x = " + " + ".join(["1"] * 1000) + "\n")
     result = CliRunner().invoke(cli_main, ["check", str(path), "-p", "4"])

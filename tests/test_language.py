@@ -190,7 +190,9 @@ phase a:
 def test_procedures_and_includes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "lib.coll").write_text("proc swap(c):\n  exchange with rank ^ 1: send c; recv c reduce\n")
     main = tmp_path / "main.coll"
-    main.write_text('algorithm t : allreduce\nparam p : int = 2\nchunks 1\ninclude "lib.coll"\nphase a:\n  do swap(0)\n')
+    main.write_text(
+        'algorithm t : allreduce\nparam p : int = 2\nchunks 1\ninclude "lib.coll"\nphase a:\n  do swap(0)\n'
+    )
     from collc.frontend.program import load_program
 
     schedule = elaborate(load_program(main), {"p": 2})

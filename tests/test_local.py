@@ -240,9 +240,7 @@ def test_misplaced_chunk_is_caught() -> None:
     good = pairwise_alltoall(3)
     step = good.steps[0]
     ops = tuple(
-        dataclasses.replace(o, chunks=ChunkSet.of([1 * 3 + 0]))
-        if o.kind is OpKind.RECV and o.rank == 0
-        else o
+        dataclasses.replace(o, chunks=ChunkSet.of([1 * 3 + 0])) if o.kind is OpKind.RECV and o.rank == 0 else o
         for o in step.ops
     )
     bad = dataclasses.replace(good, steps=(dataclasses.replace(step, ops=ops), *good.steps[1:]))

@@ -394,11 +394,18 @@ _EXERCISED: dict[str, Outcome] = {}
 def test_malformed_variants_fail_cleanly(example: Path) -> None:
     """Every variant of ``example`` either works or fails with a well-located CollError."""
     failures = []
+    first_text = ""
     for variant in variants_of(example):
         outcome = exercise(variant.text, str(example))
         _EXERCISED[variant.name] = outcome
         failures.extend(f"{variant.name}: {problem}" for problem in outcome.problems)
-    assert not failures, f"{len(failures)} contract violation(s):\n" + "\n".join(failures[:25])
+        if outcome.problems and not first_text:
+            first_text = variant.text
+    assert not failures, (
+        f"{len(failures)} contract violation(s) (reproduce: variants_of(path), match the label):\n"
+        + "\n".join(failures[:25])
+        + f"\n--- text of the first failing variant ---\n{first_text[:3000]}"
+    )
 
 
 def test_enough_variants_were_exercised() -> None:

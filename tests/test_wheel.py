@@ -38,9 +38,7 @@ def _env() -> dict[str, str]:
 
 
 def _run(args: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(a) for a in args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT
-    )
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
 
 
 def _ok(proc: subprocess.CompletedProcess[str]) -> str:
@@ -75,9 +73,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
     root = tmp_path_factory.mktemp("venv") / "env"
     assert not root.resolve().is_relative_to(REPO)
-    _ok(
-        _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", root], cwd=root.parent)
-    )
+    _ok(_run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", root], cwd=root.parent))
     python = root / "bin" / "python"
     if _run([python, "-m", "pip", "--version"], cwd=root.parent).returncode != 0:
         _ok(_run([python, "-m", "ensurepip", "--default-pip"], cwd=root.parent))
@@ -120,9 +116,7 @@ def test_venv_imports_the_wheel(venv: Path, outside: Path) -> None:
         "print(collc.__file__); print(collc.cli.__file__); "
         "print(r.data_dir('grammar')); print(r.data_dir('examples'))"
     )
-    paths = [
-        Path(line) for line in _ok(_run([venv / "bin" / "python", "-c", code], cwd=outside)).splitlines()
-    ]
+    paths = [Path(line) for line in _ok(_run([venv / "bin" / "python", "-c", code], cwd=outside)).splitlines()]
     assert len(paths) == 4
     for path in paths:
         assert path.resolve().is_relative_to(venv.resolve()), path
@@ -175,11 +169,6 @@ def _tracked_files() -> list[str] | None:
     return [name for name in proc.stdout.split("\0") if name]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pyproject.toml force-includes codegen/ and runtime/, which are empty folders that git does "
-    "not track, so hatchling fails ('Forced include not found') in a fresh clone",
-)
 def test_wheel_builds_from_a_clean_checkout(tmp_path: Path) -> None:
     files = _tracked_files()
     if files is None:

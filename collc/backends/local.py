@@ -209,9 +209,7 @@ def plan(schedule: Schedule, count: int) -> Plan:
                     f"{op.span}: step {step.index}: rank {op.rank} / peer {op.peer} out of range 0..{p - 1}"
                 )
             if op.chunks.max() >= nchunks:
-                raise ValueError(
-                    f"{op.span}: step {step.index}: chunk {op.chunks.max()} out of range 0..{nchunks - 1}"
-                )
+                raise ValueError(f"{op.span}: step {step.index}: chunk {op.chunks.max()} out of range 0..{nchunks - 1}")
             if op.kind is not OpKind.RECV:
                 continue
             if op.action is None:
@@ -420,9 +418,7 @@ def count_wrong(
     dt = _dtype(dtype)
     _ufunc(op)
     if not (result.shape == expected.shape == mask.shape):
-        raise ValueError(
-            f"shapes differ: result {result.shape}, expected {expected.shape}, mask {mask.shape}"
-        )
+        raise ValueError(f"shapes differ: result {result.shape}, expected {expected.shape}, mask {mask.shape}")
     floating = _is_float(dt)
     exact = not floating or not reduces or op in ("max", "min")
     g = atol = 0.0
@@ -499,9 +495,7 @@ def run(
         execute(lowered, buffers, op)
         total += time.perf_counter() - start
     values, mask = expected(schedule, inputs, op)
-    wrong = count_wrong(
-        buffers, values, mask, dtype, op, schedule.nranks, reduces=schedule.collective.reduces
-    )
+    wrong = count_wrong(buffers, values, mask, dtype, op, schedule.nranks, reduces=schedule.collective.reduces)
     return RunResult(
         algorithm=schedule.algorithm,
         nranks=schedule.nranks,

@@ -7,6 +7,7 @@ DEDENT tokens through `CollIndenter`.  Every lark error is turned into a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -25,6 +26,7 @@ from collc.resources import data_dir
 # --------------------------------------------------------------------------
 
 _OPEN = {"LPAR", "LSQB", "LBRACE"}
+_PARSE_RECURSION_LIMIT = 20000  # lark builds and transforms trees recursively
 _CLOSE = {"RPAR", "RSQB", "RBRACE"}
 
 
@@ -151,13 +153,45 @@ def _friendly_terminals(parser: Lark, names: set[str]) -> str:
     return ", ".join(shown)
 
 
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def _unclosed_bracket(text: str, upto: int) -> tuple[str, int, int] | None:
+    """The innermost bracket opened before ``upto`` and not closed by then (comments skipped)."""
+    stack: list[tuple[str, int, int]] = []
+    line, col, i = 1, 1, 0
+    while i < min(upto, len(text)):
+        ch = text[i]
+        if ch == "#":
+            while i < len(text) and text[i] != "\n":
+                i += 1
+            continue
+        if ch == '"':
+            j = text.find('"', i + 1)
+            if j < 0 or "\n" in text[i:j]:
+                break
+            col += j - i
+            i = j
+        elif ch in "([{":
+            stack.append((ch, line, col))
+        elif ch in ")]}":
+            if stack and stack[-1][0] == _PAIRS[ch]:
+                stack.pop()
+        if ch == "\n":
+            line, col = line + 1, 1
+        else:
+            col += 1
+        i += 1
+    return stack[-1] if stack else None
+
+
 def _describe_token(token: Token) -> str:
     if token.type == "_NL":
         return "end of line"
     if token.type == "_INDENT":
-        return "an indented block"
+        return "indentation"
     if token.type == "_DEDENT":
-        return "end of an indented block"
+        return "end of the indented block"
     if token.type == "$END":
         return "end of file"
     return f"'{token}'"
@@ -168,6 +202,20 @@ def parse_module(text: str, file: str, *, library: bool = False) -> ast.Module:
     if not text.endswith("\n"):
         text += "\n"
     parser = _parser()
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, _PARSE_RECURSION_LIMIT))
+    try:
+        return _parse(parser, text, file, library)
+    except RecursionError:
+        raise CollError(
+            "the program is nested too deeply (an expression or block structure thousands of levels deep)",
+            Span(file, 1, 1, 1, 2),
+        ) from None
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
     try:
         tree = parser.parse(text, start="library" if library else "program")
     except _IndentError as err:
@@ -178,8 +226,21 @@ def parse_module(text: str, file: str, *, library: bool = False) -> ast.Module:
         if token.type == "$END":
             lines = text.splitlines() or [""]
             span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
+        elif token.type == "_INDENT":  # positioned at the newline before the indented line
+            line = token.end_line or token.line or 1
+            span = Span(file, line, 1, line, max(2, len(str(token)) + 1))
         else:
             span = _token_span(file, token)
+        unclosed = _unclosed_bracket(text, token.start_pos if token.start_pos is not None else len(text))
+        if unclosed is not None:
+            char, line, col = unclosed
+            raise CollError(
+                f"'{char}' is never closed",
+                Span(file, line, col, line, col + 1),
+                (f"the parser stopped at {_describe_token(token)} on line {span.line}",),
+            ) from None
+        if token.type == "_INDENT":
+            raise CollError("unexpected indentation: the line before does not open a block", span) from None
         raise CollError(f"unexpected {_describe_token(token)}; expected {expected}", span) from None
     except UnexpectedCharacters as err:
         line, col = err.line, err.column

@@ -7,6 +7,7 @@ declarations) is checked here, so that an error shows up whatever ``p`` is.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -23,6 +24,7 @@ PRELUDE_NAME = "<prelude>"
 PARAM_TYPES = ("int", "dims")
 RESERVED = {"rank"}
 MAX_INCLUDE_DEPTH = 16
+RECURSION_LIMIT = 20000  # parsing and name checking walk trees recursively
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +67,22 @@ def parse_program(text: str, file: str = "<input>") -> Program:
     A `CollError` raised here carries the texts read so far in ``err.sources``.
     """
     sources: dict[str, str] = {file: text}
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT))
     try:
         return _parse_program(text, file, sources)
     except CollError as err:
         err.sources = dict(sources)
         raise
+    except RecursionError:
+        err = CollError(
+            "the program is nested too deeply (an expression or block structure thousands of levels deep)",
+            Span(file, 1, 1, 1, 2),
+        )
+        err.sources = dict(sources)
+        raise err from None
+    finally:
+        sys.setrecursionlimit(old_limit)
 
 
 def _parse_program(text: str, file: str, sources: dict[str, str]) -> Program:
@@ -77,7 +90,7 @@ def _parse_program(text: str, file: str, sources: dict[str, str]) -> Program:
     sources[PRELUDE_NAME] = prelude_text
     main = parse_module(text, file)
     modules: list[ast.Module] = [prelude]
-    _collect_includes(main, Path(file).parent, sources, modules, [file], 0)
+    _collect_includes(main, Path(file).parent, sources, modules, [str(Path(file).resolve())], 0)
     modules.append(main)
     return _assemble(main, modules, sources)
 
@@ -129,7 +142,9 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
         collective = Collective(header.collective)
     except ValueError:
         known = ", ".join(c.value for c in Collective)
-        raise CollError(f"unknown collective {header.collective!r}; expected one of {known}", header.collective_span) from None
+        raise CollError(
+            f"unknown collective {header.collective!r}; expected one of {known}", header.collective_span
+        ) from None
 
     params: list[ast.Param] = []
     chunks: ast.Chunks | None = None
@@ -147,7 +162,8 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
                 _define(defined, decl.name, decl.span, "parameter")
                 if decl.type not in PARAM_TYPES:
                     raise CollError(
-                        f"unknown parameter type {decl.type!r}; expected one of {', '.join(PARAM_TYPES)}", decl.type_span
+                        f"unknown parameter type {decl.type!r}; expected one of {', '.join(PARAM_TYPES)}",
+                        decl.type_span,
                     )
                 params.append(decl)
             elif isinstance(decl, ast.Chunks):
@@ -205,7 +221,9 @@ def _define(defined: dict[str, Span], name: str, span: Span, what: str) -> None:
     defined[name] = span
 
 
-def _check_new_callable(name: str, span: Span, fns: dict[str, ast.Fn], procs: dict[str, ast.Proc], prelude: bool) -> None:
+def _check_new_callable(
+    name: str, span: Span, fns: dict[str, ast.Fn], procs: dict[str, ast.Proc], prelude: bool
+) -> None:
     if name in BUILTINS:
         raise CollError(f"{name!r} is a builtin function and cannot be redefined", span)
     previous = fns.get(name) or procs.get(name)

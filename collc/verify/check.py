@@ -144,9 +144,7 @@ class _Collector:
 
     def select(self) -> tuple[tuple[Finding, ...], int]:
         """At most `cap` findings: the first of each code, then the rest by priority."""
-        chosen: list[tuple[int, int]] = [(p, 0) for p, code in enumerate(CODES) if self.lists[code]][
-            : self.cap
-        ]
+        chosen: list[tuple[int, int]] = [(p, 0) for p, code in enumerate(CODES) if self.lists[code]][: self.cap]
         for p, code in enumerate(CODES):
             for i in range(1, len(self.lists[code])):
                 if len(chosen) >= self.cap:
@@ -189,9 +187,7 @@ def _pairs(ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collec
             else:
                 entry[1] |= bits
                 if op.action is None and out is not None:
-                    msg = (
-                        f"step {step}: rank {rank} receives from rank {peer} without an action (copy assumed)"
-                    )
+                    msg = f"step {step}: rank {rank} receives from rank {peer} without an action (copy assumed)"
                     out.add(Finding("recv-without-action", msg, op.span, step, rank, None, None, None))
     return pairs
 
@@ -209,9 +205,7 @@ def _repair(op: Op, nranks: int, nchunks: int, step: int, out: _Collector | None
         if out is not None:
             code = "peer-is-self" if peer == rank else "peer-out-of-range"
             why = "itself" if peer == rank else f"rank {peer}, but ranks are 0..{nranks - 1}"
-            out.add(
-                Finding(code, f"step {step}: rank {rank} {verb} {why}", op.span, step, rank, None, None, None)
-            )
+            out.add(Finding(code, f"step {step}: rank {rank} {verb} {why}", op.span, step, rank, None, None, None))
         return -1
     mask = (1 << nchunks) - 1
     if out is not None:
@@ -222,9 +216,7 @@ def _repair(op: Op, nranks: int, nchunks: int, step: int, out: _Collector | None
     return bits & mask
 
 
-def _find_op(
-    ops: Sequence[Op], rank: int, kind: OpKind, peer: int, bits: int, action: Action | None = None
-) -> Op:
+def _find_op(ops: Sequence[Op], rank: int, kind: OpKind, peer: int, bits: int, action: Action | None = None) -> Op:
     """The first op of a step that moves some of `bits` (with `action`), to locate a finding."""
     fallback: Op | None = None
     for op in ops:
@@ -585,6 +577,14 @@ def _trace(
         writer = last[r]
         if writer is None:
             where, span, st = "it is never written", schedule.span, None
+            last_recv = _last_receive(schedule, r)
+            if last_recv is not None:
+                st, op = last_recv
+                where = (
+                    f"it is never written: no receive ever delivers it (rank {r}'s last receive, "
+                    f"at step {st} from rank {op.peer}, brings {_chunks_word(op.chunks.bits)} only)"
+                )
+                span = op.span
         else:
             st, op = writer
             where, span = f"last written at step {st} by its receive from rank {op.peer}", op.span
@@ -593,6 +593,15 @@ def _trace(
             f"({', '.join(diff)}); {where}{more}"
         )
         out.add(Finding("postcondition", msg, span, st, r, chunk, exp_text, actual))
+
+
+def _last_receive(schedule: Schedule, rank: int) -> tuple[int, Op] | None:
+    """The last receive op of ``rank``: where a chunk it never gets should have arrived."""
+    for step in reversed(schedule.steps):
+        for op in step.ops:
+            if op.rank == rank and op.kind is OpKind.RECV:
+                return step.index, op
+    return None
 
 
 # --------------------------------------------------------------------------
