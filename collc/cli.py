@@ -137,14 +137,15 @@ def main() -> None:
 @main.command()
 @instance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check(file: str, p: int | None, params: tuple[str, ...], as_json: bool) -> None:
+@click.option("--show", "shown", default=5, show_default=True, type=click.IntRange(min=1), help="Findings to print.")
+def check(file: str, p: int | None, params: tuple[str, ...], as_json: bool, shown: int) -> None:
     """Verify a schedule: matching sends and receives, data flow, the collective's postcondition."""
     inst = load_instance(file, p, params)
     report = inst.verify()
     if as_json:
         click.echo(json.dumps(report_json(inst.schedule, report), indent=2))
     else:
-        click.echo(report_text(inst, report))
+        click.echo(report_text(inst, report, shown))
     sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
 
 
@@ -186,7 +187,7 @@ def report_json(schedule: Schedule, report: CheckReport) -> dict[str, Any]:
     }
 
 
-def report_text(inst: api.Instance, report: CheckReport) -> str:
+def report_text(inst: api.Instance, report: CheckReport, shown: int = 5) -> str:
     s, stats = inst.schedule, report.stats
     head = f"{s.algorithm} ({s.collective.value}) {params_text(s)}"
     summary = (
@@ -195,12 +196,15 @@ def report_text(inst: api.Instance, report: CheckReport) -> str:
     )
     if report.ok:
         return f"{head}: correct\n  {summary}"
-    lines = [f"{head}: WRONG ({len(report.findings)} finding(s))"]
-    for f in report.findings:
+    total = len(report.findings) + report.omitted
+    lines = [f"{head}: WRONG ({total} finding(s))"]
+    for f in report.findings[:shown]:
         notes = []
         if f.expected is not None or f.actual is not None:
             notes.append(f"expected contributions {f.expected}, actual {f.actual}")
         lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), inst.algorithm.sources))
+    if total > shown:
+        lines.append(f"  ... and {total - shown} more (--show N prints more, --json lists them)")
     lines.append(f"  {summary}")
     return "\n".join(lines)
 
