@@ -16,18 +16,17 @@ import functools
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import traceback
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from error_helpers import Timeout, deadline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -278,28 +277,6 @@ def _unexpected(stage: str, exc: BaseException) -> str:
     return f"{stage}: {type(exc).__name__}: {str(exc)[:200]}{where}"
 
 
-class _Hang(Exception):
-    """A variant ran past `VARIANT_SECONDS`."""
-
-
-@contextmanager
-def _watchdog(seconds: float) -> Iterator[None]:
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def on_alarm(signum: int, frame: object) -> None:
-        raise _Hang(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 @dataclass(slots=True)
 class Outcome:
     """What happened to one variant."""
@@ -317,7 +294,7 @@ def exercise(text: str, file: str, p_values: tuple[int, ...] = P_VALUES) -> Outc
     sources = {**static_sources(), file: text}
     stage = "parse"
     try:
-        with _watchdog(VARIANT_SECONDS):
+        with deadline(VARIANT_SECONDS):
             try:
                 program = parse_program(text, file)
             except CollError as err:
@@ -338,7 +315,7 @@ def exercise(text: str, file: str, p_values: tuple[int, ...] = P_VALUES) -> Outc
                         problems.append(f"{stage}: {problem}")
                     continue
                 out.elaborated += 1
-    except _Hang as exc:
+    except Timeout as exc:
         problems.append(f"{stage}: {exc}")
     except Exception as exc:
         problems.append(_unexpected(stage, exc))
