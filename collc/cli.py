@@ -9,13 +9,16 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from collc import api
+from collc import api, report
 from collc.backends import local
 from collc.collectives import busbw_factor, count_error
-from collc.diagnostics import CollError, Diagnostic, format_diagnostic, format_error
+from collc.diagnostics import CollError, format_error
 from collc.ir import ParamValue, Schedule
-from collc.verify.check import CheckReport
+from collc.verify.deadlock import MODELS
+from collc.verify.sweep import SweepResult, judge, parameter_sets, parse_dims_spec, parse_int_spec, sweep
 
 EXIT_OK, EXIT_WRONG, EXIT_INPUT = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,23 +76,54 @@ def parse_param_value(text: str) -> ParamValue:
     raise click.BadParameter(f"{text!r} is neither an int nor torus dimensions like 4x4")
 
 
-def collect_params(p: int | None, params: tuple[str, ...]) -> dict[str, ParamValue]:
-    values: dict[str, ParamValue] = {}
-    if p is not None:
-        values["p"] = p
+def collect_ranges(p: str | None, params: tuple[str, ...], dims: str | None) -> dict[str, list[ParamValue]]:
+    """Parameter values from the command line: single values, ranges and lists (see parse_int_spec)."""
+    ranges: dict[str, list[ParamValue]] = {}
+    try:
+        if p is not None:
+            ranks = parse_int_spec(p)
+            if ranks and ranks[0] < 1:
+                raise ValueError(f"the number of ranks must be at least 1, got {ranks[0]}")
+            ranges["p"] = list(ranks)
+        if dims is not None:
+            ranges["dims"] = list(parse_dims_spec(dims))
+    except ValueError as err:
+        hint = "-p/--ranks" if p and "dims" not in ranges else "--dims"
+        raise click.BadParameter(str(err), param_hint=hint) from None
     for item in params:
         if "=" not in item:
             raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--param")
-        name, value = item.split("=", 1)
-        if not re.fullmatch(r"[A-Za-z_]\w*", name.strip()):
+        name, value = (part.strip() for part in item.split("=", 1))
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
             raise click.BadParameter(f"{name!r} is not a parameter name", param_hint="--param")
-        values[name.strip()] = parse_param_value(value)
+        try:
+            if re.fullmatch(r"\d+(x\d+)+(,\d+(x\d+)*)*", value):
+                ranges[name] = list(parse_dims_spec(value))
+            else:
+                ranges[name] = list(parse_int_spec(value))
+        except ValueError as err:
+            raise click.BadParameter(f"{name}={value}: {err}", param_hint="--param") from None
+    return ranges
+
+
+def collect_params(p: str | None, params: tuple[str, ...], dims: str | None = None) -> dict[str, ParamValue]:
+    """Exactly one value per parameter (for commands that work on one instance)."""
+    values: dict[str, ParamValue] = {}
+    for name, options in collect_ranges(p, params, dims).items():
+        if len(options) != 1:
+            raise click.UsageError(f"this command takes one value of {name}, got {len(options)}; use 'collc check'")
+        values[name] = options[0]
     return values
 
 
 def instance_options(fn: F) -> F:
-    fn = click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Another parameter.")(fn)
-    fn = click.option("-p", "--ranks", "p", type=click.IntRange(min=1), help="Number of ranks (parameter p).")(fn)
+    fn = click.option(
+        "--param", "params", multiple=True, metavar="NAME=SPEC", help="Another parameter (a value, range or list)."
+    )(fn)
+    fn = click.option("--dims", default=None, metavar="SHAPES", help="Torus shapes, e.g. 4x4 or 4x4,8x8 (dims).")(fn)
+    fn = click.option(
+        "-p", "--ranks", "p", default=None, metavar="SPEC", help="Ranks: 16, 2..64, pow2:2..1024, even:2..512, 4,6,12."
+    )(fn)
     fn = click.argument("file")(fn)
     return fn
 
@@ -99,12 +133,16 @@ def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoRetur
     sys.exit(EXIT_INPUT)
 
 
-def load_instance(file: str, p: int | None, params: tuple[str, ...]) -> api.Instance:
-    values = collect_params(p, params)
+def load_algorithm(file: str) -> api.Algorithm:
     try:
-        alg = api.load(file)
+        return api.load(file)
     except CollError as err:
         fail_input(err, _sources_of(err, file))
+
+
+def load_instance(file: str, p: str | None, params: tuple[str, ...], dims: str | None = None) -> api.Instance:
+    values = collect_params(p, params, dims)
+    alg = load_algorithm(file)
     try:
         return alg.instantiate(**values)
     except CollError as err:
@@ -113,14 +151,6 @@ def load_instance(file: str, p: int | None, params: tuple[str, ...]) -> api.Inst
 
 def _sources_of(err: CollError, file: str) -> dict[str, str]:
     return err.sources
-
-
-def params_text(schedule: Schedule) -> str:
-    parts = []
-    for name, value in schedule.params:
-        shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
-        parts.append(f"{name}={shown}")
-    return " ".join(parts)
 
 
 # --------------------------------------------------------------------------
@@ -138,90 +168,101 @@ def main() -> None:
 @instance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--show", "shown", default=5, show_default=True, type=click.IntRange(min=1), help="Findings to print.")
-def check(file: str, p: int | None, params: tuple[str, ...], as_json: bool, shown: int) -> None:
-    """Verify a schedule: matching sends and receives, data flow, the collective's postcondition."""
-    inst = load_instance(file, p, params)
-    report = inst.verify()
+@click.option(
+    "--model", default="step", show_default=True, type=click.Choice(MODELS), help="Execution model for deadlocks."
+)
+@click.option("--keep-going", is_flag=True, help="Check every instance of a range, not only up to the first failure.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes for ranges.")
+@click.option("--trace", "trace", type=click.IntRange(min=0), default=None, metavar="CHUNK", help="History of a chunk.")
+def check(
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    dims: str | None,
+    as_json: bool,
+    shown: int,
+    model: str,
+    keep_going: bool,
+    jobs: int | None,
+    trace: int | None,
+) -> None:
+    """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition."""
+    instances = parameter_sets(collect_ranges(p, params, dims))
+    alg = load_algorithm(file)
+    if len(instances) == 1:
+        try:
+            schedule = alg.instantiate(**instances[0]).schedule
+        except CollError as err:
+            fail_input(err, alg.sources)
+        if trace is not None:
+            try:
+                click.echo(report.trace_text(schedule, trace))
+            except ValueError as err:
+                raise click.BadParameter(str(err), param_hint="--trace") from None
+            sys.exit(EXIT_OK)
+        result = judge(schedule, instances[0], model)
+        assert result.report is not None
+        if as_json:
+            click.echo(json.dumps(report.report_json(schedule, result.report, result.deadlock), indent=2))
+        else:
+            click.echo(report.report_text(schedule, result.report, alg.sources, shown))
+        sys.exit(EXIT_OK if result.status == "ok" else EXIT_WRONG)
+    if trace is not None:
+        raise click.UsageError("--trace needs a single instance (one value of each parameter)")
+    outcome = _sweep_with_progress(alg, instances, model, keep_going, jobs, quiet=as_json)
     if as_json:
-        click.echo(json.dumps(report_json(inst.schedule, report), indent=2))
+        click.echo(json.dumps(report.sweep_json(alg, outcome), indent=2))
     else:
-        click.echo(report_text(inst, report, shown))
-    sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
+        click.echo(report.sweep_text(alg, outcome, shown))
+    first = outcome.failures[0] if outcome.failures else None
+    sys.exit(EXIT_OK if first is None else EXIT_INPUT if first.status == "error" else EXIT_WRONG)
 
 
-def report_json(schedule: Schedule, report: CheckReport) -> dict[str, Any]:
-    stats = report.stats
-    return {
-        "algorithm": schedule.algorithm,
-        "collective": schedule.collective.value,
-        "source": schedule.source,
-        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in schedule.params},
-        "nranks": schedule.nranks,
-        "nchunks": schedule.nchunks,
-        "ok": report.ok,
-        "stats": {
-            "steps": stats.steps,
-            "messages": stats.messages,
-            "max_chunks_sent": stats.max_chunks_sent,
-            "max_chunks_received": stats.max_chunks_received,
-            "max_sent_fraction": stats.max_sent_fraction,
-            "max_received_fraction": stats.max_received_fraction,
-            "max_fan_out": stats.max_fan_out,
-            "max_fan_in": stats.max_fan_in,
-        },
-        "findings": [
-            {
-                "code": f.code,
-                "message": f.message,
-                "file": f.span.file,
-                "line": f.span.line,
-                "column": f.span.column,
-                "step": f.step,
-                "rank": f.rank,
-                "chunk": f.chunk,
-                "expected": f.expected,
-                "actual": f.actual,
-            }
-            for f in report.findings
-        ],
-    }
-
-
-def report_text(inst: api.Instance, report: CheckReport, shown: int = 5) -> str:
-    s, stats = inst.schedule, report.stats
-    head = f"{s.algorithm} ({s.collective.value}) {params_text(s)}"
-    summary = (
-        f"{stats.steps} steps, {stats.messages} messages, per rank at most "
-        f"{stats.max_sent_fraction:.4g} of the vector sent and {stats.max_received_fraction:.4g} received"
-    )
-    if report.ok:
-        return f"{head}: correct\n  {summary}"
-    total = len(report.findings) + report.omitted
-    lines = [f"{head}: WRONG ({total} finding(s))"]
-    for f in report.findings[:shown]:
-        notes = []
-        if f.expected is not None or f.actual is not None:
-            notes.append(f"expected contributions {f.expected}, actual {f.actual}")
-        lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), inst.algorithm.sources))
-    if total > shown:
-        lines.append(f"  ... and {total - shown} more (--show N prints more, --json lists them)")
-    lines.append(f"  {summary}")
-    return "\n".join(lines)
+def _sweep_with_progress(
+    alg: api.Algorithm,
+    instances: list[dict[str, ParamValue]],
+    model: str,
+    keep_going: bool,
+    jobs: int | None,
+    quiet: bool,
+) -> SweepResult:
+    if quiet or not sys.stderr.isatty():
+        return sweep(alg.program, instances, model=model, jobs=jobs, keep_going=keep_going)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("checking {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(alg.name, total=len(instances))
+        return sweep(
+            alg.program,
+            instances,
+            model=model,
+            jobs=jobs,
+            keep_going=keep_going,
+            progress=lambda _: bar.advance(task),
+        )
 
 
 @main.command()
 @instance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON (docs/ir-json.md).")
 @click.option("--rank", "only_rank", type=int, default=None, help="Show only this rank's operations.")
-def show(file: str, p: int | None, params: tuple[str, ...], as_json: bool, only_rank: int | None) -> None:
+def show(
+    file: str, p: str | None, params: tuple[str, ...], dims: str | None, as_json: bool, only_rank: int | None
+) -> None:
     """Print a schedule step by step (or its IR as JSON)."""
-    inst = load_instance(file, p, params)
+    inst = load_instance(file, p, params, dims)
     s = inst.schedule
     if as_json:
         click.echo(json.dumps(inst.to_json()))
         return
     click.echo(
-        f"{s.algorithm} ({s.collective.value}) {params_text(s)}: {s.nranks} ranks, {s.nchunks} chunks, "
+        f"{s.algorithm} ({s.collective.value}) {report.params_text(s.params)}: {s.nranks} ranks, {s.nchunks} chunks, "
         f"{len(s.steps)} steps"
     )
     header = f"{'step':>5}  {'phase':<16} {'rank':>5}  {'op':<4} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
@@ -250,8 +291,9 @@ def show(file: str, p: int | None, params: tuple[str, ...], as_json: bool, only_
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def run(
     file: str,
-    p: int | None,
+    p: str | None,
     params: tuple[str, ...],
+    dims: str | None,
     size: str | None,
     sizes: str | None,
     dtype: str,
@@ -265,12 +307,12 @@ def run(
     if size is not None and sizes is not None:
         raise click.UsageError("give --size or --sizes, not both")
     byte_sizes = parse_sizes(sizes) if sizes is not None else [parse_size(size or "4MiB")]
-    inst = load_instance(file, p, params)
+    inst = load_instance(file, p, params, dims)
     s = inst.schedule
     if not no_check:
-        report = inst.verify()
-        if not report.ok:
-            click.echo(report_text(inst, report), err=True)
+        checked = inst.verify()
+        if not checked.ok:
+            click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
             sys.exit(EXIT_WRONG)
     itemsize = local.DTYPES[dtype].itemsize
     rows = []
@@ -316,7 +358,7 @@ def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:
 
 def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
     out = [
-        f"# collc run: {s.algorithm} ({s.collective.value}) {params_text(s)}, backend {backend}",
+        f"# collc run: {s.algorithm} ({s.collective.value}) {report.params_text(s.params)}, backend {backend}",
         f"# {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time(us)':>12} "
         f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'#wrong':>7}",
     ]

@@ -76,6 +76,11 @@ class Stats:
     max_received_fraction: float
     max_fan_out: int
     max_fan_in: int
+    fan_out_per_step: tuple[int, ...] = ()  # max distinct peers a rank sends to, step by step
+    fan_in_per_step: tuple[int, ...] = ()
+    latency_deficiency: float = 0.0  # steps / ceil(log2 p): 1.0 is the latency lower bound
+    bandwidth_deficiency: float = 0.0  # max sent fraction / the collective's lower bound
+    temp_buffer_steps: int = 0  # (step, rank) pairs where a rank receives a chunk it also sends
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +271,9 @@ class _Fingerprint:
         self.sent = [0] * p
         self.received = [0] * p
         self.steps = self.messages = self.fan_out = self.fan_in = 0
+        self.fan_out_steps: list[int] = []
+        self.fan_in_steps: list[int] = []
+        self.temp_buffers: list[tuple[int, int, int]] = []  # (step, rank, chunks both sent and received)
         self.ids_cache: dict[int, np.ndarray] = {}
         self.cached = 0
         if dataflow:
@@ -369,8 +377,20 @@ class _Fingerprint:
                 entry[3] += 1
             if clash:
                 self.conflict(step, ops, src, dst, clash)
-        self.fan_out = max(self.fan_out, max(fan_out.values(), default=0))
-        self.fan_in = max(self.fan_in, max((e[3] for e in seen.values()), default=0))
+        step_out = max(fan_out.values(), default=0)
+        step_in = max((e[3] for e in seen.values()), default=0)
+        self.fan_out_steps.append(step_out)
+        self.fan_in_steps.append(step_in)
+        self.fan_out = max(self.fan_out, step_out)
+        self.fan_in = max(self.fan_in, step_in)
+        sends_of: dict[int, int] = {}
+        for (src, _), (send, _, _) in pairs.items():
+            if send:
+                sends_of[src] = sends_of.get(src, 0) | send
+        for rank, entry in seen.items():
+            both = sends_of.get(rank, 0) & entry[0]
+            if both:  # the executor must receive into a temporary buffer (or send first)
+                self.temp_buffers.append((step, rank, both))
         if self.dataflow:
             self.flow(step, ops, segs, dups)
 
@@ -518,6 +538,7 @@ def _trace(
     # dup[r]: the reduce that first counted some origin twice in what slot r holds now
     dup: list[_DupEvent | None] = [None] * p
     bit = 1 << chunk
+    losses: list[tuple[int, int, Op, int]] = []  # copies that overwrote contributions: (step, rank, op, lost)
     for index, candidates in steps:
         ops = [op for op in candidates if op.chunks.bits >> chunk & 1]
         if not ops:
@@ -538,6 +559,8 @@ def _trace(
                 event = dup[d] or event
                 if event is None and extra is not None:
                     event = (index, d, op, sorted(extra))
+            elif sets[d] and not sets[d] & bits:  # a copy over disjoint data: a reduce would have kept both
+                losses.append((index, d, op, sets[d]))
             sets[d], extras[d], dup[d] = bits, extra, event
     want = ((1 << p) - 1) if origin == EVERY else 1 << origin
     required = range(p) if dest == EVERY else [dest]
@@ -574,6 +597,15 @@ def _trace(
         if extra.size:
             diff.append(f"unexpected {_fmt_ids(extra)}")
         more = f"; {len(short) - 1} other ranks also fail for this chunk" if len(short) > 1 else ""
+        missing_bits = sum(1 << int(m) for m in missing)
+        loss = next((e for e in losses if e[3] & missing_bits), None)
+        lost_note = ""
+        if loss is not None:  # the first overwrite that destroyed a contribution the end lacks
+            st_l, rank_l, op_l, lost = loss
+            lost_note = (
+                f"; ranks {_fmt(lost & missing_bits)} were overwritten at step {st_l} by rank {rank_l}'s copy "
+                f"from rank {op_l.peer} (line {op_l.span.line}), whose data were disjoint: a reduce would keep both"
+            )
         writer = last[r]
         if writer is None:
             where, span, st = "it is never written", schedule.span, None
@@ -590,9 +622,20 @@ def _trace(
             where, span = f"last written at step {st} by its receive from rank {op.peer}", op.span
         msg = (
             f"after the last step rank {r} holds {what} for chunk {chunk}, expected {exp_text} "
-            f"({', '.join(diff)}); {where}{more}"
+            f"({', '.join(diff)}); {where}{more}{lost_note}"
         )
         out.add(Finding("postcondition", msg, span, st, r, chunk, exp_text, actual))
+
+
+def _bandwidth_bound(collective: Collective, p: int) -> float:
+    """The least fraction of the vector some rank must send (1 for p = 1, to avoid dividing by 0)."""
+    if p == 1:
+        return 1.0
+    if collective is Collective.ALLREDUCE:
+        return 2 * (p - 1) / p
+    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL):
+        return (p - 1) / p
+    return 1.0
 
 
 def _last_receive(schedule: Schedule, rank: int) -> tuple[int, Op] | None:
@@ -646,6 +689,11 @@ def check(schedule: Schedule, *, max_findings: int = 20) -> CheckReport:
         max_received_fraction=received / vector,
         max_fan_out=fp.fan_out,
         max_fan_in=fp.fan_in,
+        fan_out_per_step=tuple(fp.fan_out_steps),
+        fan_in_per_step=tuple(fp.fan_in_steps),
+        latency_deficiency=fp.steps / max(1, (p - 1).bit_length()),
+        bandwidth_deficiency=(sent / vector) / _bandwidth_bound(schedule.collective, p),
+        temp_buffer_steps=len(fp.temp_buffers),
     )
     return CheckReport(
         algorithm=schedule.algorithm,

@@ -1,0 +1,191 @@
+"""Check reports as text for people and as JSON for tools (single instances, sweeps, chunk traces)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from collc.api import Algorithm
+from collc.diagnostics import Diagnostic, Sources, format_diagnostic, format_error
+from collc.ir import ParamValue, Schedule
+from collc.verify.check import CheckReport, Finding
+from collc.verify.deadlock import DeadlockReport
+from collc.verify.sweep import SKIPPED, InstanceResult, SweepResult
+from collc.verify.trace import trace_chunk
+
+
+def value_text(value: object) -> str:
+    return "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def params_text(params: tuple[tuple[str, ParamValue], ...] | dict[str, ParamValue]) -> str:
+    items = params.items() if isinstance(params, dict) else params
+    return " ".join(f"{name}={value_text(value)}" for name, value in items)
+
+
+def _json_value(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "code": f.code,
+        "message": f.message,
+        "file": f.span.file,
+        "line": f.span.line,
+        "column": f.span.column,
+        "step": f.step,
+        "rank": f.rank,
+        "chunk": f.chunk,
+        "expected": f.expected,
+        "actual": f.actual,
+    }
+
+
+def report_json(schedule: Schedule, report: CheckReport, deadlock: DeadlockReport | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "algorithm": schedule.algorithm,
+        "collective": schedule.collective.value,
+        "source": schedule.source,
+        "params": {k: _json_value(v) for k, v in schedule.params},
+        "nranks": schedule.nranks,
+        "nchunks": schedule.nchunks,
+        "ok": report.ok and (deadlock is None or deadlock.ok),
+        "stats": {k: _json_value(v) for k, v in asdict(report.stats).items()},
+        "findings": [finding_json(f) for f in report.findings],
+    }
+    if deadlock is not None:
+        out["deadlock"] = {"model": deadlock.model, "ok": deadlock.ok, "message": deadlock.message}
+    return out
+
+
+def summary_text(report: CheckReport) -> str:
+    stats = report.stats
+    text = (
+        f"{stats.steps} steps, {stats.messages} messages, per rank at most "
+        f"{stats.max_sent_fraction:.4g} of the vector sent and {stats.max_received_fraction:.4g} received; "
+        f"deficiency: latency {stats.latency_deficiency:.3g}x, bandwidth {stats.bandwidth_deficiency:.3g}x "
+        f"of the lower bounds"
+    )
+    if stats.temp_buffer_steps:
+        text += f"; {stats.temp_buffer_steps} (step, rank) pairs need a temporary receive buffer"
+    return text
+
+
+def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown: int = 5) -> str:
+    head = f"{schedule.algorithm} ({schedule.collective.value}) {params_text(schedule.params)}"
+    if report.ok:
+        return f"{head}: correct\n  {summary_text(report)}"
+    total = len(report.findings) + report.omitted
+    lines = [f"{head}: WRONG ({total} finding(s))"]
+    for f in report.findings[:shown]:
+        notes = []
+        if f.expected is not None or f.actual is not None:
+            notes.append(f"expected contributions {f.expected}, actual {f.actual}")
+        lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), sources))
+    if total > shown:
+        lines.append(f"  ... and {total - shown} more (--show N prints more, --json lists them)")
+    lines.append(f"  {summary_text(report)}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Sweeps
+# --------------------------------------------------------------------------
+
+
+def _instance_json(result: InstanceResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"params": {k: _json_value(v) for k, v in result.params.items()}, "status": result.status}
+    if result.report is not None:
+        out["stats"] = {k: _json_value(v) for k, v in asdict(result.report.stats).items()}
+        out["findings"] = [finding_json(f) for f in result.report.findings]
+    if result.error is not None:
+        span = result.error.span
+        out["error"] = {
+            "message": result.error.message,
+            "file": span.file if span else None,
+            "line": span.line if span else None,
+            "column": span.column if span else None,
+        }
+    return out
+
+
+def sweep_json(alg: Algorithm, outcome: SweepResult) -> dict[str, Any]:
+    first = outcome.failures[0] if outcome.failures else None
+    return {
+        "algorithm": alg.name,
+        "collective": alg.collective.value,
+        "ok": outcome.ok,
+        "instances": outcome.total,
+        "checked": outcome.checked,
+        "skipped": outcome.skipped,
+        "failed": len(outcome.failures),
+        "stopped_early": outcome.stopped_early,
+        "smallest_failure": _instance_json(first) if first is not None else None,
+        "results": [_instance_json(r) for r in outcome.results],
+    }
+
+
+def _span_of(params: list[dict[str, ParamValue]]) -> str:
+    if not params:
+        return "no instances"
+    if len(params) == 1:
+        return params_text(params[0])
+    return f"{params_text(params[0])} .. {params_text(params[-1])}"
+
+
+def sweep_text(alg: Algorithm, outcome: SweepResult, shown: int = 5) -> str:
+    checked = [r for r in outcome.results if r.status != SKIPPED]
+    head = f"{alg.name} ({alg.collective.value})"
+    counts = f"{outcome.checked} instance(s) checked, {outcome.skipped} skipped by the program's constraints"
+    if outcome.ok:
+        if not checked:
+            return f"{head}: no instance in the range satisfies the program's constraints ({outcome.skipped} skipped)"
+        last = checked[-1]
+        assert last.report is not None
+        return (
+            f"{head}: correct for every instance, {_span_of([r.params for r in checked])}\n"
+            f"  {counts}\n  largest, {params_text(last.params)}: {summary_text(last.report)}"
+        )
+    first = outcome.failures[0]
+    before = sum(1 for r in outcome.results[: outcome.results.index(first)] if r.status == "ok")
+    lines = [
+        f"{head}: FAILS; the smallest failing instance is {params_text(first.params)} "
+        f"({before} smaller instance(s) correct)",
+        f"  {counts}" + (", stopped at the first failure" if outcome.stopped_early else ""),
+    ]
+    if len(outcome.failures) > 1:
+        lines.append(f"  failing: {', '.join(params_text(r.params) for r in outcome.failures[:12])}")
+    if first.error is not None:
+        lines.append(format_error(first.error, alg.sources))
+    elif first.report is not None:
+        sources = alg.sources
+        for f in first.report.findings[:shown]:
+            notes = []
+            if f.expected is not None or f.actual is not None:
+                notes.append(f"expected contributions {f.expected}, actual {f.actual}")
+            lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), sources))
+        rest = len(first.report.findings) + first.report.omitted - shown
+        if rest > 0:
+            lines.append(f"  ... and {rest} more for this instance (--json lists them)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Chunk traces
+# --------------------------------------------------------------------------
+
+
+def trace_text(schedule: Schedule, chunk: int) -> str:
+    events, final = trace_chunk(schedule, chunk)
+    lines = [f"history of chunk {chunk} in {schedule.algorithm} {params_text(schedule.params)}"]
+    lines.append(f"{'step':>5}  {'phase':<16} {'rank':>5} {'from':>5}  {'action':<6} {'line':>5}  contributions after")
+    for e in events:
+        lines.append(
+            f"{e.step:>5}  {e.phase[:16]:<16} {e.rank:>5} {e.peer:>5}  {e.action:<6} {e.span.line:>5}  "
+            f"{e.after}   (was {e.before})"
+        )
+    lines.append("at the end:")
+    for rank, text in enumerate(final):
+        lines.append(f"  rank {rank}: {text}")
+    return "\n".join(lines)

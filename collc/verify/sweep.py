@@ -1,0 +1,215 @@
+"""Checking a program over ranges of parameter values, in parallel, stopping at the smallest failure.
+
+Instances are checked in increasing order of their parameter values (p first).
+Instances that violate the program's own constraints are skipped and counted.
+The first failing instance in that order is the smallest counterexample of the
+range: the sweep stops there unless asked to keep going.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+
+from collc.diagnostics import CollError
+from collc.elaborate import elaborate
+from collc.frontend.program import Program
+from collc.ir import ParamValue, Schedule
+from collc.verify.check import CheckReport, Finding, check
+from collc.verify.deadlock import DeadlockReport, check_blocking, check_step
+
+SKIPPED = "skipped"  # violates the program's constraints
+UNMATCHED = ("unmatched-send", "unmatched-recv")
+
+# --------------------------------------------------------------------------
+# Range specifications
+# --------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^(?:(pow2|even|odd):)?(-?\d+)\.\.(-?\d+)$")
+
+
+def parse_int_spec(text: str, *, limit: int = 1 << 20) -> list[int]:
+    """``16``, ``2..1024`` (inclusive), ``pow2:2..16384``, ``even:2..512``, ``odd:3..99``, ``4,6,12``, mixes."""
+    values: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            raise ValueError(f"empty item in {text!r}")
+        m = _RANGE.match(part)
+        if m:
+            kind, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
+            if hi < lo:
+                raise ValueError(f"{part!r}: the range is empty ({hi} < {lo})")
+            if hi - lo > limit:
+                raise ValueError(f"{part!r}: more than {limit} values")
+            if kind == "pow2":
+                values += [v for v in (1 << k for k in range(hi.bit_length() + 1)) if lo <= v <= hi]
+            elif kind == "even":
+                values += [v for v in range(lo, hi + 1) if v % 2 == 0]
+            elif kind == "odd":
+                values += [v for v in range(lo, hi + 1) if v % 2 == 1]
+            else:
+                values += list(range(lo, hi + 1))
+        elif re.fullmatch(r"-?\d+", part):
+            values.append(int(part))
+        else:
+            raise ValueError(
+                f"{part!r} is not an int, a range LO..HI or pow2:/even:/odd:LO..HI (ranges include both ends)"
+            )
+    return sorted(set(values))
+
+
+def parse_dims_spec(text: str) -> list[tuple[int, ...]]:
+    """``4x4,8x8,4x4x4`` -> [(4, 4), (8, 8), (4, 4, 4)]."""
+    shapes = []
+    for part in text.replace(" ", "").split(","):
+        if not re.fullmatch(r"\d+(x\d+)*", part):
+            raise ValueError(f"{part!r} is not a torus shape like 4x4 or 4x4x4")
+        shapes.append(tuple(int(d) for d in part.split("x")))
+    return shapes
+
+
+def parameter_sets(ranges: Mapping[str, Sequence[ParamValue]]) -> list[dict[str, ParamValue]]:
+    """The cartesian product of the given values, smallest first (p first, then the others by name)."""
+    names = sorted(ranges, key=lambda n: (n != "p", n))
+    combos = itertools.product(*(sorted(ranges[n], key=_order) for n in names))
+    return [dict(zip(names, combo, strict=True)) for combo in combos]
+
+
+def _order(v: ParamValue) -> tuple[int, ...]:
+    return (len(v), *v) if isinstance(v, tuple) else (1, v)
+
+
+# --------------------------------------------------------------------------
+# Checking one instance and many
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceResult:
+    params: dict[str, ParamValue]
+    status: str  # ok | wrong | error | skipped
+    report: CheckReport | None
+    deadlock: DeadlockReport | None
+    error: CollError | None  # an evaluation error of this instance (bad input for these values)
+
+
+def check_instance(program: Program, params: Mapping[str, ParamValue], model: str = "step") -> InstanceResult:
+    """Elaborate and check one instance under execution ``model``."""
+    try:
+        schedule = elaborate(program, params)
+    except CollError as err:
+        if "violates the constraint" in err.message:
+            return InstanceResult(dict(params), SKIPPED, None, None, None)
+        return InstanceResult(dict(params), "error", None, None, err)
+    return judge(schedule, dict(params), model)
+
+
+def judge(schedule: Schedule, params: dict[str, ParamValue], model: str = "step") -> InstanceResult:
+    report = check(schedule)
+    unmatched = sum(1 for f in report.findings if f.code in UNMATCHED)
+    deadlock = check_step(schedule, unmatched) if model == "step" else check_blocking(schedule)
+    if not deadlock.ok and model == "blocking":
+        first = next((w for w in deadlock.cycle if w.span is not None), None)
+        finding = Finding(
+            "deadlock",
+            deadlock.message,
+            first.span if first is not None and first.span is not None else schedule.span,
+            first.step if first is not None else None,
+            first.rank if first is not None else None,
+            None,
+            None,
+            None,
+        )
+        report = _with_finding(report, finding)
+    ok = report.ok and deadlock.ok
+    return InstanceResult(params, "ok" if ok else "wrong", report, deadlock, None)
+
+
+def _with_finding(report: CheckReport, finding: Finding) -> CheckReport:
+    return CheckReport(
+        report.algorithm,
+        report.params,
+        report.nranks,
+        False,
+        (finding, *report.findings),
+        report.stats,
+        report.omitted,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    results: tuple[InstanceResult, ...]  # in order, up to and including the first failure unless keep_going
+    total: int  # instances in the range
+    stopped_early: bool
+
+    @property
+    def checked(self) -> int:
+        return sum(1 for r in self.results if r.status != SKIPPED)
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for r in self.results if r.status == SKIPPED)
+
+    @property
+    def failures(self) -> list[InstanceResult]:
+        return [r for r in self.results if r.status in ("wrong", "error")]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _worker(args: tuple[Program, dict[str, ParamValue], str]) -> InstanceResult:
+    program, params, model = args
+    return check_instance(program, params, model)
+
+
+def sweep(
+    program: Program,
+    instances: Sequence[dict[str, ParamValue]],
+    *,
+    model: str = "step",
+    jobs: int | None = None,
+    keep_going: bool = False,
+    progress: Callable[[InstanceResult], None] | None = None,
+) -> SweepResult:
+    """Check every instance in order; stop at the first (smallest) failure unless ``keep_going``."""
+    jobs = jobs if jobs is not None else min(len(instances), os.cpu_count() or 1)
+    results: list[InstanceResult] = []
+    stopped = False
+    for result in _results(program, instances, model, jobs):
+        results.append(result)
+        if progress is not None:
+            progress(result)
+        if result.status in ("wrong", "error") and not keep_going:
+            stopped = len(results) < len(instances)
+            break
+    return SweepResult(tuple(results), len(instances), stopped)
+
+
+def _results(
+    program: Program, instances: Sequence[dict[str, ParamValue]], model: str, jobs: int
+) -> Iterator[InstanceResult]:
+    if jobs <= 1 or len(instances) <= 1:
+        for params in instances:
+            yield check_instance(program, params, model)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        window = 2 * jobs  # instances in flight: results come back in order, failures stop the rest
+        pending: list[Future[InstanceResult]] = []
+        it = iter(instances)
+        try:
+            for params in it:
+                pending.append(pool.submit(_worker, (program, params, model)))
+                if len(pending) >= window:
+                    yield pending.pop(0).result()
+            while pending:
+                yield pending.pop(0).result()
+        finally:
+            for fut in pending:
+                fut.cancel()
