@@ -94,6 +94,7 @@ def test_keep_going_lists_every_failure(tmp_path: Path) -> None:
     path, _ = _planted(tmp_path)
     code, out = run_cli("check", path, "--ranks", "even:2..16", "--keep-going", "--json")
     data = json.loads(out)
+    assert code == 1
     failing = [r["params"]["p"] for r in data["results"] if r["status"] == "wrong"]
     assert failing == [6, 10, 12, 14]  # every even p that is not a power of two
 

@@ -235,8 +235,8 @@ def _find_op(ops: Sequence[Op], rank: int, kind: OpKind, peer: int, bits: int, a
 
 def _expand(starts: list[int], offsets: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``starts[k] + cols[i]`` for every element i of segment k (a cumsum beats np.repeat)."""
-    out = np.zeros(cols.size, dtype=np.int64)
-    out[offsets[:-1]] = np.diff(np.array(starts, dtype=np.int64), prepend=0)
+    out = np.zeros(cols.size, dtype=cols.dtype)
+    out[offsets[:-1]] = np.diff(np.array(starts, dtype=cols.dtype), prepend=0)
     np.cumsum(out, out=out)
     out += cols
     return out
@@ -276,9 +276,14 @@ class _Fingerprint:
         self.temp_buffers: list[tuple[int, int, int]] = []  # (step, rank, chunks both sent and received)
         self.ids_cache: dict[int, np.ndarray] = {}
         self.cached = 0
+        # flat slot indices fit in 32 bits up to 2**31 slots: half the memory traffic of int64
+        self.index_dtype = np.int32 if p * n < 2**31 else np.int64
+        self.all_held = False
         if dataflow:
             origin = chunk_origin(schedule.collective, p, n, schedule.root)
             self.origin = origin
+            # every slot starts held (reducing collectives): copies and reduces keep it so, skip the flags
+            self.all_held = bool((origin == EVERY).all())
             self.h = np.random.default_rng(_SEED).integers(
                 0, np.iinfo(np.uint64).max, size=p, dtype=np.uint64, endpoint=True
             ) | np.uint64(1)
@@ -301,7 +306,7 @@ class _Fingerprint:
             if self.cached > _IDS_CACHE_LIMIT:
                 self.ids_cache.clear()
                 self.cached = 0
-            got = self.ids_cache[bits] = _bits_ids(bits)
+            got = self.ids_cache[bits] = _bits_ids(bits).astype(self.index_dtype, copy=False)
             self.cached += got.size
         return got
 
@@ -417,7 +422,16 @@ class _Fingerprint:
         dst_flat = _expand([d * n for _, d, _ in flat], offsets, cols)
         nc = int(offsets[len(segs[0])])
         nr = int(offsets[len(segs[0]) + len(segs[1])]) - nc
-        state, held = self.state.reshape(-1), self.held.reshape(-1)
+        state = self.state.reshape(-1)
+        if self.all_held:  # nothing can be missing: only the fingerprints move
+            incoming = state[src_flat[: nc + nr]]
+            state[dst_flat[:nc]] = incoming[:nc]
+            if dups:
+                np.add.at(state, dst_flat[nc : nc + nr], incoming[nc:])
+            else:
+                state[dst_flat[nc : nc + nr]] += incoming[nc:]
+            return
+        held = self.held.reshape(-1)
         src_held = held[src_flat]
         incoming = state[src_flat[: nc + nr]]
         dst_c, dst_r = dst_flat[:nc], dst_flat[nc : nc + nr]
