@@ -264,14 +264,17 @@ def valid_params(
     if "p" in declared and "p" not in fixed:
         accepted_p = [p for p in range(1, max_p + 1) if _verdict(alg, {**plain, "p": p})] or accepted_p
         p_options.insert(0, st.sampled_from(accepted_p))
-    probes = sorted({accepted_p[0], accepted_p[len(accepted_p) // 2], accepted_p[-1]}) if "p" in declared else [0]
+    # Other int parameters: first the values accepted with a few accepted p (small, middle, large).
+    probes: list[dict[str, ParamValue]] = [{}]
+    if "p" in declared and "p" not in plain:
+        probes = [{"p": q} for q in sorted({accepted_p[0], accepted_p[len(accepted_p) // 2], accepted_p[-1]})]
     ints: dict[str, SearchStrategy[int]] = {}
     for name, param in declared.items():
         if param.type == "int" and name not in ("p", "root") and name not in fixed:
             ok = [
                 v
                 for v in range(_SMALL_INT[0], _SMALL_INT[1] + 1)
-                if any(_verdict(alg, {**plain, **({"p": q} if q else {}), name: v}) for q in probes)
+                if any(_verdict(alg, {**plain, **probe, name: v}) for probe in probes)
             ]
             ints[name] = st.one_of(st.sampled_from(ok), st.integers(*_SMALL_INT)) if ok else st.integers(*_SMALL_INT)
     dims_names = [name for name, param in declared.items() if param.type == "dims"]
@@ -292,14 +295,17 @@ def valid_params(
     @st.composite
     def candidate(draw: st.DrawFn) -> dict[str, ParamValue]:
         values: dict[str, ParamValue] = {}
+        nodes = 0  # of the first torus drawn
         for name in dims_names:
-            values[name] = _value(draw, fixed[name]) if name in fixed else draw(shapes[name])
+            shape = _value(draw, fixed[name]) if name in fixed else draw(shapes[name])
+            values[name] = shape
+            if not nodes and isinstance(shape, tuple):
+                nodes = math.prod(shape)
         if "p" in declared:
             if "p" in fixed:
                 values["p"] = _value(draw, fixed["p"])
             else:
                 options = list(p_options)
-                nodes = math.prod(values[dims_names[0]]) if dims_names else 0  # type: ignore[arg-type]
                 if 1 <= nodes <= max_p:  # p is likely the node count of the torus
                     options.insert(0, st.just(nodes))
                 values["p"] = draw(st.one_of(options))
