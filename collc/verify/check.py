@@ -39,6 +39,7 @@ CODES: tuple[str, ...] = (
     "send-with-action",
     "unmatched-send",
     "unmatched-recv",
+    "duplicate-transfer",
     "write-conflict",
     "send-not-held",
     "reduce-into-empty",
@@ -182,11 +183,15 @@ def _pairs(ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collec
             if entry is None:
                 pairs[rank, peer] = [bits, 0, 0]
             else:
+                if entry[0] & bits and out is not None:
+                    _duplicate(out, op, step, entry[0] & bits)
                 entry[0] |= bits
         else:
             entry = get((peer, rank))
             if entry is None:
                 entry = pairs[peer, rank] = [0, 0, 0]
+            elif (entry[1] | entry[2]) & bits and out is not None:
+                _duplicate(out, op, step, (entry[1] | entry[2]) & bits)
             if op.action is reduce_action:
                 entry[2] |= bits
             else:
@@ -195,6 +200,21 @@ def _pairs(ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collec
                     msg = f"step {step}: rank {rank} receives from rank {peer} without an action (copy assumed)"
                     out.add(Finding("recv-without-action", msg, op.span, step, rank, None, None, None))
     return pairs
+
+
+def _duplicate(out: _Collector, op: Op, step: int, bits: int) -> None:
+    """The same chunk twice between one pair in one step: one message cannot be sent or received twice."""
+    if op.kind is OpKind.SEND:
+        msg = (
+            f"step {step}: rank {op.rank} sends {_chunks_word(bits)} to rank {op.peer} twice in this step, "
+            f"but one message per chunk arrives"
+        )
+    else:
+        msg = (
+            f"step {step}: rank {op.rank} receives {_chunks_word(bits)} from rank {op.peer} twice in this step, "
+            f"but rank {op.peer} sends {_them(bits)} once"
+        )
+    out.add(Finding("duplicate-transfer", msg, op.span, step, op.rank, _lowest(bits), None, None))
 
 
 def _repair(op: Op, nranks: int, nchunks: int, step: int, out: _Collector | None) -> int:
