@@ -163,3 +163,27 @@ def test_hazard_and_deficiency_statistics() -> None:
     ring = collc.load(EXAMPLES / "ring_allreduce.coll").instantiate(p=8).verify().stats
     assert ring.temp_buffer_steps == 0 and ring.bandwidth_deficiency == pytest.approx(1.0)
     assert ring.fan_out_per_step == (1,) * 14
+
+
+TORUS = """algorithm torus_rd : allreduce
+param dims : dims where len(dims) == 2 and is_pow2(dims[0]) and is_pow2(dims[1])
+let p = prod(dims)
+chunks 1
+phase rows:
+  for step s in 0 .. log2(dims[1]):
+    let c = coords(rank, dims)
+    exchange with rank_of((c[0], c[1] ^ (1 << s)), dims): send 0; recv 0 reduce
+phase columns:
+  for step s in 0 .. log2(dims[0]):
+    let c = coords(rank, dims)
+    exchange with rank_of((c[0] ^ (1 << s), c[1]), dims): send 0; recv 0 reduce
+"""
+
+
+def test_torus_shapes_are_swept_with_dims(tmp_path: Path) -> None:
+    path = tmp_path / "torus.coll"
+    path.write_text(TORUS)
+    code, out = run_cli("check", path, "--dims", "2x2,4x4,2x8,8x4,3x4", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and data["checked"] == 4 and data["skipped"] == 1
+    assert [r["params"]["dims"] for r in data["results"] if r["status"] == "ok"] == [[2, 2], [2, 8], [4, 4], [8, 4]]
