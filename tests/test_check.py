@@ -570,7 +570,12 @@ def reference_codes(s: Schedule) -> set[str]:
     for step in s.steps:
         sent: dict[tuple[int, int], set[int]] = {}
         got: dict[tuple[int, int, Action], set[int]] = {}
+        moved: dict[tuple[OpKind, int, int], set[int]] = {}  # one message per chunk, pair and step
         for op in step.ops:
+            seen = moved.setdefault((op.kind, op.rank, op.peer), set())
+            if seen & set(op.chunks):
+                found.add("duplicate-transfer")
+            seen.update(op.chunks)
             if op.kind is OpKind.SEND:
                 sent.setdefault((op.rank, op.peer), set()).update(op.chunks)
             else:
