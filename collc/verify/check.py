@@ -17,7 +17,7 @@ peer) or cut to the valid chunk range; a receive without an action is a copy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +49,7 @@ CODES: tuple[str, ...] = (
 _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
 _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cleared
+_BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,6 +409,7 @@ class _Fingerprint:
         self.fan_in_steps.append(step_in)
         self.fan_out = max(self.fan_out, step_out)
         self.fan_in = max(self.fan_in, step_in)
+        buffers_before = len(self.temp_buffers)
         sends_of: dict[int, int] = {}
         for (src, _), (send, _, _) in pairs.items():
             if send:
@@ -417,7 +419,7 @@ class _Fingerprint:
             if both:  # the executor must receive into a temporary buffer (or send first)
                 self.temp_buffers.append((step, rank, both))
         if self.dataflow:
-            self.flow(step, ops, segs, dups)
+            self.flow(step, ops, segs, dups, conflict_free=len(self.temp_buffers) == buffers_before)
 
     def conflict(self, step: int, ops: Sequence[Op], src: int, dst: int, clash: int) -> None:
         op = _find_op(ops, dst, OpKind.RECV, src, clash)
@@ -427,12 +429,21 @@ class _Fingerprint:
         )
         self.out.add(Finding("write-conflict", msg, op.span, step, dst, _lowest(clash), None, None))
 
-    def flow(self, step: int, ops: Sequence[Op], segs: tuple[list[_Seg], ...], dups: bool) -> None:
+    def flow(
+        self, step: int, ops: Sequence[Op], segs: tuple[list[_Seg], ...], dups: bool, conflict_free: bool = False
+    ) -> None:
         """Apply one step to the fingerprints: gather every source first, then scatter."""
         flat = segs[0] + segs[1] + segs[2]
         if not flat:
             return
         n = self.s.nchunks
+        if self.all_held and conflict_free:
+            # no slot is both read and written in this step: any order is the step's order, so move the
+            # data in batches and keep the index arrays small
+            for action, group in ((Action.COPY, segs[0]), (Action.REDUCE, segs[1])):
+                for batch in self._batches(group):
+                    self._move(batch, action is Action.REDUCE, dups)
+            return
         ids = [self.ids(bits) for _, _, bits in flat]
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -469,6 +480,34 @@ class _Fingerprint:
             state[dst_r] += incoming[nc:]
         if not all_targets_held:  # a reduce target that was held stays held
             held[dst_r[src_held[nc : nc + nr]]] = True
+
+    def _batches(self, group: list[_Seg]) -> Iterator[list[_Seg]]:
+        batch: list[_Seg] = []
+        size = 0
+        for seg in group:
+            batch.append(seg)
+            size += seg[2].bit_count()
+            if size >= _BATCH_ELEMENTS:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
+    def _move(self, segs: list[_Seg], reduce: bool, dups: bool) -> None:
+        n = self.s.nchunks
+        ids = [self.ids(bits) for _, _, bits in segs]
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
+        cols = np.concatenate(ids)
+        state = self.state.reshape(-1)
+        incoming = state[_expand([s * n for s, _, _ in segs], offsets, cols)]
+        dst = _expand([d * n for _, d, _ in segs], offsets, cols)
+        if not reduce:
+            state[dst] = incoming
+        elif dups:
+            np.add.at(state, dst, incoming)
+        else:
+            state[dst] += incoming
 
     def report(
         self,
