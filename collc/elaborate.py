@@ -794,6 +794,12 @@ class _Compiler:
         for fn in self.program.fns.values():
             self.fns[fn.name] = self._first_call(fn)
 
+    def release(self) -> None:
+        """Drop the compiled code and the memos now: they refer to one another (a cycle for the collector)."""
+        self.fns.clear()
+        self.procs.clear()
+        self.memos.clear()
+
     def _first_call(self, fn: ast.Fn) -> Callable[[tuple[Value, ...], Span], Value]:
         def first_call(args: tuple[Value, ...], span: Span) -> Value:
             compiled = self.fns[fn.name] = self._fn(fn)
@@ -1145,7 +1151,8 @@ def constants(program: Program, values: Mapping[str, ParamValue]) -> dict[str, V
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
     try:
-        _, globals_, _ = _globals(program, values)
+        compiler, globals_, _ = _globals(program, values)
+        compiler.release()
     except RecursionError:
         raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
     finally:
@@ -1214,6 +1221,7 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
         except CollError as err:
             raise CollError(err.message, err.span, (*err.notes, f"while elaborating rank {rank}")) from None
 
+    compiler.release()
     steps = []
     for counter in sorted(emitter.ops):
         steps.append(Step(index=len(steps), phase=emitter.phase_of[counter][0], ops=tuple(emitter.ops[counter])))
