@@ -116,20 +116,22 @@ def check_blocking(schedule: Schedule) -> DeadlockReport:
             continue
         act = progs[a][pos[a]]
         progressed = False
-        if act.send is not None and not act.send_done:
-            b, bits = act.send
+        for sending in (True, False):
+            half = act.send if sending else act.recv
+            if half is None or (act.send_done if sending else act.recv_done):
+                continue
+            b, bits = half
             other = progs[b][pos[b]] if 0 <= b < p and pos[b] < len(progs[b]) else None
-            if other is not None and other.recv == (a, bits) and not other.recv_done and other.step == act.step:
+            if other is None or other.step != act.step:
+                continue
+            if sending and other.recv == (a, bits) and not other.recv_done:
                 act.send_done = other.recv_done = True
-                progressed = True
-                _advance(b, progs, pos, queue)
-        if act.recv is not None and not act.recv_done:
-            b, bits = act.recv
-            other = progs[b][pos[b]] if 0 <= b < p and pos[b] < len(progs[b]) else None
-            if other is not None and other.send == (a, bits) and not other.send_done and other.step == act.step:
+            elif not sending and other.send == (a, bits) and not other.send_done:
                 act.recv_done = other.send_done = True
-                progressed = True
-                _advance(b, progs, pos, queue)
+            else:
+                continue
+            progressed = True
+            _advance(b, progs, pos, queue)
         if progressed:
             _advance(a, progs, pos, queue)
     blocked = [r for r in range(p) if pos[r] < len(progs[r])]
