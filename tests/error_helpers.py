@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -92,3 +94,14 @@ def deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def collc_check_subprocess(path: object, p: int = 4) -> subprocess.CompletedProcess[str]:
+    """``collc check PATH -p P`` in a fresh interpreter (the installed entry point's code path)."""
+    return subprocess.run(
+        [sys.executable, "-m", "collc.cli", "check", str(path), "-p", str(p)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

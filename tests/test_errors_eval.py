@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ from error_helpers import (  # noqa: F401
     HEADER,
     assert_at,
     col,
+    collc_check_subprocess,
     deadline,
     elab_error,
     parse_error,
@@ -379,13 +378,7 @@ def test_cli_subprocess_end_to_end(tmp_path: Path) -> None:
     """The installed entry point, in a fresh interpreter: exit 2 and a located message, no traceback."""
     text = HEADER + "fn f(a, b) = a + b\nphase a:\n  send f(1) to (rank + 1) mod p\n"
     path = _write(tmp_path / "arity.coll", text)
-    proc = subprocess.run(
-        [sys.executable, "-m", "collc.cli", "check", str(path), "-p", "4"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = collc_check_subprocess(path)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert_cli_error(proc.stderr, str(path), 6, col(text, 6, "f(1)"), "f() takes 2 argument(s), got 1")

@@ -16,7 +16,6 @@ import functools
 import random
 import re
 import shutil
-import subprocess
 import sys
 import traceback
 import zlib
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from error_helpers import Timeout, deadline
+from error_helpers import Timeout, collc_check_subprocess, deadline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -480,12 +479,6 @@ def test_cli_subprocess_sample(examples_copy: Path) -> None:
     for i, variant in enumerate(sample):
         path = examples_copy / f"proc_{i:02d}_{variant.example.name}"
         path.write_text(variant.text)
-        proc = subprocess.run(
-            [sys.executable, "-m", "collc.cli", "check", str(path), "-p", "4"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = collc_check_subprocess(path)
         assert proc.returncode in (0, 1, 2), (variant.name, proc.stderr)
         assert "Traceback" not in proc.stderr, (variant.name, proc.stderr)
