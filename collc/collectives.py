@@ -148,9 +148,25 @@ def chunk_offsets(total: int, nchunks: int, groups: int = 1) -> np.ndarray:
     return offsets
 
 
+def element_groups(collective: Collective, nranks: int, count: int) -> int:
+    """How many equal groups the element space is cut into before it is cut into chunks.
+
+    Alltoall: every (src, dst) block on its own (p*p groups).  Allgather and
+    reduce-scatter: every rank's block on its own (p groups) whenever ``count``
+    divides by p, so that rank r's block is elements ``[r*count/p,
+    (r+1)*count/p)`` as in MPI; otherwise the whole vector (1 group).  The
+    other collectives cut the whole vector.
+    """
+    if collective is Collective.ALLTOALL:
+        return nranks * nranks
+    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER) and count % nranks == 0:
+        return nranks
+    return 1
+
+
 def element_offsets(collective: Collective, nranks: int, nchunks: int, count: int) -> np.ndarray:
     """Chunk offsets in the logical element space of a ``count``-element collective."""
-    groups = nranks * nranks if collective is Collective.ALLTOALL else 1
+    groups = element_groups(collective, nranks, count)
     return chunk_offsets(logical_count(collective, nranks, count), nchunks, groups)
 
 
