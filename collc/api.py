@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collc.backends import local
+from collc.backends import local, mpi_launch, mpi_py
+from collc.collectives import count_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.frontend.program import Program, load_program, parse_program
@@ -23,7 +24,11 @@ from collc.ir import Collective, ParamValue, Schedule, schedule_to_json
 from collc.resources import data_dir
 from collc.verify.check import CheckReport, check
 
-BACKENDS = ("local",)
+BACKENDS = ("local", "mpi", "mpi-c")
+"""Where `Instance.run` executes: numpy in this process, or MPI processes running the generated mpi-py or mpi-c code."""
+
+TARGETS = ("mpi-py", "mpi-c")
+"""What `Instance.compile` generates."""
 
 
 def example_path(name: str) -> Path | None:
@@ -102,6 +107,62 @@ class Instance:
     def verify(self) -> CheckReport:
         return check(self.schedule)
 
+    def _require_verified(self, what: str) -> None:
+        report = self.verify()
+        if not report.ok:
+            first = report.findings[0]
+            raise CollError(f"{what}: the schedule fails verification: {first.message}", first.span)
+
+    def compile(self, target: str, out_dir: str | Path, *, build: bool = True, verify: bool = True) -> list[Path]:
+        """Generate the ``target`` executor into ``out_dir`` (and build it, for mpi-c); the files written."""
+        out = Path(out_dir)
+        if target not in TARGETS:
+            raise CollError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+        if verify:
+            self._require_verified(f"compile --target {target}")
+        if target == "mpi-py":
+            return mpi_py.generate(self.schedule, out)
+        from collc.backends import mpi_c
+
+        files = mpi_c.generate(self.schedule, out)
+        if build:
+            files.append(mpi_c.build(out, self.schedule))
+        return files
+
+    def run_mpi(
+        self,
+        counts: list[int],
+        dtype: str = "float32",
+        op: str = "sum",
+        *,
+        backend: str = "mpi",
+        iters: int = 1,
+        warmup: int = 0,
+        seed: int = 0,
+        timeout: float = 60.0,
+        verify: bool = True,
+        workdir: str | Path | None = None,
+        mpiexec_args: tuple[str, ...] = (),
+    ) -> list[mpi_launch.MpiRow]:
+        """Run on ``nranks`` MPI processes (``backend`` "mpi": the mpi-py module, "mpi-c": the C library)."""
+        if backend not in ("mpi", "mpi-c"):
+            raise CollError(f"unknown MPI backend {backend!r}; expected mpi or mpi-c")
+        if dtype not in local.DTYPES or op not in local.OPS:
+            raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
+        if backend == "mpi-c" and dtype in ("float16", "bfloat16"):
+            raise CollError(f"the mpi-c backend has no {dtype}: MPI has no predefined datatype for it")
+        for count in counts:
+            error = count_error(self.schedule.collective, self.nranks, count) or _mpi_count_error(self.schedule, count)
+            if error is not None:
+                raise CollError(f"{self.schedule.algorithm}: {error}")
+        if verify:
+            self._require_verified(f"run --backend {backend}")
+        kind = "mpi-py" if backend == "mpi" else "mpi-c"
+        return mpi_launch.run(
+            self.schedule, counts, kinds=(kind,), dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
+            timeout=timeout, workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,
+        )  # fmt: skip
+
     def run(
         self,
         count: int,
@@ -113,6 +174,13 @@ class Instance:
         seed: int = 0,
     ) -> local.RunResult:
         """Run on ``backend`` with random data and count the wrong elements."""
+        if backend in ("mpi", "mpi-c"):
+            (row,) = self.run_mpi([count], dtype, op, backend=backend, iters=iters, seed=seed)
+            dt = local.DTYPES[dtype]
+            return local.RunResult(
+                self.schedule.algorithm, self.nranks, count, count * dt.itemsize, dtype, op, iters, row.avg_us,
+                row.wrong,
+            )  # fmt: skip
         if backend != "local":
             raise CollError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
         try:
@@ -122,3 +190,11 @@ class Instance:
 
     def to_json(self) -> dict[str, Any]:
         return schedule_to_json(self.schedule)
+
+
+def _mpi_count_error(schedule: Schedule, count: int) -> str | None:
+    """Counts MPI's API cannot express for the collective (a per-rank block must be whole)."""
+    coll, p = schedule.collective, schedule.nranks
+    if coll in (Collective.ALLGATHER, Collective.REDUCE_SCATTER) and count % p:
+        return f"{coll.value} over MPI needs an element count divisible by p={p} (equal blocks per rank), got {count}"
+    return None

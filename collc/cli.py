@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -14,9 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from collc import api, report
 from collc.backends import local
+from collc.backends.mpi_launch import MpiRow
 from collc.collectives import busbw_factor, count_error
 from collc.diagnostics import CollError, format_error
-from collc.ir import ParamValue, Schedule
+from collc.ir import Collective, ParamValue, Schedule
 from collc.verify.deadlock import MODELS
 from collc.verify.sweep import SweepResult, judge, parameter_sets, parse_dims_spec, parse_int_spec, sweep
 
@@ -279,14 +281,59 @@ def show(
             )
 
 
+@main.command(name="compile")
+@instance_options
+@click.option(
+    "--target", "-t", required=True, type=click.Choice(list(api.TARGETS)), help="What to generate (see docs/mpi.md)."
+)
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--no-build", is_flag=True, help="mpi-c: write the sources and Makefile, do not run mpicc.")
+def compile_cmd(
+    file: str, p: str | None, params: tuple[str, ...], dims: str | None, target: str, out: str, no_build: bool
+) -> None:
+    """Verify a schedule, then generate its executor (and build it, for mpi-c)."""
+    inst = load_instance(file, p, params, dims)
+    checked = inst.verify()
+    if not checked.ok:
+        click.echo(report.report_text(inst.schedule, checked, inst.algorithm.sources), err=True)
+        sys.exit(EXIT_WRONG)
+    try:
+        files = inst.compile(target, out, build=not no_build, verify=False)
+    except CollError as err:
+        fail_input(err, inst.algorithm.sources)
+    for path in files:
+        click.echo(str(path))
+
+
 @main.command()
 @instance_options
 @click.option("--size", default=None, help="Vector size in bytes (e.g. 4MiB).")
 @click.option("--sizes", default=None, help="A doubling sweep LOW:HIGH (e.g. 8:64MiB).")
 @click.option("--dtype", default="float32", type=click.Choice(sorted(local.DTYPES)), show_default=True)
 @click.option("--op", "redop", default="sum", type=click.Choice(list(local.OPS)), show_default=True)
-@click.option("--backend", default="local", type=click.Choice(list(api.BACKENDS)), show_default=True)
+@click.option(
+    "--backend",
+    default="local",
+    type=click.Choice(list(api.BACKENDS)),
+    show_default=True,
+    help="local: numpy in this process; mpi: p processes running the generated mpi-py module; mpi-c: the C library.",
+)
 @click.option("--iters", default=1, type=click.IntRange(min=1), show_default=True, help="Timed iterations per size.")
+@click.option("--warmup", default=0, type=click.IntRange(min=0), show_default=True, help="MPI: untimed iterations.")
+@click.option(
+    "--timeout",
+    default=60.0,
+    type=click.FloatRange(min=0.1),
+    show_default=True,
+    help="MPI: kill the job when it makes no progress for this many seconds.",
+)
+@click.option(
+    "--workdir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="MPI: folder for the generated code and the ranks' status files (default: a temporary one).",
+)
+@click.option("--mpiexec-args", default="", metavar="ARGS", help="MPI: extra mpiexec arguments, e.g. '-f hosts'.")
 @click.option("--no-check", is_flag=True, help="Run without verifying the schedule first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def run(
@@ -300,6 +347,10 @@ def run(
     redop: str,
     backend: str,
     iters: int,
+    warmup: int,
+    timeout: float,
+    workdir: str | None,
+    mpiexec_args: str,
     no_check: bool,
     as_json: bool,
 ) -> None:
@@ -315,16 +366,33 @@ def run(
             click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
             sys.exit(EXIT_WRONG)
     itemsize = local.DTYPES[dtype].itemsize
-    rows = []
+    counts = []
     for nbytes in byte_sizes:
         count = nbytes // itemsize
-        if count_error(s.collective, s.nranks, count) is not None:
-            count -= count % s.nranks  # alltoall: equal blocks per destination
-        try:
-            result = inst.run(count, dtype, redop, backend=backend, iters=iters)
-        except CollError as err:
-            fail_input(err)
-        rows.append(_row(s, result))
+        if count_error(s.collective, s.nranks, count) is not None or (backend != "local" and _needs_blocks(s)):
+            count -= count % s.nranks  # equal blocks per rank
+        counts.append(count)
+    rows = []
+    try:
+        if backend == "local":
+            for count in counts:
+                rows.append(_row(s, inst.run(count, dtype, redop, backend=backend, iters=iters)))
+        else:
+            results = inst.run_mpi(
+                counts,
+                dtype,
+                redop,
+                backend=backend,
+                iters=iters,
+                warmup=warmup,
+                timeout=timeout,
+                verify=False,
+                workdir=workdir,
+                mpiexec_args=tuple(shlex.split(mpiexec_args)),
+            )
+            rows = [_mpi_row(s, dtype, redop, r) for r in results]
+    except CollError as err:
+        fail_input(err)
     if as_json:
         payload = {
             "algorithm": s.algorithm,
@@ -338,6 +406,10 @@ def run(
     else:
         click.echo(_rows_text(s, backend, rows))
     sys.exit(EXIT_WRONG if any(r["wrong"] for r in rows) else EXIT_OK)
+
+
+def _needs_blocks(s: Schedule) -> bool:
+    return s.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL)
 
 
 def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:
@@ -356,16 +428,26 @@ def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:
     }
 
 
+def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow) -> dict[str, Any]:
+    row = _row(s, local.RunResult(s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong))
+    row.update(min_us=r.min_us, max_us=r.max_us, iters=r.iters)
+    return row
+
+
 def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
+    mpi = backend != "local"
+    ranks = f", {s.nranks} MPI processes" if mpi else ""
+    extra = f" {'min(us)':>10} {'max(us)':>10} {'iters':>6}" if mpi else ""
     out = [
-        f"# collc run: {s.algorithm} ({s.collective.value}) {report.params_text(s.params)}, backend {backend}",
+        f"# collc run: {s.algorithm} ({s.collective.value}) {report.params_text(s.params)}, backend {backend}{ranks}",
         f"# {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time(us)':>12} "
-        f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'#wrong':>7}",
+        f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'#wrong':>7}{extra}",
     ]
     for r in rows:
+        more = f" {r['min_us']:>10.1f} {r['max_us']:>10.1f} {r['iters']:>6}" if mpi else ""
         out.append(
             f"  {r['size_bytes']:>12} {r['count']:>12} {r['dtype']:>8} {r['op']:>6} {r['root']:>5} "
-            f"{r['time_us']:>12.1f} {r['algbw_gbps']:>12.3f} {r['busbw_gbps']:>12.3f} {r['wrong']:>7}"
+            f"{r['time_us']:>12.1f} {r['algbw_gbps']:>12.3f} {r['busbw_gbps']:>12.3f} {r['wrong']:>7}{more}"
         )
     wrong = sum(r["wrong"] for r in rows)
     out.append(f"# {'all results correct' if wrong == 0 else f'{wrong} wrong element(s)'}")

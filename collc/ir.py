@@ -240,6 +240,12 @@ class Schedule:
         return tuple(seen)
 
 
+def params_text(params: tuple[tuple[str, ParamValue], ...] | dict[str, ParamValue]) -> str:
+    """``p=16 dims=4x4``: parameter values as people write them."""
+    items = params.items() if isinstance(params, dict) else params
+    return " ".join(f"{name}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for name, v in items)
+
+
 # --------------------------------------------------------------------------
 # The stable JSON form (documented in docs/ir-json.md)
 # --------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""The ``mpi-py`` target: a self-contained SPMD Python module over mpi4py and numpy.
+
+`generate` renders ``codegen/mpi_py/module.py.j2`` with the step tables of a
+verified schedule (`collc.backends.tables`).  The module needs only mpi4py and
+numpy at run time, so it can be copied to a cluster without collc.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from collc.backends import tables
+from collc.ir import Schedule, params_text
+from collc.resources import data_dir
+
+__all__ = ["generate", "module_name"]
+
+
+def module_name(algorithm: str) -> str:
+    """The generated module's name: ``collc_<algorithm>`` made a Python identifier."""
+    return "collc_" + re.sub(r"\W", "_", algorithm)
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("codegen") / "mpi_py")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _lines(lines: tuple[str, ...]) -> str:
+    """``a.coll:3, 7; lib/b.coll:12``: source lines grouped by file, file names without folders."""
+    by_file: dict[str, list[str]] = {}
+    for text in lines:
+        file, _, line = text.rpartition(":")
+        by_file.setdefault(Path(file).name, []).append(line)
+    return "; ".join(f"{file}:{', '.join(nums)}" for file, nums in by_file.items())
+
+
+def _send(m: tables.Message) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
+    return (m.peer, tuple((r.lo, r.hi, r.reduce) for r in m.runs))
+
+
+def _recv(m: tables.Message) -> tuple[int, tuple[tuple[int, int, bool], ...], bool]:
+    return (m.peer, tuple((r.lo, r.hi, r.reduce) for r in m.runs), m.direct)
+
+
+def context(schedule: Schedule) -> dict[str, Any]:
+    """The template's data: everything is computed here, the template only lays it out."""
+    t = tables.from_schedule(schedule)
+    infos = {s.index: s for s in t.steps}
+    ranks = []
+    for rank, steps in enumerate(t.ranks):
+        rows = []
+        for rs in steps:
+            info = infos[rs.step]
+            rows.append(
+                {
+                    "step": rs.step,
+                    "sends": repr(tuple(_send(m) for m in rs.sends)),
+                    "recvs": repr(tuple(_recv(m) for m in rs.recvs)),
+                    "phase": info.phase,
+                    "lines": _lines(info.lines),
+                }
+            )
+        ranks.append({"rank": rank, "steps": rows})
+    return {
+        "algorithm": t.algorithm,
+        "module": module_name(t.algorithm),
+        "collective": t.collective.value,
+        "nranks": t.nranks,
+        "nchunks": t.nchunks,
+        "root": t.root,
+        "source": Path(t.source).name,
+        "params": params_text(t.params),
+        "phases": [{"name": ph.name, "first": ph.first, "last": ph.last, "lines": _lines(ph.lines)} for ph in t.phases],
+        "ranks": ranks,
+    }
+
+
+def render(schedule: Schedule) -> str:
+    text = _environment().get_template("module.py.j2").render(**context(schedule))
+    return text.rstrip() + "\n"
+
+
+def generate(schedule: Schedule, out_dir: Path) -> list[Path]:
+    """Write ``collc_<algorithm>.py`` for a verified ``schedule`` into ``out_dir``; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{module_name(schedule.algorithm)}.py"
+    path.write_text(render(schedule))
+    return [path]
