@@ -218,8 +218,9 @@ def run_size(spec: dict[str, Any], impl: Any, comm: Any, count: int) -> dict[str
     origin, dest = _layout(spec, count)
     inputs = input_row(spec, count, rank, origin)
     buf = inputs.copy()
+    iters = spec["iters"] if isinstance(spec["iters"], int) else spec["iters"][spec["counts"].index(count)]
     times = []
-    for i in range(spec["warmup"] + spec["iters"]):
+    for i in range(spec["warmup"] + iters):
         buf[...] = inputs
         comm.Barrier()
         start = MPI.Wtime()
@@ -234,7 +235,7 @@ def run_size(spec: dict[str, Any], impl: Any, comm: Any, count: int) -> dict[str
         wrong = local.count_wrong(
             buf[None, :], expected[None, :], mask[None, :], spec["dtype"], spec["op"], p, reduces=coll.reduces
         )
-    return {"time_us": float(np.mean(times)) * 1e6, "wrong": wrong}
+    return {"time_us": float(np.mean(times)) * 1e6, "wrong": wrong, "iters": iters}
 
 
 def main(argv: list[str]) -> int:
@@ -264,7 +265,7 @@ def main(argv: list[str]) -> int:
                         "min_us": float(np.min(times)),
                         "max_us": float(np.max(times)),
                         "wrong": sum(g["wrong"] for g in gathered) if spec["check"] else -1,
-                        "iters": spec["iters"],
+                        "iters": gathered[0]["iters"],
                     }
                     print(json.dumps(row), flush=True)
         for _, impl in impls:

@@ -1,0 +1,109 @@
+"""Generated MPI executors against the MPI library's own allreduce, side by side in the same jobs.
+
+For every algorithm, one ``mpiexec`` job runs, size by size, MPICH's native
+``MPI_Allreduce`` (through mpi4py's ``comm.Allreduce``), the generated mpi-c
+library (called through ctypes, as ``comm.Allreduce`` is called through
+mpi4py) and the generated mpi-py module, so that each ratio compares runs
+made seconds apart on the same processes.  Times are OSU-style: the mean over
+iterations on each rank, averaged over ranks.  ``speed`` is native time / our
+time: above 1.0 the generated code is faster.
+
+    python benchmarks/mpi_vs_native.py                          # 4 ranks, 1 KiB .. 64 MiB
+    python benchmarks/mpi_vs_native.py --sizes 1K:1MiB --impls mpi-py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import collc  # noqa: E402
+from collc.backends import mpi_launch  # noqa: E402
+from collc.cli import parse_sizes  # noqa: E402
+
+ALGORITHMS = ("ring_allreduce", "rabenseifner", "swing_bw", "swing_lat")
+GOALS = {"mpi-c": 1.0, "mpi-py": 1 / 1.2}  # speed at >= 1 MiB: best mpi-c >= 1.0x, mpi-py within 1.2x
+
+
+def iterations(nbytes: int, budget: float) -> int:
+    """Enough iterations for ~``budget`` bytes moved per implementation and size (at least 5)."""
+    return max(5, min(1000, int(budget // max(nbytes, 1))))
+
+
+def human(nbytes: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes // size}{unit}"
+    return f"{nbytes}B"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", "-p", type=int, default=4)
+    parser.add_argument("--sizes", default="1K:64MiB")
+    parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
+    parser.add_argument("--impls", default="mpi-c,mpi-py", help="generated implementations to compare")
+    parser.add_argument("--budget", type=float, default=256e6, help="bytes per (implementation, size)")
+    parser.add_argument("--repeats", type=int, default=1, help="jobs per algorithm; the median ratio is kept")
+    args = parser.parse_args()
+
+    sizes = parse_sizes(args.sizes)
+    counts = [n // 4 for n in sizes]  # float32
+    iters = [iterations(n, args.budget) for n in sizes]
+    impls = [k for k in args.impls.split(",") if k]
+    kinds = ["native", *impls]
+    print(f"# {args.ranks} ranks on {platform.node()} ({os.cpu_count()} cores), float32 sum, MPICH via mpi4py")
+    print(f"# command: python benchmarks/{Path(__file__).name} " + " ".join(sys.argv[1:]))
+    speeds: dict[tuple[str, str], dict[int, float]] = {}
+    for name in args.algorithms.split(","):
+        inst = collc.load(name).instantiate(p=args.ranks)
+        assert inst.verify().ok
+        runs: list[dict[tuple[str, int], float]] = []
+        for _ in range(args.repeats):
+            rows = mpi_launch.run(inst.schedule, counts, kinds=kinds, iters=iters, warmup=2, check=True, timeout=300)
+            bad = [r for r in rows if r.wrong]
+            if bad:
+                print(f"error: {name}: wrong results: {bad}", file=sys.stderr)
+                return 1
+            runs.append({(r.impl, r.size_bytes): r.avg_us for r in rows})
+        print(f"\n## {name}")
+        header = f"{'size':>8} {'native(us)':>11}"
+        for impl in impls:
+            header += f" {impl + '(us)':>11} {'speed':>6}"
+        print(header)
+        for nbytes in sizes:
+            native = statistics.median(run[("native", nbytes)] for run in runs)
+            line = f"{human(nbytes):>8} {native:>11.1f}"
+            for impl in impls:
+                ours = statistics.median(run[(impl, nbytes)] for run in runs)
+                speed = statistics.median(run[("native", nbytes)] / run[(impl, nbytes)] for run in runs)
+                speeds.setdefault((name, impl), {})[nbytes] = speed
+                line += f" {ours:>11.1f} {speed:>5.2f}x"
+            print(line)
+
+    print("\n## summary at >= 1 MiB (speed = native time / generated time)")
+    big = [n for n in sizes if n >= 1 << 20]
+    for impl in impls:
+        best = {n: max(speeds[(a, impl)][n] for a in args.algorithms.split(",")) for n in big}
+        if not best:
+            continue
+        worst_best = min(best.values())
+        goal = GOALS[impl]
+        verdict = "met" if worst_best >= goal else "NOT met"
+        print(
+            f"{impl}: best algorithm's speed per size: "
+            + ", ".join(f"{human(n)} {s:.2f}x" for n, s in best.items())
+            + f"; goal >= {goal:.2f}x at every size: {verdict}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
