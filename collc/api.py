@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collc.backends import local, mpi_launch, mpi_py
+from collc.backends import local, mpi_c, mpi_launch, mpi_py
 from collc.collectives import count_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -122,8 +122,6 @@ class Instance:
             self._require_verified(f"compile --target {target}")
         if target == "mpi-py":
             return mpi_py.generate(self.schedule, out)
-        from collc.backends import mpi_c
-
         files = mpi_c.generate(self.schedule, out)
         if build:
             files.append(mpi_c.build(out, self.schedule))

@@ -259,3 +259,38 @@ def test_cupy_buffers_are_staged_through_the_host(tmp_path: Path) -> None:
 
 def test_module_name_is_an_identifier() -> None:
     assert mpi_py.module_name("swing-bw.2") == "collc_swing_bw_2"
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("swing_bw", {"p": 4}),
+        ("ring_reduce_scatter", {"p": 4}),
+        ("bruck_allgather", {"p": 4}),
+        ("binomial_reduce", {"p": 4, "root": 3}),
+        ("pairwise_alltoall", {"p": 4}),
+    ],
+)
+def test_backend_mpi_c_runs_the_generated_library(name: str, params: dict[str, int]) -> None:
+    inst = instance(name, params)
+    counts = [0, 4, 4 * 1001]
+    rows = inst.run_mpi(counts, "float64", "sum", backend="mpi-c", iters=2, timeout=60)
+    assert [(r.impl, r.count, r.wrong) for r in rows] == [("mpi-c", c, 0) for c in counts]
+
+
+def test_backend_mpi_c_has_no_half_precision() -> None:
+    with pytest.raises(CollError, match="no bfloat16"):
+        instance("swing_bw", {"p": 4}).run_mpi([8], "bfloat16", backend="mpi-c")
+
+
+def test_cli_compile_mpi_c_builds_the_library(tmp_path: Path) -> None:
+    out = subprocess.run(
+        ["collc", "compile", "ring_allreduce", "-p", "4", "--target", "mpi-c", "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    listed = out.stdout.split()
+    assert str(tmp_path / "libcollc_ring_allreduce.so") in listed
+    assert (tmp_path / "collc_ring_allreduce.c").is_file() and (tmp_path / "Makefile").is_file()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collc.backends import mpi_py, mpitools
+from collc.backends import mpi_c, mpi_py, mpitools
 from collc.diagnostics import CollError
 from collc.ir import Schedule
 
@@ -57,8 +57,6 @@ def prepare(schedule: Schedule, kinds: Sequence[str], workdir: Path) -> list[dic
             (module,) = mpi_py.generate(schedule, workdir / "mpi_py")
             entries.append({"name": "mpi-py", "kind": kind, "module": str(module)})
         elif kind == "mpi-c":
-            from collc.backends import mpi_c
-
             out = workdir / "mpi_c"
             mpi_c.generate(schedule, out)
             library = mpi_c.build(out, schedule)
