@@ -1,0 +1,383 @@
+"""The ``mpi-c`` target: C over MPI, built with ``mpicc`` into a shared library.
+
+`generate` renders three files from the step tables of a verified schedule
+(`tables.from_schedule`) with the templates in ``codegen/mpi_c/``:
+
+``collc_<algorithm>.c``
+    the tables of every rank as static arrays, one C function per phase, and
+    the entry points: ``collc_<algorithm>_<collective>`` (plus a variant taking
+    Fortran handles, for ctypes callers), and the MPI entry points of the
+    collective (``MPI_Allreduce`` and ``MPI_Allreduce_c`` for an allreduce), so
+    that ``LD_PRELOAD=libcollc_<algorithm>.so`` runs an unmodified MPI program on
+    the schedule, falling back to PMPI for calls it was not compiled for;
+``collc_<algorithm>.h``
+    the public API;
+``Makefile``
+    the same build by hand (``make MPICC=...``), e.g. on a cluster.
+
+The runtime headers (``runtime/collc_*.h``: kernels, the step executor, the
+shim logic; the same for every schedule) are copied next to them, so that the
+folder builds on its own.  `build` compiles the folder with `mpitools.mpicc`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from collc import collectives
+from collc.backends import tables
+from collc.backends.mpitools import mpicc
+from collc.diagnostics import CollError
+from collc.ir import Collective, Schedule, bits_to_runs, format_id_set
+from collc.resources import data_dir
+
+__all__ = [
+    "API_NAMES",
+    "CFLAGS",
+    "MPI_NAMES",
+    "SANITIZE_FLAGS",
+    "build",
+    "generate",
+    "library_path",
+    "plan",
+    "source_names",
+]
+
+CFLAGS: tuple[str, ...] = ("-O3", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
+"""Flags of every build (portable: no ``-march=native``)."""
+
+SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+
+RUNTIME_HEADERS: tuple[str, ...] = ("collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_shim.h", "collc_coll.h")
+
+MPI_NAMES: dict[Collective, str] = {
+    Collective.ALLREDUCE: "MPI_Allreduce",
+    Collective.ALLGATHER: "MPI_Allgather",
+    Collective.REDUCE_SCATTER: "MPI_Reduce_scatter_block",
+    Collective.BROADCAST: "MPI_Bcast",
+    Collective.REDUCE: "MPI_Reduce",
+    Collective.ALLTOALL: "MPI_Alltoall",
+}
+"""The MPI collective each schedule's library interposes."""
+
+API_NAMES: dict[Collective, str] = {
+    Collective.ALLREDUCE: "allreduce",
+    Collective.ALLGATHER: "allgather",
+    Collective.REDUCE_SCATTER: "reduce_scatter_block",
+    Collective.BROADCAST: "bcast",
+    Collective.REDUCE: "reduce",
+    Collective.ALLTOALL: "alltoall",
+}
+
+_KIND = {"send": "COLLC_SEND", "recv": "COLLC_RECV", "direct": "COLLC_RECV_DIRECT"}
+
+
+# --------------------------------------------------------------------------
+# What the templates render
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    lo: int
+    hi: int
+    action: str  # COLLC_COPY | COLLC_REDUCE
+
+
+@dataclass(frozen=True, slots=True)
+class MsgRow:
+    cells: str  # "step, kind, peer, first run, runs", aligned
+    note: str  # what the message moves, for people
+
+
+@dataclass(frozen=True, slots=True)
+class StepBlock:
+    index: int
+    where: str  # the .coll lines the step came from
+    msgs: tuple[MsgRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RankBlock:
+    rank: int
+    first: int
+    count: int
+    steps: tuple[StepBlock, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    where: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhasePlan:
+    name: str
+    ident: str
+    first: int
+    last: int
+    sources: tuple[SourceLine, ...]
+    runs: tuple[RunRow, ...]
+    ranks: tuple[RankBlock, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentBlock:
+    rank: int
+    first: int
+    segments: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything the templates of one schedule need, fully resolved."""
+
+    algorithm: str
+    ident: str  # the algorithm as a C identifier
+    collective: str
+    collective_enum: str  # COLLC_COLL_ALLREDUCE, ...
+    mpi_name: str
+    api_name: str
+    source: str
+    params: str
+    nranks: int
+    nchunks: int
+    root: int
+    max_messages: int
+    scratch_chunks: tuple[int, ...]
+    receives: tuple[int, ...]
+    segments: tuple[SegmentBlock, ...]  # alltoall only
+    phases: tuple[PhasePlan, ...]
+    runtime_headers: tuple[str, ...]
+    cflags: str
+    sanitize_flags: str
+
+
+def _c_ident(name: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"_{ident}"
+
+
+class _Sources:
+    """The text of ``.coll`` lines, for comments; paths shown relative to the main file's folder."""
+
+    def __init__(self, main: str) -> None:
+        self.root = Path(main).parent if Path(main).is_absolute() else None
+        self.texts: dict[str, list[str] | None] = {}
+
+    def label(self, file: str) -> str:
+        if self.root is None or not Path(file).is_absolute():
+            return file
+        return os.path.relpath(file, self.root)
+
+    def text(self, file: str, line: int) -> str:
+        if file not in self.texts:
+            try:
+                self.texts[file] = Path(file).read_text(encoding="utf-8").splitlines()
+            except OSError:
+                self.texts[file] = None
+        lines = self.texts[file]
+        if lines is None or not 1 <= line <= len(lines):
+            return ""
+        return lines[line - 1].strip().replace("*/", "* /")
+
+    def where(self, refs: Sequence[str]) -> str:
+        """``lib/ring.coll:7, 8`` for ``[".../lib/ring.coll:7", ".../lib/ring.coll:8"]``."""
+        by_file: dict[str, list[str]] = {}
+        for ref in refs:
+            file, _, line = ref.rpartition(":")
+            by_file.setdefault(self.label(file), []).append(line)
+        return "; ".join(f"{f}:{', '.join(lines)}" for f, lines in by_file.items())
+
+
+def _runs_text(runs: Sequence[tables.Run], recv: bool) -> str:
+    if not recv:
+        return format_id_set([(r.lo, r.hi) for r in runs])
+    parts = []
+    for r in runs:
+        action = "reduce" if r.reduce else "copy"
+        if parts and parts[-1][0] == action:
+            parts[-1][1].append((r.lo, r.hi))
+        else:
+            parts.append((action, [(r.lo, r.hi)]))
+    return ", ".join(f"{action} {format_id_set(ids)}" for action, ids in parts)
+
+
+def _phase_plan(
+    t: tables.Tables, phase: tables.Phase, ident: str, sources: _Sources, where: dict[int, str]
+) -> PhasePlan:
+    """The tables of one phase; ``where[step]`` names the .coll lines of each step."""
+    runs: list[RunRow] = []
+    seen: dict[tuple[tables.Run, ...], int] = {}
+    ranks: list[RankBlock] = []
+    first = 0
+    for rank, rank_steps in enumerate(t.ranks):
+        steps: list[StepBlock] = []
+        for rs in rank_steps:
+            if not phase.first <= rs.step <= phase.last:
+                continue
+            rows: list[MsgRow] = []
+            for kind, msg in [("send", m) for m in rs.sends] + [("recv", m) for m in rs.recvs]:
+                if msg.runs not in seen:
+                    seen[msg.runs] = len(runs)
+                    runs.extend(RunRow(r.lo, r.hi, "COLLC_REDUCE" if r.reduce else "COLLC_COPY") for r in msg.runs)
+                c_kind = _KIND["direct" if msg.direct else kind]
+                cells = f"{rs.step}, {c_kind + ',':<19} {msg.peer}, {seen[msg.runs]}, {len(msg.runs)}"
+                arrow = f"to {msg.peer}" if kind == "send" else f"from {msg.peer}"
+                rows.append(MsgRow(cells, f"{arrow}: {_runs_text(msg.runs, kind == 'recv')}"))
+            steps.append(StepBlock(rs.step, where[rs.step], tuple(rows)))
+        count = sum(len(s.msgs) for s in steps)
+        ranks.append(RankBlock(rank, first, count, tuple(steps)))
+        first += count
+    lines = []
+    for ref in phase.lines:
+        file, _, line = ref.rpartition(":")
+        lines.append(SourceLine(f"{sources.label(file)}:{line}", sources.text(file, int(line))))
+    return PhasePlan(phase.name, ident, phase.first, phase.last, tuple(lines), tuple(runs), tuple(ranks))
+
+
+def _scratch_chunks(rank_steps: Sequence[tables.RankStep]) -> int:
+    """The most chunks one step of a rank moves through scratch: receives not direct, sends of several runs."""
+    most = 0
+    for rs in rank_steps:
+        used = sum(m.chunks for m in rs.recvs if not m.direct) + sum(m.chunks for m in rs.sends if len(m.runs) > 1)
+        most = max(most, used)
+    return most
+
+
+def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
+    """For alltoall: the chunk runs each rank touches (holds, must hold, sends or receives)."""
+    if schedule.collective is not Collective.ALLTOALL:
+        return ()
+    p, n = schedule.nranks, schedule.nchunks
+    origin = collectives.chunk_origin(schedule.collective, p, n, schedule.root)
+    dest = collectives.chunk_dest(schedule.collective, p, n, schedule.root)
+    blocks: list[SegmentBlock] = []
+    first = 0
+    for rank in range(p):
+        held = collectives.initially_held(origin, rank) | collectives.finally_required(dest, rank)
+        bits = sum(1 << int(c) for c in held.nonzero()[0])
+        for rs in t.ranks[rank]:
+            for m in rs.sends + rs.recvs:
+                for r in m.runs:
+                    bits |= ((1 << (r.hi - r.lo)) - 1) << r.lo
+        segs = tuple(bits_to_runs(bits))
+        blocks.append(SegmentBlock(rank, first, segs))
+        first += len(segs)
+    return tuple(blocks)
+
+
+def plan(schedule: Schedule) -> Plan:
+    """The data the templates render for ``schedule`` (which must have passed verification)."""
+    t = tables.from_schedule(schedule)
+    sources = _Sources(t.source)
+    where = {info.index: sources.where(info.lines) for info in t.steps}
+    idents: dict[str, int] = {}
+    phases = []
+    for phase in t.phases:
+        ident = _c_ident(phase.name)
+        idents[ident] = idents.get(ident, 0) + 1
+        if idents[ident] > 1:
+            ident = f"{ident}_{idents[ident]}"
+        phases.append(_phase_plan(t, phase, ident, sources, where))
+    p = schedule.nranks
+    params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
+    return Plan(
+        algorithm=schedule.algorithm,
+        ident=_c_ident(schedule.algorithm),
+        collective=schedule.collective.value,
+        collective_enum=f"COLLC_COLL_{schedule.collective.name}",
+        mpi_name=MPI_NAMES[schedule.collective],
+        api_name=API_NAMES[schedule.collective],
+        source=sources.label(t.source),
+        params=params,
+        nranks=p,
+        nchunks=schedule.nchunks,
+        root=schedule.root if schedule.root is not None else -1,
+        max_messages=max(t.max_messages, 1),
+        scratch_chunks=tuple(_scratch_chunks(steps) for steps in t.ranks),
+        receives=tuple(int(any(rs.recvs for rs in steps)) for steps in t.ranks),
+        segments=_segments(schedule, t),
+        phases=tuple(phases),
+        runtime_headers=RUNTIME_HEADERS,
+        cflags=" ".join(CFLAGS),
+        sanitize_flags=" ".join(SANITIZE_FLAGS),
+    )
+
+
+# --------------------------------------------------------------------------
+# Generating and building
+# --------------------------------------------------------------------------
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(data_dir("codegen") / "mpi_c"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def source_names(schedule: Schedule) -> tuple[str, str]:
+    """The generated C file and header of ``schedule``."""
+    ident = _c_ident(schedule.algorithm)
+    return f"collc_{ident}.c", f"collc_{ident}.h"
+
+
+def library_path(out_dir: Path, schedule: Schedule) -> Path:
+    return Path(out_dir) / f"libcollc_{_c_ident(schedule.algorithm)}.so"
+
+
+def generate(schedule: Schedule, out_dir: Path) -> list[Path]:
+    """Render the C sources for a VERIFIED schedule into out_dir (created if needed); returns the written files."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = plan(schedule)
+    env = _environment()
+    c_name, h_name = source_names(schedule)
+    written = []
+    for name, template in ((c_name, "collc.c.j2"), (h_name, "collc.h.j2"), ("Makefile", "Makefile.j2")):
+        path = out_dir / name
+        path.write_text(env.get_template(template).render(plan=data), encoding="utf-8")
+        written.append(path)
+    runtime = data_dir("runtime")
+    for header in RUNTIME_HEADERS:
+        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
+    return written
+
+
+def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sanitize: bool = False) -> Path:
+    """Compile the generated sources with mpicc (mpitools.mpicc()) into out_dir/libcollc_<algorithm>.so and return it.
+
+    Raise collc.diagnostics.CollError with the compiler's output on failure.
+    With ``sanitize`` the library is built with AddressSanitizer; a program that
+    is not built with it must then load the ASan runtime first:
+    ``LD_PRELOAD="$(mpicc -print-file-name=libasan.so) libcollc_<algorithm>.so"``.
+    """
+    out_dir = Path(out_dir)
+    source = out_dir / source_names(schedule)[0]
+    if not source.is_file():
+        raise CollError(f"{source} does not exist: generate the sources first (collc.backends.mpi_c.generate)")
+    lib = library_path(out_dir, schedule)
+    command = [str(mpicc()), *CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *cflags]
+    command += ["-I", str(out_dir), "-o", str(lib), str(source)]
+    try:
+        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise CollError(f"cannot run {command[0]}: {err}") from None
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip()
+        raise CollError(f"mpicc failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    return lib

@@ -1,0 +1,259 @@
+/* collc_coll.h: the collectives, in MPI's terms, on top of a compiled schedule.
+ *
+ * Each function maps MPI's buffers onto the schedule's work buffer (honouring
+ * MPI_IN_PLACE), runs the schedule, and maps the result back:
+ *
+ *   allreduce             work = recvbuf (sendbuf copied in)
+ *   allgather             work = recvbuf (sendbuf copied into block `rank`)
+ *   reduce_scatter_block  work = a copy of the p-block input (sendbuf, or recvbuf in
+ *                         place: its other blocks stay as they were); block `rank`
+ *                         is then copied to recvbuf
+ *   bcast                 work = buffer
+ *   reduce                root: work = recvbuf; other ranks: their sendbuf when
+ *                         the schedule never sends them anything, else a copy
+ *   alltoall              work = the chunk segments the rank touches; the send
+ *                         blocks are copied in, the receive blocks out
+ *
+ * A call that does not fit the schedule (see collc_shim.h) goes to the PMPI
+ * collective (interposed MPI_* entry points) or returns COLLC_ERR_UNSUPPORTED
+ * (collc_* entry points).
+ */
+#ifndef COLLC_COLL_H
+#define COLLC_COLL_H
+
+#include <string.h>
+
+#include <mpi.h>
+
+#include "collc_exec.h"
+#include "collc_shim.h"
+
+/* The PMPI collective, large-count where MPI has it (for the self-check). */
+#if MPI_VERSION >= 4
+#define COLLC_PMPI(name) PMPI_##name##_c
+#else
+#define COLLC_PMPI(name) PMPI_##name
+#endif
+
+/* What a call that does not fit becomes: an error for the collc API, else the
+ * PMPI twin of the MPI entry point that was called (MPI_X_c -> PMPI_X_c). */
+#if MPI_VERSION >= 4
+#define COLLC_UNFIT(mode, name, ...)                                                                         \
+    ((mode) == COLLC_API ? COLLC_ERR_UNSUPPORTED                                                             \
+                         : (mode) == COLLC_SHIM_C ? PMPI_##name##_c(__VA_ARGS__) : PMPI_##name(__VA_ARGS__))
+#else
+#define COLLC_UNFIT(mode, name, ...) ((mode) == COLLC_API ? COLLC_ERR_UNSUPPORTED : PMPI_##name(__VA_ARGS__))
+#endif
+
+static inline struct collc_call collc_call_of(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                              MPI_Comm comm, MPI_Count count, MPI_Datatype dt, MPI_Op op, int root,
+                                              MPI_Count elems)
+{
+    struct collc_call c;
+    memset(&c, 0, sizeof c);
+    c.sched = s;
+    c.entry = entry;
+    c.mode = mode;
+    c.comm = comm;
+    c.count = count;
+    c.dt = dt;
+    c.op = op;
+    c.root = root;
+    c.elems = elems;
+    return c;
+}
+
+static inline int collc_rounded(MPI_Op op)
+{
+    return op == MPI_SUM || op == MPI_PROD;
+}
+
+static inline int collc_allreduce(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                  const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
+                                  MPI_Comm comm)
+{
+    struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, op, -1, count);
+    struct collc_ctx ctx;
+    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    char *ref = NULL;
+    double scale = 0;
+    int err;
+    if (collc_admit(&c, 1) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Allreduce, sendbuf, recvbuf, count, dt, op, comm);
+    if (count == 0) return MPI_SUCCESS;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, count);
+        COLLC_PMPI(Allreduce)(in, ref, count, dt, op, comm);
+        scale = collc_check_scale(&c, comm, in, count);
+    }
+    err = collc_execute(&c, &ctx, count, (char *)recvbuf, 0, NULL);
+    if (err == MPI_SUCCESS) {
+        if (sendbuf != MPI_IN_PLACE) memmove(recvbuf, sendbuf, (size_t)(count * c.extent));
+        err = s->run(&ctx);
+    }
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
+        free(ref);
+    }
+    return err;
+}
+
+static inline int collc_allgather(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                  const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                  MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    struct collc_call c =
+        collc_call_of(s, entry, mode, comm, recvcount, recvtype, MPI_OP_NULL, -1, recvcount * s->nranks);
+    struct collc_ctx ctx;
+    const int same = sendbuf == MPI_IN_PLACE || (sendcount == recvcount && sendtype == recvtype);
+    char *ref = NULL, *mine;
+    int err;
+    if (collc_admit(&c, same) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Allgather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (recvcount == 0) return MPI_SUCCESS;
+    mine = (char *)recvbuf + c.rank * recvcount * c.extent;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, recvcount * c.size);
+        COLLC_PMPI(Allgather)(sendbuf == MPI_IN_PLACE ? mine : sendbuf, recvcount, recvtype, ref, recvcount,
+                              recvtype, comm);
+    }
+    err = collc_execute(&c, &ctx, recvcount * c.size, (char *)recvbuf, 0, NULL);
+    if (err == MPI_SUCCESS) {
+        if (sendbuf != MPI_IN_PLACE) memmove(mine, sendbuf, (size_t)(recvcount * c.extent));
+        err = s->run(&ctx);
+    }
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount * c.size, 0, 0);
+        free(ref);
+    }
+    return err;
+}
+
+static inline int collc_reduce_scatter_block(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                             const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                             MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+    struct collc_call c = collc_call_of(s, entry, mode, comm, recvcount, dt, op, -1, recvcount * s->nranks);
+    struct collc_ctx ctx;
+    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    char *ref = NULL, *work = NULL;
+    double scale = 0;
+    int err;
+    if (collc_admit(&c, 1) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Reduce_scatter_block, sendbuf, recvbuf, recvcount, dt, op, comm);
+    if (recvcount == 0) return MPI_SUCCESS;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, recvcount);
+        COLLC_PMPI(Reduce_scatter_block)(in, ref, recvcount, dt, op, comm);
+        scale = collc_check_scale(&c, comm, in, recvcount * c.size);
+    }
+    /* A separate work buffer even in place: MPI leaves recvbuf's other blocks as they were. */
+    err = collc_execute(&c, &ctx, recvcount * c.size, NULL, recvcount * c.size, &work);
+    if (err == MPI_SUCCESS) {
+        const size_t block = (size_t)(recvcount * c.extent);
+        memcpy(work, in, block * (size_t)c.size);
+        err = s->run(&ctx);
+        if (err == MPI_SUCCESS) memcpy(recvbuf, work + c.rank * block, block);
+    }
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount, collc_rounded(op), scale);
+        free(ref);
+    }
+    return err;
+}
+
+static inline int collc_bcast(const struct collc_sched *s, const char *entry, enum collc_mode mode, void *buffer,
+                              MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+    struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, MPI_OP_NULL, root, count);
+    struct collc_ctx ctx;
+    char *ref = NULL;
+    int err;
+    if (collc_admit(&c, 1) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Bcast, buffer, count, dt, root, comm);
+    if (count == 0) return MPI_SUCCESS;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, count);
+        if (c.rank == root) memcpy(ref, buffer, (size_t)(count * c.extent));
+        COLLC_PMPI(Bcast)(ref, count, dt, root, comm);
+    }
+    err = collc_execute(&c, &ctx, count, (char *)buffer, 0, NULL);
+    if (err == MPI_SUCCESS) err = s->run(&ctx);
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS) collc_compare(&c, buffer, ref, count, 0, 0);
+        free(ref);
+    }
+    return err;
+}
+
+static inline int collc_reduce_to_root(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                       const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype dt,
+                                       MPI_Op op, int root, MPI_Comm comm)
+{
+    struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, op, root, count);
+    struct collc_ctx ctx;
+    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    char *ref = NULL, *work = NULL;
+    double scale = 0;
+    int err;
+    if (collc_admit(&c, 1) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Reduce, sendbuf, recvbuf, count, dt, op, root, comm);
+    if (count == 0) return MPI_SUCCESS;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, count);
+        COLLC_PMPI(Reduce)(in, ref, count, dt, op, root, comm);
+        scale = collc_check_scale(&c, comm, in, count);
+    }
+    if (c.rank == root)
+        work = (char *)recvbuf;
+    else if (!s->receives[c.rank])
+        work = (char *)in; /* only read: the rank sends and never receives */
+    err = collc_execute(&c, &ctx, count, work, count, &work);
+    if (err == MPI_SUCCESS) {
+        if (work != in) memmove(work, in, (size_t)(count * c.extent));
+        err = s->run(&ctx);
+    }
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS && c.rank == root) collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
+        free(ref);
+    }
+    return err;
+}
+
+static inline int collc_alltoall(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                 const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                 MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    const int p = s->nranks, k = s->nchunks / (s->nranks * s->nranks);
+    struct collc_call c =
+        collc_call_of(s, entry, mode, comm, recvcount, recvtype, MPI_OP_NULL, -1, recvcount * p * p);
+    struct collc_ctx ctx;
+    const int same = sendbuf == MPI_IN_PLACE || (sendcount == recvcount && sendtype == recvtype);
+    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    char *ref = NULL, *work = NULL;
+    int err;
+    if (collc_admit(&c, same) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (recvcount == 0) return MPI_SUCCESS;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, recvcount * p);
+        COLLC_PMPI(Alltoall)(in, recvcount, recvtype, ref, recvcount, recvtype, comm);
+    }
+    err = collc_execute(&c, &ctx, recvcount * p, NULL, collc_segments_elems(s, c.rank, recvcount * p), &work);
+    if (err == MPI_SUCCESS) {
+        const size_t block = (size_t)(recvcount * c.extent);
+        /* The rank's send blocks are chunks (rank*p + dst)*k + j: one contiguous run. */
+        memcpy(work + collc_chunk_pos(&ctx, c.rank * p * k) * c.extent, in, block * (size_t)p);
+        err = s->run(&ctx);
+        for (int src = 0; src < p && err == MPI_SUCCESS; src++)
+            memcpy((char *)recvbuf + src * block, work + collc_chunk_pos(&ctx, (src * p + c.rank) * k) * c.extent,
+                   block);
+    }
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount * p, 0, 0);
+        free(ref);
+    }
+    return err;
+}
+
+#endif /* COLLC_COLL_H */

@@ -1,0 +1,354 @@
+/* collc_exec.h: running a schedule's step tables on one rank.
+ *
+ * A generated collc_<algorithm>.c describes its schedule as data: for every
+ * phase, one row per message of every rank (struct collc_msg), ordered by
+ * rank and step, and the chunk runs of the messages (struct collc_run).  This
+ * header executes such rows for the calling rank.
+ *
+ * Chunks and elements.  The rank's work buffer holds its part of the
+ * collective's logical element space, cut into chunks exactly as collc's
+ * collectives.element_offsets() cuts it: the space is split into equal
+ * groups (alltoall: every (source, destination) block; allgather and
+ * reduce-scatter: every rank's block when the count divides by p; otherwise
+ * one group), and each group's chunks are as even as possible, the first ones
+ * one element longer.  Chunks may be empty; a message whose chunks are all
+ * empty is skipped by both ends, which compute the same sizes.
+ *
+ * For alltoall the logical space is p times a rank's send buffer, of which a
+ * rank only touches a few blocks: the tables then list the chunk runs the rank
+ * touches ("segments"), and the work buffer holds those segments end to end.
+ *
+ * One step: post the receives (a "direct" receive lands in the work buffer,
+ * every other one in scratch space), pack sends of several runs into scratch
+ * (a one-run send leaves straight from the work buffer), post the sends, wait
+ * for all, then copy or reduce the scratch receives into the work buffer.
+ * Every send thus reads the buffer as it was at the start of the step, and
+ * every receive lands at its end, as in the schedule's semantics.  Messages
+ * are MPI_BYTE on a private duplicate of the user's communicator, tagged with
+ * the step index modulo 32768.
+ */
+#ifndef COLLC_EXEC_H
+#define COLLC_EXEC_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "collc_reduce.h"
+
+enum collc_collective {
+    COLLC_COLL_ALLREDUCE,
+    COLLC_COLL_ALLGATHER,
+    COLLC_COLL_REDUCE_SCATTER,
+    COLLC_COLL_BROADCAST,
+    COLLC_COLL_REDUCE,
+    COLLC_COLL_ALLTOALL
+};
+
+/* What a message row is. */
+enum collc_kind {
+    COLLC_SEND,        /* send the runs, in order, as one message */
+    COLLC_RECV,        /* receive into scratch, then copy or reduce each run */
+    COLLC_RECV_DIRECT  /* one copied run, received straight into the work buffer */
+};
+
+/* What a receiver does with a run. */
+enum collc_action { COLLC_COPY, COLLC_REDUCE };
+
+/* Chunks lo .. hi-1 of a message. */
+struct collc_run {
+    int lo, hi;
+    enum collc_action action;
+};
+
+/* One message of one rank in one global step. */
+struct collc_msg {
+    int step;
+    enum collc_kind kind;
+    int peer;
+    int first_run, nruns; /* runs[first_run .. first_run + nruns - 1] */
+};
+
+/* Rows first .. first + n - 1 of a table. */
+struct collc_span {
+    int first, n;
+};
+
+struct collc_ctx;
+
+/* A compiled schedule: what the generated file gives the runtime. */
+struct collc_sched {
+    const char *algorithm;
+    enum collc_collective collective;
+    int nranks, nchunks;
+    int root;                               /* broadcast and reduce; -1 otherwise */
+    int max_messages;                       /* most messages of one rank in one step */
+    const int *scratch_chunks;              /* [rank]: most chunks one step moves through scratch */
+    const unsigned char *receives;          /* [rank]: whether the rank receives at all */
+    const struct collc_run *segments;       /* alltoall: the chunk runs each rank touches */
+    const struct collc_span *rank_segments; /* [rank]: its rows of segments; NULL: the whole space */
+    int (*run)(struct collc_ctx *ctx);      /* every phase, in order */
+};
+
+/* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks. */
+struct collc_layout {
+    int group_chunks;
+    MPI_Count group_elems, base;
+    int extra;
+};
+
+/* One call in progress on one rank. */
+struct collc_ctx {
+    const struct collc_sched *sched;
+    MPI_Comm comm; /* the private duplicate */
+    int rank;
+    MPI_Datatype dt;
+    MPI_Op op;
+    MPI_Aint extent;     /* bytes per element */
+    collc_kernel kernel; /* NULL: PMPI_Reduce_local */
+    struct collc_layout layout;
+    char *work;
+    char *scratch;
+    MPI_Request *reqs;
+    const struct collc_run *segs; /* this rank's segments (alltoall), else NULL */
+    int nsegs;
+    MPI_Count *seg_base; /* element offset of each segment in the work buffer */
+};
+
+/* ---------------------------------------------------------------------------
+ * Element layout
+ * ------------------------------------------------------------------------- */
+
+/* The logical element count of a call whose vector has `count` elements (collc's
+ * collectives.logical_count): alltoall's space holds every rank's send buffer. */
+static inline MPI_Count collc_logical_count(enum collc_collective coll, int p, MPI_Count count)
+{
+    return coll == COLLC_COLL_ALLTOALL ? count * p : count;
+}
+
+/* collectives.element_groups and chunk_offsets, for a vector of `count` elements. */
+static inline struct collc_layout collc_layout_of(enum collc_collective coll, int p, int nchunks, MPI_Count count)
+{
+    struct collc_layout l;
+    int groups = 1;
+    if (coll == COLLC_COLL_ALLTOALL)
+        groups = p * p;
+    else if ((coll == COLLC_COLL_ALLGATHER || coll == COLLC_COLL_REDUCE_SCATTER) && count % p == 0)
+        groups = p;
+    l.group_chunks = nchunks / groups;
+    l.group_elems = collc_logical_count(coll, p, count) / groups;
+    l.base = l.group_elems / l.group_chunks;
+    l.extra = (int)(l.group_elems % l.group_chunks);
+    return l;
+}
+
+/* Logical element offset of chunk c (c == nchunks gives the total). */
+static inline MPI_Count collc_chunk_offset(const struct collc_layout *l, int c)
+{
+    int g = c / l->group_chunks, j = c % l->group_chunks;
+    return (MPI_Count)g * l->group_elems + (MPI_Count)j * l->base + (j < l->extra ? j : l->extra);
+}
+
+/* The most elements one chunk holds. */
+static inline MPI_Count collc_max_chunk(const struct collc_layout *l)
+{
+    return l->base + (l->extra > 0);
+}
+
+/* Where chunk c starts in the work buffer, in elements. */
+static inline MPI_Count collc_chunk_pos(const struct collc_ctx *ctx, int c)
+{
+    MPI_Count off = collc_chunk_offset(&ctx->layout, c);
+    int lo = 0, hi = ctx->nsegs - 1;
+    if (ctx->segs == NULL) return off;
+    while (lo < hi) { /* the last segment starting at or before c */
+        int mid = (lo + hi + 1) / 2;
+        if (ctx->segs[mid].lo <= c)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return ctx->seg_base[lo] + off - collc_chunk_offset(&ctx->layout, ctx->segs[lo].lo);
+}
+
+/* Elements in runs[0 .. n-1]. */
+static inline MPI_Count collc_runs_elems(const struct collc_ctx *ctx, const struct collc_run *runs, int n)
+{
+    MPI_Count total = 0;
+    for (int i = 0; i < n; i++)
+        total += collc_chunk_offset(&ctx->layout, runs[i].hi) - collc_chunk_offset(&ctx->layout, runs[i].lo);
+    return total;
+}
+
+/* ---------------------------------------------------------------------------
+ * The private communicator, cached on the user's communicator
+ * ------------------------------------------------------------------------- */
+
+/* What is cached on a communicator: its duplicate, and memory reused across calls. */
+struct collc_comm {
+    MPI_Comm comm;
+    void *arena;
+    size_t arena_size;
+};
+
+static int collc_keyval = MPI_KEYVAL_INVALID;
+
+static inline int collc_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    struct collc_comm *c = (struct collc_comm *)attr;
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    PMPI_Comm_free(&c->comm);
+    free(c->arena);
+    free(c);
+    return MPI_SUCCESS;
+}
+
+/* The cache of `comm`, created (collectively: it duplicates comm) on the first call. */
+static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out)
+{
+    void *attr = NULL;
+    int found = 0, err;
+    if (collc_keyval == MPI_KEYVAL_INVALID) {
+        err = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_comm_delete, &collc_keyval, NULL);
+        if (err != MPI_SUCCESS) return err;
+    }
+    err = PMPI_Comm_get_attr(comm, collc_keyval, &attr, &found);
+    if (err != MPI_SUCCESS) return err;
+    if (!found) {
+        struct collc_comm *c = (struct collc_comm *)calloc(1, sizeof *c);
+        if (c == NULL) return MPI_ERR_NO_MEM;
+        err = PMPI_Comm_dup(comm, &c->comm);
+        if (err == MPI_SUCCESS) err = PMPI_Comm_set_attr(comm, collc_keyval, c);
+        if (err != MPI_SUCCESS) {
+            free(c);
+            return err;
+        }
+        attr = c;
+    }
+    *out = (struct collc_comm *)attr;
+    return MPI_SUCCESS;
+}
+
+/* At least `bytes` (> 0) of memory kept on the communicator for the next calls; NULL when out of memory. */
+static inline void *collc_arena(struct collc_comm *c, size_t bytes)
+{
+    if (bytes > c->arena_size) {
+        free(c->arena);
+        c->arena = malloc(bytes);
+        c->arena_size = c->arena == NULL ? 0 : bytes;
+    }
+    return c->arena;
+}
+
+/* ---------------------------------------------------------------------------
+ * Steps
+ * ------------------------------------------------------------------------- */
+
+static inline int collc_isend(const void *buf, MPI_Count bytes, int peer, int tag, MPI_Comm comm, MPI_Request *req)
+{
+#if MPI_VERSION >= 4
+    return PMPI_Isend_c(buf, bytes, MPI_BYTE, peer, tag, comm, req);
+#else
+    return PMPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, comm, req);
+#endif
+}
+
+static inline int collc_irecv(void *buf, MPI_Count bytes, int peer, int tag, MPI_Comm comm, MPI_Request *req)
+{
+#if MPI_VERSION >= 4
+    return PMPI_Irecv_c(buf, bytes, MPI_BYTE, peer, tag, comm, req);
+#else
+    return PMPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, comm, req);
+#endif
+}
+
+/* Runs one step of the calling rank: its messages msgs[0 .. n-1], whose chunk runs are in `runs`. */
+static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *msgs, int n,
+                                 const struct collc_run *runs)
+{
+    const MPI_Aint ext = ctx->extent;
+    const int tag = msgs[0].step % 32768;
+    char *scratch = ctx->scratch;
+    int nreq = 0, err = MPI_SUCCESS;
+
+    /* Receives first, so that every send finds its receive posted. */
+    for (int i = 0; i < n && err == MPI_SUCCESS; i++) {
+        const struct collc_msg *m = &msgs[i];
+        MPI_Count bytes = collc_runs_elems(ctx, runs + m->first_run, m->nruns) * ext;
+        if (m->kind == COLLC_SEND || bytes == 0) continue;
+        if (m->kind == COLLC_RECV_DIRECT) {
+            char *at = ctx->work + collc_chunk_pos(ctx, runs[m->first_run].lo) * ext;
+            err = collc_irecv(at, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
+        } else {
+            err = collc_irecv(scratch, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
+            scratch += bytes;
+        }
+    }
+    for (int i = 0; i < n && err == MPI_SUCCESS; i++) {
+        const struct collc_msg *m = &msgs[i];
+        const struct collc_run *r = runs + m->first_run;
+        MPI_Count bytes = collc_runs_elems(ctx, r, m->nruns) * ext;
+        const char *from;
+        if (m->kind != COLLC_SEND || bytes == 0) continue;
+        if (m->nruns == 1) {
+            from = ctx->work + collc_chunk_pos(ctx, r->lo) * ext;
+        } else { /* pack the runs */
+            char *to = scratch;
+            for (int k = 0; k < m->nruns; k++) {
+                MPI_Count len = collc_runs_elems(ctx, &r[k], 1) * ext;
+                if (len > 0) memcpy(to, ctx->work + collc_chunk_pos(ctx, r[k].lo) * ext, (size_t)len);
+                to += len;
+            }
+            from = scratch;
+            scratch = to;
+        }
+        err = collc_isend(from, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
+    }
+    if (nreq > 0) {
+        int werr = PMPI_Waitall(nreq, ctx->reqs, MPI_STATUSES_IGNORE);
+        if (err == MPI_SUCCESS) err = werr;
+    }
+    if (err != MPI_SUCCESS) return err;
+
+    /* Apply what arrived in scratch, in the order it was posted. */
+    scratch = ctx->scratch;
+    for (int i = 0; i < n; i++) {
+        const struct collc_msg *m = &msgs[i];
+        if (m->kind != COLLC_RECV) continue;
+        for (int k = 0; k < m->nruns; k++) {
+            const struct collc_run *r = &runs[m->first_run + k];
+            MPI_Count elems = collc_runs_elems(ctx, r, 1);
+            char *at = ctx->work + collc_chunk_pos(ctx, r->lo) * ext;
+            if (elems == 0) continue;
+            if (r->action == COLLC_REDUCE) {
+                err = collc_reduce(ctx->kernel, at, scratch, elems, ctx->dt, ctx->op, ext);
+                if (err != MPI_SUCCESS) return err;
+            } else {
+                memcpy(at, scratch, (size_t)(elems * ext));
+            }
+            scratch += elems * ext;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+/* Runs the calling rank's rows of one phase (msgs[rows.first ..]), step by step. */
+static inline int collc_run_phase(struct collc_ctx *ctx, const struct collc_msg *msgs, const struct collc_run *runs,
+                                  struct collc_span rows)
+{
+    int i = rows.first, end = rows.first + rows.n;
+    while (i < end) {
+        int j = i + 1, err;
+        while (j < end && msgs[j].step == msgs[i].step) j++;
+        err = collc_run_step(ctx, msgs + i, j - i, runs);
+        if (err != MPI_SUCCESS) return err;
+        i = j;
+    }
+    return MPI_SUCCESS;
+}
+
+#endif /* COLLC_EXEC_H */

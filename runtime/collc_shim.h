@@ -1,0 +1,484 @@
+/* collc_shim.h: what the entry points of a collc library share, whatever the schedule.
+ *
+ * - Admission: whether a call fits the compiled schedule (communicator size,
+ *   root, datatype, op, ...).  Every reason depends only on arguments that a
+ *   correct MPI program passes identically on every rank, so all ranks take
+ *   the same path.  An interposed MPI_* call that does not fit falls back to
+ *   the PMPI_* collective; a collc_* call returns COLLC_ERR_UNSUPPORTED and
+ *   collc_last_error() says why.
+ * - COLLC_SHIM_LOG=1: every call prints one line on stderr, beginning
+ *   "collc:", and the first fallback for each reason prints a note.
+ * - COLLC_SHIM_CHECK=1: every call also runs the PMPI collective into a
+ *   separate buffer, compares, and calls MPI_Abort naming the first element
+ *   that differs.  Integer types, non-arithmetic ops and data movement must
+ *   match exactly.  Floating-point (and complex) results of MPI_SUM and
+ *   MPI_PROD may differ by rounding, since ranks are combined in another
+ *   order: a component passes when |a - b| <= 4 * p * eps * max(|a|, |b|, S),
+ *   where eps is the type's machine epsilon, |x| of a complex value is its
+ *   largest component, S = p * (largest |input| on any rank) for MPI_SUM and
+ *   S = 0 for MPI_PROD, which also allows p times the smallest normal number
+ *   (underflow).  Two NaNs are equal; infinities must match.
+ * The variables are read once, at the first call.
+ */
+#ifndef COLLC_SHIM_H
+#define COLLC_SHIM_H
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "collc_exec.h"
+
+#ifndef COLLC_ERR_UNSUPPORTED
+#define COLLC_ERR_UNSUPPORTED (-1) /* the call is outside what the library was compiled for */
+#define COLLC_ERR_NOMEM (-2)       /* out of memory */
+#endif
+
+/* How an entry point reacts to a call it cannot run. */
+enum collc_mode {
+    COLLC_API,   /* collc_<algorithm>_*: return COLLC_ERR_UNSUPPORTED */
+    COLLC_SHIM,  /* MPI_X: call PMPI_X */
+    COLLC_SHIM_C /* MPI_X_c: call PMPI_X_c */
+};
+
+/* Why a call cannot run on the schedule. */
+enum collc_reason {
+    COLLC_FITS,
+    COLLC_NOT_INITIALIZED,
+    COLLC_INTERCOMM,
+    COLLC_SIZE,
+    COLLC_ROOT,
+    COLLC_OP,
+    COLLC_DATATYPE,
+    COLLC_SIGNATURE,
+    COLLC_COUNT,
+    COLLC_NREASONS
+};
+
+/* One call: its arguments, and what admission learnt about them. */
+struct collc_call {
+    const struct collc_sched *sched;
+    const char *entry; /* the entry point's name, for messages */
+    enum collc_mode mode;
+    MPI_Comm comm;
+    MPI_Count count; /* the count argument, as the entry point names it */
+    MPI_Datatype dt;
+    MPI_Op op; /* MPI_OP_NULL: the collective does not reduce */
+    int root;  /* -1: the collective has no root */
+    MPI_Count elems; /* elements in the collective's logical space (for size limits) */
+    int size, rank;
+    MPI_Aint extent;
+    MPI_Count type_size;
+};
+
+static struct {
+    int read, log, check;
+    int noted[COLLC_NREASONS];
+} collc_env;
+
+static char collc_error_text[512];
+
+static inline const char *collc_last_error(void)
+{
+    return collc_error_text;
+}
+
+static inline int collc_flag(const char *name)
+{
+    const char *value = getenv(name);
+    return value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
+}
+
+static inline void collc_read_env(void)
+{
+    if (collc_env.read) return;
+    collc_env.read = 1;
+    collc_env.log = collc_flag("COLLC_SHIM_LOG");
+    collc_env.check = collc_flag("COLLC_SHIM_CHECK");
+}
+
+/* ---------------------------------------------------------------------------
+ * Names
+ * ------------------------------------------------------------------------- */
+
+static inline const char *collc_op_name(MPI_Op op)
+{
+    static const struct {
+        MPI_Op op;
+        const char *name;
+    } *p, names[] = {
+        {MPI_SUM, "MPI_SUM"},   {MPI_PROD, "MPI_PROD"},     {MPI_MAX, "MPI_MAX"},       {MPI_MIN, "MPI_MIN"},
+        {MPI_LAND, "MPI_LAND"}, {MPI_LOR, "MPI_LOR"},       {MPI_LXOR, "MPI_LXOR"},     {MPI_BAND, "MPI_BAND"},
+        {MPI_BOR, "MPI_BOR"},   {MPI_BXOR, "MPI_BXOR"},     {MPI_MAXLOC, "MPI_MAXLOC"}, {MPI_MINLOC, "MPI_MINLOC"},
+        {MPI_REPLACE, "MPI_REPLACE"}, {MPI_NO_OP, "MPI_NO_OP"}, {MPI_OP_NULL, "MPI_OP_NULL"},
+    };
+    for (p = names; p < names + sizeof names / sizeof names[0]; p++)
+        if (p->op == op) return p->name;
+    return "user-defined op";
+}
+
+static inline void collc_type_name(MPI_Datatype dt, char *out, size_t len)
+{
+    char name[MPI_MAX_OBJECT_NAME] = "";
+    int n = 0, ready = 0, finalized = 0;
+    PMPI_Initialized(&ready);
+    if (ready) PMPI_Finalized(&finalized);
+    if (ready && !finalized && dt != MPI_DATATYPE_NULL) PMPI_Type_get_name(dt, name, &n);
+    snprintf(out, len, "%s", n > 0 ? name : dt == MPI_DATATYPE_NULL ? "MPI_DATATYPE_NULL" : "unnamed datatype");
+}
+
+/* "MPI_Allreduce ring p=4 rank 0 count=8 MPI_FLOAT MPI_SUM root=0" */
+static inline void collc_describe(const struct collc_call *c, char *out, size_t len)
+{
+    char type[MPI_MAX_OBJECT_NAME + 32];
+    int n;
+    collc_type_name(c->dt, type, sizeof type);
+    n = snprintf(out, len, "%s %s p=%d rank %d count=%lld %s", c->entry, c->sched->algorithm, c->sched->nranks,
+                 c->rank, (long long)c->count, type);
+    if (n >= 0 && (size_t)n < len && c->op != MPI_OP_NULL)
+        n += snprintf(out + n, len - (size_t)n, " %s", collc_op_name(c->op));
+    if (n >= 0 && (size_t)n < len && c->root >= 0) snprintf(out + n, len - (size_t)n, " root=%d", c->root);
+}
+
+/* ---------------------------------------------------------------------------
+ * Admission
+ * ------------------------------------------------------------------------- */
+
+/* Whether `dt` can be moved as `extent` raw bytes per element: a predefined
+ * datatype (pair types such as MPI_DOUBLE_INT included: padding travels along),
+ * or a derived one that is contiguous, without holes and with lower bound 0. */
+static inline int collc_plain_type(MPI_Datatype dt, MPI_Count size, MPI_Aint extent, MPI_Aint lb)
+{
+    int ni, na, nd, combiner;
+    MPI_Aint true_lb, true_extent;
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return 0;
+    if (combiner == MPI_COMBINER_NAMED) return lb == 0 && extent > 0;
+    if (PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS) return 0;
+    return size > 0 && size == extent && lb == 0 && true_lb == 0 && true_extent == extent;
+}
+
+static inline enum collc_reason collc_reason_set(enum collc_reason why, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(collc_error_text, sizeof collc_error_text, fmt, ap);
+    va_end(ap);
+    return why;
+}
+
+/* Why call `c` cannot run on the schedule (COLLC_FITS when it can); fills in size, rank, extent. */
+static inline enum collc_reason collc_check_call(struct collc_call *c)
+{
+    const struct collc_sched *s = c->sched;
+    int flag = 0, finalized = 0, inter = 0;
+    MPI_Aint lb = 0;
+    c->size = c->rank = -1;
+    PMPI_Initialized(&flag);
+    if (flag) PMPI_Finalized(&finalized);
+    if (!flag || finalized) return collc_reason_set(COLLC_NOT_INITIALIZED, "MPI is not initialised");
+    if (c->comm == MPI_COMM_NULL) return collc_reason_set(COLLC_INTERCOMM, "the communicator is MPI_COMM_NULL");
+    if (PMPI_Comm_test_inter(c->comm, &inter) != MPI_SUCCESS || inter)
+        return collc_reason_set(COLLC_INTERCOMM, "an intercommunicator");
+    PMPI_Comm_size(c->comm, &c->size);
+    PMPI_Comm_rank(c->comm, &c->rank);
+    if (c->size != s->nranks)
+        return collc_reason_set(COLLC_SIZE, "communicator of size %d, compiled for p=%d", c->size, s->nranks);
+    if (c->root >= 0 && c->root != s->root)
+        return collc_reason_set(COLLC_ROOT, "root %d, compiled for root=%d", c->root, s->root);
+    if (c->op != MPI_OP_NULL) {
+        int commutes = 0;
+        if (PMPI_Op_commutative(c->op, &commutes) != MPI_SUCCESS || !commutes || c->op == MPI_REPLACE ||
+            c->op == MPI_NO_OP)
+            return collc_reason_set(COLLC_OP, "the reduction op is not commutative");
+    }
+    if (c->count < 0) return collc_reason_set(COLLC_COUNT, "a negative count");
+    if (c->dt == MPI_DATATYPE_NULL) return collc_reason_set(COLLC_DATATYPE, "datatype MPI_DATATYPE_NULL");
+#if MPI_VERSION >= 4
+    PMPI_Type_size_c(c->dt, &c->type_size);
+#else
+    PMPI_Type_size_x(c->dt, &c->type_size);
+#endif
+    PMPI_Type_get_extent(c->dt, &lb, &c->extent);
+    if (!collc_plain_type(c->dt, c->type_size, c->extent, lb))
+        return collc_reason_set(COLLC_DATATYPE, "datatype with holes or a nonzero lower bound");
+#if MPI_VERSION < 4
+    if (c->elems * c->extent > INT_MAX)
+        return collc_reason_set(COLLC_COUNT, "message sizes above INT_MAX need an MPI-4 library");
+#endif
+    return COLLC_FITS;
+}
+
+/* Admission and logging of call `c`; `same_signature` is 0 when the send and
+ * receive types or counts differ.  Returns COLLC_FITS or the reason. */
+static inline enum collc_reason collc_admit(struct collc_call *c, int same_signature)
+{
+    enum collc_reason why;
+    char what[MPI_MAX_OBJECT_NAME + 256];
+    collc_read_env();
+    why = collc_check_call(c);
+    if (why == COLLC_FITS && !same_signature)
+        why = collc_reason_set(COLLC_SIGNATURE, "send and receive counts or datatypes differ");
+    if (!collc_env.log) return why;
+    collc_describe(c, what, sizeof what);
+    if (why == COLLC_FITS) {
+        fprintf(stderr, "collc: %s\n", what);
+    } else {
+        const char *outcome = c->mode != COLLC_API ? "PMPI fallback" : "error";
+        fprintf(stderr, "collc: %s -> %s (%s)\n", what, outcome, collc_error_text);
+        if (!collc_env.noted[why]) {
+            collc_env.noted[why] = 1;
+            fprintf(stderr, "collc: note: %s: %s; calls like this %s (noted once)\n", c->sched->algorithm,
+                    collc_error_text, c->mode != COLLC_API ? "fall back to PMPI" : "return an error");
+        }
+    }
+    return why;
+}
+
+/* Aborts the job after an error that leaves the ranks out of step; does not return. */
+static inline void collc_fatal(const struct collc_call *c, const char *fmt, ...)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof text, "collc: %s %s p=%d rank %d: ", c->entry, c->sched->algorithm,
+                     c->sched->nranks, c->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n >= 0 && (size_t)n < sizeof text) vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", text); /* one write, so that ranks do not interleave */
+    PMPI_Abort(c->comm, 1);
+    _Exit(1); /* MPI_Abort may return before the job is torn down (MPICH does) */
+}
+
+/* Sets up `ctx` for running the schedule on `work` (NULL: a work buffer of
+ * `work_elems` elements from the arena).  Returns MPI_SUCCESS or an error. */
+static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_Count count, char *work,
+                              MPI_Count work_elems)
+{
+    const struct collc_sched *s = c->sched;
+    struct collc_comm *cache;
+    size_t reqs_bytes, base_bytes, scratch_bytes, work_bytes;
+    char *arena;
+    int err = collc_comm_of(c->comm, &cache);
+    if (err != MPI_SUCCESS) return err;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->sched = s;
+    ctx->comm = cache->comm;
+    ctx->rank = c->rank;
+    ctx->dt = c->dt;
+    ctx->op = c->op;
+    ctx->extent = c->extent;
+    ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->dt, c->op) : NULL;
+    ctx->layout = collc_layout_of(s->collective, s->nranks, s->nchunks, count);
+    if (s->rank_segments != NULL) {
+        ctx->segs = s->segments + s->rank_segments[c->rank].first;
+        ctx->nsegs = s->rank_segments[c->rank].n;
+    }
+    /* Arena: requests | segment bases | scratch | work, each 64-byte aligned. */
+    reqs_bytes = ((size_t)s->max_messages * sizeof(MPI_Request) + 63) & ~(size_t)63;
+    base_bytes = ((size_t)ctx->nsegs * sizeof(MPI_Count) + 63) & ~(size_t)63;
+    scratch_bytes = (size_t)(s->scratch_chunks[c->rank] * collc_max_chunk(&ctx->layout) * c->extent);
+    scratch_bytes = (scratch_bytes + 63) & ~(size_t)63;
+    work_bytes = work == NULL ? (size_t)(work_elems * c->extent) : 0;
+    arena = (char *)collc_arena(cache, reqs_bytes + base_bytes + scratch_bytes + work_bytes);
+    if (arena == NULL) return COLLC_ERR_NOMEM;
+    ctx->reqs = (MPI_Request *)arena;
+    ctx->seg_base = (MPI_Count *)(arena + reqs_bytes);
+    ctx->scratch = arena + reqs_bytes + base_bytes;
+    ctx->work = work != NULL ? work : ctx->scratch + scratch_bytes;
+    for (MPI_Count i = 0, at = 0; i < ctx->nsegs; i++) {
+        ctx->seg_base[i] = at;
+        at += collc_chunk_offset(&ctx->layout, ctx->segs[i].hi) - collc_chunk_offset(&ctx->layout, ctx->segs[i].lo);
+    }
+    return MPI_SUCCESS;
+}
+
+/* Elements in the work buffer of an alltoall rank: its segments end to end. */
+static inline MPI_Count collc_segments_elems(const struct collc_sched *s, int rank, MPI_Count count)
+{
+    struct collc_layout l = collc_layout_of(s->collective, s->nranks, s->nchunks, count);
+    const struct collc_run *seg = s->segments + s->rank_segments[rank].first;
+    MPI_Count total = 0;
+    for (int i = 0; i < s->rank_segments[rank].n; i++)
+        total += collc_chunk_offset(&l, seg[i].hi) - collc_chunk_offset(&l, seg[i].lo);
+    return total;
+}
+
+/* Runs the schedule, turning an out-of-memory into an abort for interposed calls. */
+static inline int collc_execute(struct collc_call *c, struct collc_ctx *ctx, MPI_Count count, char *work,
+                                MPI_Count work_elems, char **work_out)
+{
+    int err = collc_begin(c, ctx, count, work, work_elems);
+    if (err == COLLC_ERR_NOMEM) {
+        if (c->mode != COLLC_API) collc_fatal(c, "out of memory");
+        snprintf(collc_error_text, sizeof collc_error_text, "out of memory");
+        return err;
+    }
+    if (err != MPI_SUCCESS) return err;
+    if (work_out != NULL) *work_out = ctx->work;
+    return MPI_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------
+ * COLLC_SHIM_CHECK
+ * ------------------------------------------------------------------------- */
+
+/* Floating-point view of a datatype for the comparison: its component type
+ * (0 none, 1 float, 2 double, 3 long double) and components per element. */
+struct collc_fview {
+    int kind, parts;
+};
+
+static inline struct collc_fview collc_fview_of(MPI_Datatype dt, MPI_Count size)
+{
+    struct collc_fview v = {0, 1};
+    if (dt == MPI_FLOAT) v.kind = 1;
+    else if (dt == MPI_DOUBLE) v.kind = 2;
+    else if (dt == MPI_LONG_DOUBLE) v.kind = 3;
+    else if (dt == MPI_C_FLOAT_COMPLEX || dt == MPI_CXX_FLOAT_COMPLEX) v.kind = 1, v.parts = 2;
+    else if (dt == MPI_C_DOUBLE_COMPLEX || dt == MPI_CXX_DOUBLE_COMPLEX) v.kind = 2, v.parts = 2;
+    else if (dt == MPI_C_LONG_DOUBLE_COMPLEX || dt == MPI_CXX_LONG_DOUBLE_COMPLEX) v.kind = 3, v.parts = 2;
+    else if (dt == MPI_REAL || dt == MPI_REAL4 || dt == MPI_REAL8 || dt == MPI_DOUBLE_PRECISION)
+        v.kind = size == 4 ? 1 : size == 8 ? 2 : 0;
+    else if (dt == MPI_COMPLEX || dt == MPI_DOUBLE_COMPLEX)
+        v.kind = size == 8 ? 1 : size == 16 ? 2 : 0, v.parts = 2;
+    return v;
+}
+
+static inline long double collc_fget(const char *buf, int kind, MPI_Count i)
+{
+    switch (kind) {
+    case 1: { float x; memcpy(&x, buf + i * (MPI_Count)sizeof x, sizeof x); return x; }
+    case 2: { double x; memcpy(&x, buf + i * (MPI_Count)sizeof x, sizeof x); return x; }
+    default: { long double x; memcpy(&x, buf + i * (MPI_Count)sizeof x, sizeof x); return x; }
+    }
+}
+
+static inline long double collc_feps(int kind)
+{
+    return kind == 1 ? FLT_EPSILON : kind == 2 ? DBL_EPSILON : LDBL_EPSILON;
+}
+
+static inline long double collc_ftiny(int kind)
+{
+    return kind == 1 ? FLT_MIN : kind == 2 ? DBL_MIN : LDBL_MIN;
+}
+
+/* The largest |component| among n elements of `buf` (0 when the type is not floating-point). */
+static inline double collc_input_scale(const void *buf, MPI_Count n, MPI_Datatype dt, MPI_Count size)
+{
+    struct collc_fview v = collc_fview_of(dt, size);
+    long double m = 0;
+    if (v.kind == 0) return 0;
+    for (MPI_Count i = 0; i < n * v.parts; i++) {
+        long double x = fabsl(collc_fget((const char *)buf, v.kind, i));
+        if (x > m) m = x;
+    }
+    return (double)m;
+}
+
+/* Packs n elements to their significant bytes (no padding); returns malloc'ed memory. */
+static inline char *collc_packed(const struct collc_call *c, const void *buf, MPI_Count n, MPI_Count *len)
+{
+    MPI_Count position = 0;
+    char *out = (char *)malloc((size_t)(n * c->type_size) + 1);
+    if (out == NULL) collc_fatal(c, "COLLC_SHIM_CHECK: out of memory");
+#if MPI_VERSION >= 4
+    PMPI_Pack_c(buf, n, c->dt, out, n * c->type_size, &position, MPI_COMM_SELF);
+#else
+    {
+        int at = 0;
+        PMPI_Pack(buf, (int)n, c->dt, out, (int)(n * c->type_size), &at, MPI_COMM_SELF);
+        position = at;
+    }
+#endif
+    *len = position;
+    return out;
+}
+
+/* Compares n elements of our result `got` with PMPI's `ref`; aborts on the first difference.
+ * `rounded`: the elements are floating-point MPI_SUM or MPI_PROD results; scale: S of the rule above. */
+static inline void collc_compare(const struct collc_call *c, const void *got, const void *ref, MPI_Count n,
+                                 int rounded, double scale)
+{
+    struct collc_fview v = collc_fview_of(c->dt, c->type_size);
+    if (v.kind != 0) {
+        long double eps = collc_feps(v.kind), p = c->size;
+        for (MPI_Count i = 0; i < n; i++) {
+            long double mag = 0;
+            for (int k = 0; k < v.parts; k++) {
+                long double a = fabsl(collc_fget((const char *)got, v.kind, i * v.parts + k));
+                long double b = fabsl(collc_fget((const char *)ref, v.kind, i * v.parts + k));
+                mag = fmaxl(mag, fmaxl(a, b));
+            }
+            for (int k = 0; k < v.parts; k++) {
+                long double a = collc_fget((const char *)got, v.kind, i * v.parts + k);
+                long double b = collc_fget((const char *)ref, v.kind, i * v.parts + k);
+                long double tol = 0;
+                if (a == b || (a != a && b != b)) continue;
+                if (rounded && isfinite(a) && isfinite(b)) {
+                    tol = 4 * p * eps * fmaxl(mag, (long double)scale);
+                    if (c->op == MPI_PROD) tol += p * collc_ftiny(v.kind);
+                    if (fabsl(a - b) <= tol) continue;
+                }
+                collc_fatal(c, "COLLC_SHIM_CHECK: element %lld%s differs from PMPI: %.21Lg (collc) != %.21Lg (PMPI), "
+                            "tolerance %.3Lg", (long long)i, k ? " (imaginary part)" : "", a, b, tol);
+                return;
+            }
+        }
+        return;
+    }
+    {
+        MPI_Count la, lb;
+        char *a = collc_packed(c, got, n, &la), *b = collc_packed(c, ref, n, &lb);
+        for (MPI_Count i = 0; i < la && i < lb; i++) {
+            if (a[i] != b[i]) {
+                MPI_Count e = c->type_size > 0 ? i / c->type_size : 0;
+                enum collc_elem k = collc_elem_of(c->dt);
+                if (k >= COLLC_ELEM_I8 && k <= COLLC_ELEM_U64 && c->type_size <= 8) {
+                    long long x = 0, y = 0;
+                    int is_signed = k == COLLC_ELEM_I8 || k == COLLC_ELEM_I16 || k == COLLC_ELEM_I32 ||
+                                    k == COLLC_ELEM_I64;
+                    memcpy(&x, a + e * c->type_size, (size_t)c->type_size);
+                    memcpy(&y, b + e * c->type_size, (size_t)c->type_size);
+                    if (is_signed && c->type_size < 8) { /* sign-extend */
+                        int shift = (int)(64 - 8 * c->type_size);
+                        x = (long long)((unsigned long long)x << shift) >> shift;
+                        y = (long long)((unsigned long long)y << shift) >> shift;
+                    }
+                    collc_fatal(c, "COLLC_SHIM_CHECK: element %lld differs from PMPI: %lld (collc) != %lld (PMPI)",
+                                (long long)e, x, y);
+                } else {
+                    collc_fatal(c, "COLLC_SHIM_CHECK: element %lld differs from PMPI (byte %lld of the element)",
+                                (long long)e, (long long)(i - e * c->type_size));
+                }
+            }
+        }
+        free(a);
+        free(b);
+    }
+}
+
+/* S of the rule above: p times the largest |input| on any rank, for floating-point MPI_SUM; else 0. */
+static inline double collc_check_scale(const struct collc_call *c, MPI_Comm comm, const void *input, MPI_Count n)
+{
+    double m = 0;
+    if (c->op != MPI_SUM) return 0;
+    m = collc_input_scale(input, n, c->dt, c->type_size);
+    PMPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return m * c->size;
+}
+
+/* A buffer for PMPI's reference result. */
+static inline char *collc_check_buffer(const struct collc_call *c, MPI_Count elems)
+{
+    char *buf = (char *)malloc((size_t)(elems * c->extent) + 1);
+    if (buf == NULL) collc_fatal(c, "COLLC_SHIM_CHECK: out of memory");
+    return buf;
+}
+
+#endif /* COLLC_SHIM_H */

@@ -1,0 +1,365 @@
+"""The ``mpi-c`` target: generated C, builds of every example, and runs under ``mpiexec``.
+
+Golden files: ``tests/golden/mpi_c/<algorithm>_p<p>.c`` and ``.h`` hold the
+generated sources of ring_allreduce and swing_bw at p=4, compared textually.
+After a deliberate change to the templates or the runtime, regenerate them with
+
+    COLLC_REGEN_GOLDEN=1 pytest tests/test_mpi_c.py -k golden
+
+and review the diff.
+
+The runs use ``tests/mpi_c/driver.c``, a plain MPI program that checks every
+element of a collective against values it computes itself, with the library
+under test preloaded (``LD_PRELOAD``), as a user would deploy it; and
+``tests/mpi_c/ctypes_allreduce.py`` for the Fortran-handle entry point and
+mpi4py.  Ranks outnumber the cores here, so every run gets
+`mpitools.mpi_env` (MPICH yields the CPU instead of busy-polling), stdin from
+/dev/null, and a timeout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import collc
+from collc import collectives
+from collc.backends import mpi_c, mpitools
+from collc.diagnostics import CollError
+from collc.ir import Action, OpKind, Schedule
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "golden" / "mpi_c"
+DRIVER = HERE / "mpi_c" / "driver.c"
+CTYPES_SCRIPT = HERE / "mpi_c" / "ctypes_allreduce.py"
+EXAMPLES = HERE.parent / "examples"
+REGEN = os.environ.get("COLLC_REGEN_GOLDEN", "") not in ("", "0")
+TIMEOUT = 120
+
+# Every bundled example, at a small p: (case id, example, parameters).
+CASES: list[tuple[str, str, dict[str, int]]] = [
+    ("ring_allreduce", "ring_allreduce", {"p": 4}),
+    ("ring_allreduce_k3", "ring_allreduce", {"p": 4, "k": 3}),
+    ("swing_bw", "swing_bw", {"p": 4}),
+    ("swing_lat", "swing_lat", {"p": 4}),
+    ("rabenseifner", "rabenseifner", {"p": 4}),
+    ("recursive_doubling", "recursive_doubling", {"p": 4}),
+    ("recursive_doubling_any", "recursive_doubling_any", {"p": 3}),
+    ("ring_allgather_k3", "ring_allgather", {"p": 4, "k": 3}),
+    ("bruck_allgather", "bruck_allgather", {"p": 4}),
+    ("ring_reduce_scatter", "ring_reduce_scatter", {"p": 4}),
+    ("binomial_broadcast", "binomial_broadcast", {"p": 4, "root": 1}),
+    ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
+    ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
+]
+
+DRIVER_NAMES = {
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "reduce_scatter": "reduce_scatter_block",
+    "broadcast": "bcast",
+    "reduce": "reduce",
+    "alltoall": "alltoall",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    schedule: Schedule
+    lib: Path
+
+
+def _schedule(name: str, params: dict[str, int]) -> Schedule:
+    inst = collc.load(name).instantiate(**params)
+    assert inst.verify().ok
+    return inst.schedule
+
+
+def _tools() -> tuple[Path, Path]:
+    try:
+        return mpitools.mpicc(), mpitools.mpiexec()
+    except CollError as err:
+        pytest.skip(str(err))
+
+
+def _compile_driver(out: Path, *flags: str) -> Path:
+    mpicc, _ = _tools()
+    cmd = [str(mpicc), "-O1", "-g", "-Wall", "-Wextra", "-Werror", *flags, "-o", str(out), str(DRIVER)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=TIMEOUT)
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    """Every case generated and built, in parallel; plus one build through the generated Makefile."""
+    _tools()
+    root = tmp_path_factory.mktemp("mpi_c")
+    jobs: dict[str, tuple[Schedule, Path]] = {}
+    for case, name, params in CASES:
+        schedule = _schedule(name, params)
+        mpi_c.generate(schedule, root / case)
+        jobs[case] = (schedule, root / case)
+    make_dir = root / "make"
+    mpi_c.generate(jobs["ring_allreduce"][0], make_dir)
+    env = {**os.environ, "MPICC": str(mpitools.mpicc())}
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        futures = {case: pool.submit(mpi_c.build, d, s) for case, (s, d) in jobs.items()}
+        make = pool.submit(subprocess.run, ["make", "-C", str(make_dir)], env=env, capture_output=True, text=True)
+        libs = {case: Built(jobs[case][0], f.result()) for case, f in futures.items()}
+        made = make.result()
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert (make_dir / "libcollc_ring_allreduce.so").is_file()
+    return libs
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compile_driver(tmp_path_factory.mktemp("driver") / "driver")
+
+
+def mpirun(
+    nranks: int,
+    command: list[str],
+    *,
+    preload: str = "",
+    env: dict[str, str] | None = None,
+    timeout: int = TIMEOUT,
+) -> subprocess.CompletedProcess[str]:
+    """``mpiexec -n nranks command`` with LD_PRELOAD set for the ranks only (not for mpiexec)."""
+    _, mpiexec = _tools()
+    full_env = mpitools.mpi_env(nranks, {**os.environ, **(env or {})})
+    full_env.pop("LD_PRELOAD", None)
+    args = [str(mpiexec), "-n", str(nranks)]
+    if preload:
+        args += ["-genv", "LD_PRELOAD", preload]
+    return subprocess.run(
+        args + command,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_driver(driver: Path, b: Built, *args: str, **kw) -> subprocess.CompletedProcess[str]:
+    coll = DRIVER_NAMES[b.schedule.collective.value]
+    extra = ["--root", str(b.schedule.root)] if b.schedule.root is not None else []
+    nranks = kw.pop("nranks", b.schedule.nranks)
+    return mpirun(nranks, [str(driver), coll, *extra, *args], preload=kw.pop("preload", str(b.lib)), **kw)
+
+
+def assert_passed(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert re.search(r"cases per rank, 0 failures", proc.stdout), proc.stdout
+
+
+# --------------------------------------------------------------------------
+# Generated text
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw"])
+def test_golden(name: str, tmp_path: Path) -> None:
+    schedule = _schedule(name, {"p": 4})
+    mpi_c.generate(schedule, tmp_path)
+    c_name, h_name = mpi_c.source_names(schedule)
+    for generated, suffix in ((c_name, ".c"), (h_name, ".h")):
+        text = (tmp_path / generated).read_text()
+        golden = GOLDEN / f"{name}_p4{suffix}"
+        if REGEN:
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(text)
+        assert golden.is_file(), f"missing {golden}: run with COLLC_REGEN_GOLDEN=1 to create it"
+        assert text == golden.read_text(), f"{generated} differs from {golden} (COLLC_REGEN_GOLDEN=1 regenerates)"
+
+
+def test_generated_files(tmp_path: Path) -> None:
+    schedule = _schedule("binomial_reduce", {"p": 5, "root": 3})
+    files = mpi_c.generate(schedule, tmp_path / "out")
+    names = {f.name for f in files}
+    assert {"collc_binomial_reduce.c", "collc_binomial_reduce.h", "Makefile", "collc_mpi.h"} <= names
+    text = (tmp_path / "out" / "collc_binomial_reduce.c").read_text()
+    assert "binomial_reduce.coll:" in text and str(EXAMPLES) not in text
+    assert "int MPI_Reduce(" in text and "int MPI_Reduce_c(" in text and "MPI_Allreduce(" not in text
+    assert "static int phase_reduce(struct collc_ctx *ctx)" in text
+    assert ".root = 3," in text
+
+
+def test_every_example_is_covered() -> None:
+    assert {name for _, name, _ in CASES} == {p.stem for p in EXAMPLES.glob("*.coll")}
+
+
+def test_build_errors(tmp_path: Path) -> None:
+    _tools()
+    schedule = _schedule("ring_allreduce", {"p": 2})
+    with pytest.raises(CollError, match="generate the sources first"):
+        mpi_c.build(tmp_path / "nothing", schedule)
+    mpi_c.generate(schedule, tmp_path / "src")
+    with pytest.raises(CollError, match=r"no_such_header\.h") as err:
+        mpi_c.build(tmp_path / "src", schedule, cflags=["-include", "no_such_header.h"])
+    assert "mpicc failed" in err.value.message
+
+
+# --------------------------------------------------------------------------
+# Builds
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [c for c, _, _ in CASES])
+def test_builds_and_exports(built: dict[str, Built], case: str) -> None:
+    b = built[case]
+    assert b.lib.is_file()
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(b.lib)], capture_output=True, text=True, check=True)
+    names = {line.split()[-1] for line in symbols.stdout.splitlines() if line.strip()}
+    mpi_name = mpi_c.MPI_NAMES[b.schedule.collective]
+    api = f"collc_{b.schedule.algorithm}_{mpi_c.API_NAMES[b.schedule.collective]}"
+    assert {mpi_name, f"{mpi_name}_c", api, f"{api}_f", f"collc_{b.schedule.algorithm}_last_error"} <= names
+    assert {n for n in names if n.startswith("MPI_")} == {mpi_name, f"{mpi_name}_c"}
+
+
+@pytest.mark.parametrize("case", [c for c, _, _ in CASES])
+def test_layout_matches_python(built: dict[str, Built], case: str) -> None:
+    """collc_<alg>_layout cuts chunks exactly as collectives.element_offsets."""
+    b = built[case]
+    s = b.schedule
+    lib = ctypes.CDLL(str(b.lib))
+    layout = getattr(lib, f"collc_{s.algorithm}_layout")
+    layout.argtypes = [ctypes.c_int64, ctypes.c_void_p]
+    p = s.nranks
+    counts = [0, 1, 2, 3, 5, 7, 8, 12, 13, 100, 1001, 4096, 100003, 2**33 + 5]
+    for count in counts:
+        if s.collective.value == "alltoall":
+            count *= p
+        out = np.zeros(s.nchunks + 1, dtype=np.int64)
+        assert layout(count, out.ctypes.data) == s.nchunks
+        want = collectives.element_offsets(s.collective, p, s.nchunks, count)
+        np.testing.assert_array_equal(out, want, err_msg=f"{case} count={count}")
+
+
+# --------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------
+
+
+def test_allreduce_ring_full(built: dict[str, Built], driver: Path) -> None:
+    """Every datatype and op, in place or not, all counts; split and duplicated communicators; the C API."""
+    b = built["ring_allreduce"]
+    api = "collc_ring_allreduce_allreduce"
+    proc = run_driver(driver, b, "--split", "--dup", "--api", api, env={"COLLC_SHIM_LOG": "1"})
+    assert_passed(proc)
+    lines = proc.stderr.splitlines()
+    assert lines and all(line.startswith("collc: ") for line in lines), proc.stderr[:2000]
+    ran = [line for line in lines if "->" not in line and "note:" not in line]
+    pattern = r"collc: (MPI_Allreduce|MPI_Allreduce_c|collc_ring_allreduce_allreduce) ring_allreduce p=4 rank \d "
+    assert all(re.match(pattern + r"count=\d+ \S+ (MPI_\w+|user-defined op)$", line) for line in ran), ran[:5]
+    assert any("MPI_Allreduce_c " in line for line in ran) and any(f"{api} " in line for line in ran)
+    fallbacks = {m.group(1) for line in lines if (m := re.search(r"-> PMPI fallback \((.*)\)$", line))}
+    assert fallbacks == {"communicator of size 2, compiled for p=4", "the reduction op is not commutative"}
+    assert any(re.search(rf"{api} .* -> error \(communicator of size 2", line) for line in lines)
+    notes = [line for line in lines if line.startswith("collc: note:")]
+    assert len(notes) == 4 * 2, notes  # one per reason per rank
+
+
+@pytest.mark.parametrize("case", ["swing_bw", "ring_allreduce_k3"])
+def test_allreduce_full(built: dict[str, Built], driver: Path, case: str) -> None:
+    assert_passed(run_driver(driver, built[case], "--split", "--dup"))
+
+
+@pytest.mark.parametrize("case", ["swing_lat", "rabenseifner", "recursive_doubling", "recursive_doubling_any"])
+def test_allreduce_quick(built: dict[str, Built], driver: Path, case: str) -> None:
+    assert_passed(run_driver(driver, built[case], "--quick"))
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["ring_allgather_k3", "bruck_allgather", "ring_reduce_scatter", "binomial_broadcast", "binomial_reduce",
+     "pairwise_alltoall"],
+)  # fmt: skip
+def test_other_collectives(built: dict[str, Built], driver: Path, case: str) -> None:
+    proc = run_driver(driver, built[case], "--split", "--dup", env={"COLLC_SHIM_LOG": "1"})
+    assert_passed(proc)
+    mpi_name = mpi_c.MPI_NAMES[built[case].schedule.collective]
+    ran = [line for line in proc.stderr.splitlines() if line.startswith(f"collc: {mpi_name}") and "->" not in line]
+    assert len(ran) > 100
+
+
+def test_size_mismatch_falls_back(built: dict[str, Built], driver: Path) -> None:
+    """A library compiled for p=4 on 2 ranks: correct results through PMPI, one note per rank."""
+    proc = run_driver(driver, built["ring_allreduce"], "--quick", nranks=2, env={"COLLC_SHIM_LOG": "1"})
+    assert_passed(proc)
+    lines = proc.stderr.splitlines()
+    fallbacks = [line for line in lines if line.endswith("-> PMPI fallback (communicator of size 2, compiled for p=4)")]
+    assert len(fallbacks) > 50
+    notes = [line for line in lines if line.startswith("collc: note:")]
+    assert len(notes) == 2 and all("communicator of size 2" in n for n in notes), notes
+
+
+def test_asan(tmp_path: Path) -> None:
+    """The swing_bw library and the driver built with AddressSanitizer, the full allreduce matrix."""
+    mpicc, _ = _tools()
+    schedule = _schedule("swing_bw", {"p": 4})
+    mpi_c.generate(schedule, tmp_path / "lib")
+    lib = mpi_c.build(tmp_path / "lib", schedule, sanitize=True)
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True, check=True)
+    assert "__asan_report" in undefined.stdout
+    driver = _compile_driver(tmp_path / "driver", "-fsanitize=address", "-fno-omit-frame-pointer")
+    libasan = subprocess.run([str(mpicc), "-print-file-name=libasan.so"], capture_output=True, text=True, check=True)
+    # The ASan runtime must come first: neither mpiexec nor the MPI library is instrumented.
+    preload = f"{libasan.stdout.strip()} {lib}"
+    env = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1"}
+    proc = run_driver(driver, Built(schedule, lib), "--dup", preload=preload, env=env)
+    assert "AddressSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert_passed(proc)
+
+
+def test_check_mode_passes(built: dict[str, Built], driver: Path) -> None:
+    proc = run_driver(driver, built["swing_bw"], env={"COLLC_SHIM_CHECK": "1"})
+    assert_passed(proc)
+    assert "COLLC_SHIM_CHECK" not in proc.stderr
+
+
+def _broken_ring(tmp_path: Path) -> Built:
+    """ring_allreduce with one reduce turned into a copy after verification: a wrong library."""
+    schedule = _schedule("ring_allreduce", {"p": 4})
+    step = schedule.steps[0]
+    ops = list(step.ops)
+    i = next(i for i, op in enumerate(ops) if op.kind is OpKind.RECV and op.action is Action.REDUCE)
+    ops[i] = dataclasses.replace(ops[i], action=Action.COPY)
+    steps = (dataclasses.replace(step, ops=tuple(ops)), *schedule.steps[1:])
+    broken = dataclasses.replace(schedule, steps=steps)
+    mpi_c.generate(broken, tmp_path)
+    return Built(broken, mpi_c.build(tmp_path, broken))
+
+
+def test_check_mode_aborts_on_a_broken_library(tmp_path: Path, driver: Path) -> None:
+    b = _broken_ring(tmp_path)
+    plain = run_driver(driver, b, "--quick")
+    assert plain.returncode != 0 and "FAIL allreduce" in plain.stderr  # the driver sees the damage
+    checked = run_driver(driver, b, "--quick", env={"COLLC_SHIM_CHECK": "1"})
+    assert checked.returncode != 0
+    assert re.search(
+        r"collc: MPI_Allreduce(_c)? ring_allreduce p=4 rank \d: COLLC_SHIM_CHECK: element \d+ differs from PMPI",
+        checked.stderr,
+    ), checked.stderr[-2000:]
+    assert "FAIL allreduce" not in checked.stderr  # the check fired before the driver looked
+
+
+def test_fortran_handles_and_mpi4py(built: dict[str, Built]) -> None:
+    """collc_<alg>_allreduce_f through ctypes, and mpi4py's Allreduce reaching MPI_Allreduce_c, checked."""
+    b = built["swing_bw"]
+    env = {"COLLC_SHIM_LOG": "1", "COLLC_SHIM_CHECK": "1"}
+    proc = mpirun(4, [sys.executable, str(CTYPES_SCRIPT), str(b.lib), "swing_bw"], preload=str(b.lib), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert proc.stdout.strip() == "ok"
+    entries = {line.split()[1] for line in proc.stderr.splitlines() if line.startswith("collc: ")}
+    assert entries == {"MPI_Allreduce_c", "collc_swing_bw_allreduce_f"}
