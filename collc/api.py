@@ -48,11 +48,13 @@ def list_examples() -> list[Path]:
 def resolve_path(name: str | Path) -> Path:
     """A `.coll` file: the path itself when it exists, else a bundled example of that name."""
     path = Path(name)
-    if path.exists():
+    if path.is_file():
         return path
     bundled = example_path(str(name))
     if bundled is not None:
         return bundled
+    if path.is_dir():
+        raise CollError(f"{name} is a folder, not a .coll file (and no bundled example has that name)")
     raise CollError(f"no such file: {name} (and no bundled example of that name; see 'collc examples')")
 
 

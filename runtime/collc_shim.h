@@ -162,6 +162,34 @@ static inline int collc_plain_type(MPI_Datatype dt, MPI_Count size, MPI_Aint ext
     return size > 0 && size == extent && lb == 0 && true_lb == 0 && true_extent == extent;
 }
 
+/* Whether `op` is one of MPI's predefined reduction ops. */
+static inline int collc_predefined_op(MPI_Op op)
+{
+    return op == MPI_SUM || op == MPI_PROD || op == MPI_MAX || op == MPI_MIN || op == MPI_LAND || op == MPI_LOR ||
+           op == MPI_LXOR || op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR || op == MPI_MAXLOC ||
+           op == MPI_MINLOC;
+}
+
+/* Whether MPI defines predefined op `op` on named datatype `dt`, found by a
+ * one-element trial reduction with errors returned rather than raised: a
+ * combination MPI rejects must go to PMPI on every rank, before the schedule
+ * starts, rather than fail in the middle of it on the ranks that reduce. */
+static inline int collc_op_defined(MPI_Datatype dt, MPI_Op op, MPI_Aint extent)
+{
+    unsigned char in[64], inout[64];
+    MPI_Errhandler saved;
+    int err;
+    if (extent <= 0 || extent > (MPI_Aint)sizeof in) return 1;
+    memset(in, 0, sizeof in);
+    memset(inout, 0, sizeof inout);
+    PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved);
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    err = PMPI_Reduce_local(in, inout, 1, dt, op);
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, saved);
+    PMPI_Errhandler_free(&saved);
+    return err == MPI_SUCCESS;
+}
+
 static inline enum collc_reason collc_reason_set(enum collc_reason why, const char *fmt, ...)
 {
     va_list ap;
@@ -206,6 +234,14 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
     PMPI_Type_get_extent(c->dt, &lb, &c->extent);
     if (!collc_plain_type(c->dt, c->type_size, c->extent, lb))
         return collc_reason_set(COLLC_DATATYPE, "datatype with holes or a nonzero lower bound");
+    if (c->op != MPI_OP_NULL && collc_predefined_op(c->op)) {
+        int ni, na, nd, combiner = MPI_COMBINER_NAMED;
+        PMPI_Type_get_envelope(c->dt, &ni, &na, &nd, &combiner);
+        if (combiner != MPI_COMBINER_NAMED)
+            return collc_reason_set(COLLC_OP, "a predefined op on a derived datatype (MPI defines none)");
+        if (collc_kernel_for(c->dt, c->op) == NULL && !collc_op_defined(c->dt, c->op, c->extent))
+            return collc_reason_set(COLLC_OP, "the op is not defined on this datatype");
+    }
 #if MPI_VERSION < 4
     if (c->elems * c->extent > INT_MAX)
         return collc_reason_set(COLLC_COUNT, "message sizes above INT_MAX need an MPI-4 library");

@@ -366,7 +366,7 @@ def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sani
     is not built with it must then load the ASan runtime first:
     ``LD_PRELOAD="$(mpicc -print-file-name=libasan.so) libcollc_<algorithm>.so"``.
     """
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()
     source = out_dir / source_names(schedule)[0]
     if not source.is_file():
         raise CollError(f"{source} does not exist: generate the sources first (collc.backends.mpi_c.generate)")
