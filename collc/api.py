@@ -11,18 +11,21 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from collc.backends import local, mpi_c, mpi_launch, mpi_py
-from collc.collectives import count_error
+from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
+from collc.elaborate_codecs import codec_table, override_codecs
 from collc.frontend.program import Program, load_program, parse_program
 from collc.ir import Collective, ParamValue, Schedule, schedule_to_json
 from collc.resources import data_dir
 from collc.verify.check import CheckReport, check
+from collc.verify.compression import analyse
 
 BACKENDS = ("local", "mpi", "mpi-c")
 """Where `Instance.run` executes: numpy in this process, or MPI processes running the generated mpi-py or mpi-c code."""
@@ -31,18 +34,31 @@ TARGETS = ("mpi-py", "mpi-c")
 """What `Instance.compile` generates."""
 
 
+EXAMPLE_FOLDERS = (".", "compression")
+"""Where the bundled examples live in ``examples/``: ``compression/`` holds those with compression
+points (they run on the local backend only)."""
+
+
 def example_path(name: str) -> Path | None:
     """The bundled example called ``name`` (with or without ``.coll``), if there is one."""
     stem = name[:-5] if name.endswith(".coll") else name
+    if "/" in stem or "\\" in stem:
+        return None
     try:
-        candidate = data_dir("examples") / f"{stem}.coll"
+        root = data_dir("examples")
     except FileNotFoundError:
         return None
-    return candidate if candidate.is_file() else None
+    for folder in EXAMPLE_FOLDERS:
+        candidate = root / folder / f"{stem}.coll"
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def list_examples() -> list[Path]:
-    return sorted(data_dir("examples").glob("*.coll"))
+    """The bundled examples: those of ``examples/``, then those of ``examples/compression/``."""
+    root = data_dir("examples")
+    return [path for folder in EXAMPLE_FOLDERS for path in sorted((root / folder).glob("*.coll"))]
 
 
 def resolve_path(name: str | Path) -> Path:
@@ -90,6 +106,15 @@ class Algorithm:
     def sources(self) -> dict[str, str]:
         return self.program.sources
 
+    @property
+    def codecs(self) -> dict[str, str]:
+        """The declared codecs: name -> canonical spec (``{"q": "ebq(eb=0.001)"}``)."""
+        return codec_table(self.program)
+
+    def with_codecs(self, codecs: Mapping[str, str]) -> Algorithm:
+        """The algorithm with declared codecs replaced (``{"q": "ebq(eb=1e-4)"}``, as ``--codec q=...``)."""
+        return Algorithm(override_codecs(self.program, codecs))
+
     def instantiate(self, **params: ParamValue) -> Instance:
         """Elaborate with the given parameter values (``p=16``, ``dims=(4, 4)``)."""
         return Instance(self, elaborate(self.program, params))
@@ -106,8 +131,10 @@ class Instance:
     def nranks(self) -> int:
         return self.schedule.nranks
 
-    def verify(self) -> CheckReport:
-        return check(self.schedule)
+    def verify(self, *, input_bound: float = 1.0, tolerance: float | None = None) -> CheckReport:
+        """Check the schedule; with compression points, for inputs ``|x| <= input_bound``, and
+        a worst-case error bound above ``tolerance`` is a finding (see `collc.verify.check.check`)."""
+        return check(self.schedule, input_bound=input_bound, tolerance=tolerance)
 
     def _require_verified(self, what: str) -> None:
         report = self.verify()
@@ -183,8 +210,13 @@ class Instance:
             )  # fmt: skip
         if backend != "local":
             raise CollError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        s = self.schedule
+        bounds = None
+        if s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None and dtype in local.DTYPES:
+            # the inputs are uniform in [-1, 1]: the verifier's bounds for |x| <= 1
+            bounds = analyse(s, input_bound=1.0, dtype=dtype).bound
         try:
-            return local.run(self.schedule, count, dtype, op, seed=seed, iters=iters)
+            return local.run(s, count, dtype, op, seed=seed, iters=iters, error_bounds=bounds)
         except ValueError as err:
             raise CollError(str(err)) from None
 

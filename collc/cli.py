@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import sys
@@ -118,7 +119,26 @@ def collect_params(p: str | None, params: tuple[str, ...], dims: str | None = No
     return values
 
 
+def parse_codec_options(items: tuple[str, ...]) -> dict[str, str]:
+    """``--codec q=ebq(eb=1e-4)`` options -> {"q": "ebq(eb=1e-4)"} (the specs are checked on loading)."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, spec = item.partition("=")
+        name, spec = name.strip(), spec.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name) or not spec:
+            raise click.BadParameter(f"{item!r}: expected NAME=SPEC, e.g. q=ebq(eb=1e-4)", param_hint="--codec")
+        out[name] = spec
+    return out
+
+
 def instance_options(fn: F) -> F:
+    fn = click.option(
+        "--codec",
+        "codecs",
+        multiple=True,
+        metavar="NAME=SPEC",
+        help="Replace a declared codec, e.g. q=ebq(eb=1e-4) (docs/compression.md).",
+    )(fn)
     fn = click.option(
         "--param", "params", multiple=True, metavar="NAME=SPEC", help="Another parameter (a value, range or list)."
     )(fn)
@@ -135,16 +155,23 @@ def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoRetur
     sys.exit(EXIT_INPUT)
 
 
-def load_algorithm(file: str) -> api.Algorithm:
+def load_algorithm(file: str, codecs: tuple[str, ...] = ()) -> api.Algorithm:
+    overrides = parse_codec_options(codecs)
     try:
-        return api.load(file)
+        alg = api.load(file)
     except CollError as err:
         fail_input(err, _sources_of(err, file))
+    try:
+        return alg.with_codecs(overrides)
+    except CollError as err:
+        fail_input(CollError(f"--codec: {err.message}", None, err.notes), alg.sources)
 
 
-def load_instance(file: str, p: str | None, params: tuple[str, ...], dims: str | None = None) -> api.Instance:
+def load_instance(
+    file: str, p: str | None, params: tuple[str, ...], dims: str | None = None, codecs: tuple[str, ...] = ()
+) -> api.Instance:
     values = collect_params(p, params, dims)
-    alg = load_algorithm(file)
+    alg = load_algorithm(file, codecs)
     try:
         return alg.instantiate(**values)
     except CollError as err:
@@ -176,10 +203,26 @@ def main() -> None:
 @click.option("--keep-going", is_flag=True, help="Check every instance of a range, not only up to the first failure.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes for ranges.")
 @click.option("--trace", "trace", type=click.IntRange(min=0), default=None, metavar="CHUNK", help="History of a chunk.")
+@click.option(
+    "--input-bound",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="A",
+    help="Compression: the inputs' magnitude bound |x| <= A that error bounds assume.",
+)
+@click.option(
+    "--tolerance",
+    default=None,
+    type=click.FloatRange(min=0),
+    metavar="T",
+    help="Compression: fail when the worst-case error bound of an output exceeds T.",
+)
 def check(
     file: str,
     p: str | None,
     params: tuple[str, ...],
+    codecs: tuple[str, ...],
     dims: str | None,
     as_json: bool,
     shown: int,
@@ -187,10 +230,13 @@ def check(
     keep_going: bool,
     jobs: int | None,
     trace: int | None,
+    input_bound: float,
+    tolerance: float | None,
 ) -> None:
-    """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition."""
+    """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition,
+    compression points and their error bound."""
     instances = parameter_sets(collect_ranges(p, params, dims))
-    alg = load_algorithm(file)
+    alg = load_algorithm(file, codecs)
     if len(instances) == 1:
         try:
             schedule = alg.instantiate(**instances[0]).schedule
@@ -202,7 +248,7 @@ def check(
             except ValueError as err:
                 raise click.BadParameter(str(err), param_hint="--trace") from None
             sys.exit(EXIT_OK)
-        result = judge(schedule, instances[0], model)
+        result = judge(schedule, instances[0], model, input_bound=input_bound, tolerance=tolerance)
         assert result.report is not None
         if as_json:
             click.echo(json.dumps(report.report_json(schedule, result.report, result.deadlock), indent=2))
@@ -211,7 +257,8 @@ def check(
         sys.exit(EXIT_OK if result.status == "ok" else EXIT_WRONG)
     if trace is not None:
         raise click.UsageError("--trace needs a single instance (one value of each parameter)")
-    outcome = _sweep_with_progress(alg, instances, model, keep_going, jobs, quiet=as_json)
+    limits = {"input_bound": input_bound, "tolerance": tolerance}
+    outcome = _sweep_with_progress(alg, instances, model, keep_going, jobs, quiet=as_json, limits=limits)
     if as_json:
         click.echo(json.dumps(report.sweep_json(alg, outcome), indent=2))
     else:
@@ -227,9 +274,10 @@ def _sweep_with_progress(
     keep_going: bool,
     jobs: int | None,
     quiet: bool,
+    limits: dict[str, Any],
 ) -> SweepResult:
     if quiet or not sys.stderr.isatty():
-        return sweep(alg.program, instances, model=model, jobs=jobs, keep_going=keep_going)
+        return sweep(alg.program, instances, model=model, jobs=jobs, keep_going=keep_going, **limits)
     console = Console(stderr=True)
     with Progress(
         TextColumn("checking {task.description}"),
@@ -247,6 +295,7 @@ def _sweep_with_progress(
             jobs=jobs,
             keep_going=keep_going,
             progress=lambda _: bar.advance(task),
+            **limits,
         )
 
 
@@ -255,19 +304,26 @@ def _sweep_with_progress(
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON (docs/ir-json.md).")
 @click.option("--rank", "only_rank", type=int, default=None, help="Show only this rank's operations.")
 def show(
-    file: str, p: str | None, params: tuple[str, ...], dims: str | None, as_json: bool, only_rank: int | None
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    as_json: bool,
+    only_rank: int | None,
 ) -> None:
     """Print a schedule step by step (or its IR as JSON)."""
-    inst = load_instance(file, p, params, dims)
+    inst = load_instance(file, p, params, dims, codecs)
     s = inst.schedule
     if as_json:
         click.echo(json.dumps(inst.to_json()))
         return
     click.echo(
         f"{s.algorithm} ({s.collective.value}) {report.params_text(s.params)}: {s.nranks} ranks, {s.nchunks} chunks, "
-        f"{len(s.steps)} steps"
+        f"{len(s.steps)} steps" + "".join(f"; codec {name} = {spec}" for name, spec in s.codecs)
     )
-    header = f"{'step':>5}  {'phase':<16} {'rank':>5}  {'op':<4} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
+    width = 10 if s.compresses() else 4  # room for "decompress"
+    header = f"{'step':>5}  {'phase':<16} {'rank':>5}  {'op':<{width}} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
     click.echo(header)
     click.echo("-" * len(header))
     for step in s.steps:
@@ -275,9 +331,11 @@ def show(
             if only_rank is not None and op.rank != only_rank:
                 continue
             action = op.action.value if op.action is not None else ""
+            peer = "" if op.kind.local else str(op.peer)
+            codec = f"  [{op.codec}]" if op.codec is not None else ""
             click.echo(
-                f"{step.index:>5}  {step.phase[:16]:<16} {op.rank:>5}  {op.kind.value:<4} {op.peer:>5}  "
-                f"{action:<6} {op.span.line:>5}  {op.chunks}"
+                f"{step.index:>5}  {step.phase[:16]:<16} {op.rank:>5}  {op.kind.value:<{width}} {peer:>5}  "
+                f"{action:<6} {op.span.line:>5}  {op.chunks}{codec}"
             )
 
 
@@ -289,10 +347,17 @@ def show(
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--no-build", is_flag=True, help="mpi-c: write the sources and Makefile, do not run mpicc.")
 def compile_cmd(
-    file: str, p: str | None, params: tuple[str, ...], dims: str | None, target: str, out: str, no_build: bool
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    target: str,
+    out: str,
+    no_build: bool,
 ) -> None:
     """Verify a schedule, then generate its executor (and build it, for mpi-c)."""
-    inst = load_instance(file, p, params, dims)
+    inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
         click.echo(report.report_text(inst.schedule, checked, inst.algorithm.sources), err=True)
@@ -340,6 +405,7 @@ def run(
     file: str,
     p: str | None,
     params: tuple[str, ...],
+    codecs: tuple[str, ...],
     dims: str | None,
     size: str | None,
     sizes: str | None,
@@ -358,7 +424,7 @@ def run(
     if size is not None and sizes is not None:
         raise click.UsageError("give --size or --sizes, not both")
     byte_sizes = parse_sizes(sizes) if sizes is not None else [parse_size(size or "4MiB")]
-    inst = load_instance(file, p, params, dims)
+    inst = load_instance(file, p, params, dims, codecs)
     s = inst.schedule
     if not no_check:
         checked = inst.verify()
@@ -415,7 +481,7 @@ def _needs_blocks(s: Schedule) -> bool:
 def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:
     seconds = result.time_us * 1e-6
     algbw = result.nbytes / seconds / 1e9 if seconds > 0 else 0.0
-    return {
+    row: dict[str, Any] = {
         "size_bytes": result.nbytes,
         "count": result.count,
         "dtype": result.dtype,
@@ -426,6 +492,15 @@ def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:
         "busbw_gbps": algbw * busbw_factor(s.collective, s.nranks),
         "wrong": result.wrong,
     }
+    if result.error_bound is not None:  # compression points: measured error and verified bound (null: unbounded)
+        row["max_abs_error"] = _finite(result.max_abs_error)
+        row["error_bound"] = _finite(result.error_bound)
+    return row
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no infinity: an unbounded (or infinite) figure is null."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow) -> dict[str, Any]:
@@ -438,6 +513,9 @@ def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
     mpi = backend != "local"
     ranks = f", {s.nranks} MPI processes" if mpi else ""
     extra = f" {'min(us)':>10} {'max(us)':>10} {'iters':>6}" if mpi else ""
+    lossy = any("error_bound" in r for r in rows)
+    if lossy:
+        extra += f" {'max|err|':>10} {'bound':>10}"
     out = [
         f"# collc run: {s.algorithm} ({s.collective.value}) {report.params_text(s.params)}, backend {backend}{ranks}",
         f"# {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time(us)':>12} "
@@ -445,25 +523,61 @@ def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         more = f" {r['min_us']:>10.1f} {r['max_us']:>10.1f} {r['iters']:>6}" if mpi else ""
+        if lossy:
+            more += f" {_figure(r.get('max_abs_error'), 'inf'):>10} {_figure(r.get('error_bound'), 'unbounded'):>10}"
         out.append(
             f"  {r['size_bytes']:>12} {r['count']:>12} {r['dtype']:>8} {r['op']:>6} {r['root']:>5} "
             f"{r['time_us']:>12.1f} {r['algbw_gbps']:>12.3f} {r['busbw_gbps']:>12.3f} {r['wrong']:>7}{more}"
         )
     wrong = sum(r["wrong"] for r in rows)
-    out.append(f"# {'all results correct' if wrong == 0 else f'{wrong} wrong element(s)'}")
+    right = "all results within the verified error bound" if lossy else "all results correct"
+    out.append(f"# {right if wrong == 0 else f'{wrong} wrong element(s)'}")
+    if lossy:
+        out.append(
+            "# compression: max|err| is measured against the exact float64 reduction, bound is the verifier's "
+            "(inputs |x| <= 1); an element is wrong when its error exceeds its bound plus rounding"
+        )
     return "\n".join(out)
+
+
+def _figure(value: float | None, infinite: str) -> str:
+    return infinite if value is None else f"{value:.3g}"
 
 
 @main.command()
 def examples() -> None:
-    """List the bundled example algorithms (usable by name in place of a FILE)."""
-    for path in api.list_examples():
+    """List the bundled example algorithms (usable by name in place of a FILE); those with
+    compression points (examples/compression/) come last."""
+    paths = api.list_examples()
+    width = max((len(path.stem) for path in paths), default=0)
+    for path in paths:
         first = ""
         for line in path.read_text().splitlines():
             if line.startswith("#"):
                 first = line.lstrip("# ").strip()
                 break
-        click.echo(f"{path.stem:<26} {first}")
+        click.echo(f"{path.stem:<{max(26, width)}} {first}")
+
+
+@main.command(name="codecs")
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def codecs_cmd(as_json: bool) -> None:
+    """List the codecs a schedule can compress with, and their properties (docs/codecs.md)."""
+    from collc.codecs import describe
+
+    rows = describe()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    yes = {True: "yes", False: "no"}
+    header = f"{'codec':<10} {'example':<22} {'lossy':<6} {'error':<11} {'idempotent':<11} {'homomorphic':<12} "
+    header += f"{'static size':<12} {'cuda':<5} available"
+    click.echo(header)
+    for r in rows:
+        click.echo(
+            f"{r['name']:<10} {r['spec']:<22} {yes[r['lossy']]:<6} {r['error_model']:<11} {yes[r['idempotent']]:<11} "
+            f"{yes[r['homomorphic_sum']]:<12} {yes[r['static_size']]:<12} {yes[r['cuda']]:<5} {yes[r['available']]}"
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,9 +28,10 @@ from typing import Any
 
 from collc import collectives
 from collc.diagnostics import CollError
+from collc.elaborate_codecs import codec_table, emit_local
 from collc.frontend import ast
 from collc.frontend.program import Program
-from collc.ir import Action, ChunkSet, Op, OpKind, ParamValue, Schedule, Span, Step
+from collc.ir import Action, ChunkSet, CodecOp, Op, OpKind, ParamValue, Schedule, Span, Step, make_op
 from collc.values import (
     BUILTINS,
     MAX_SET_ELEMENT,
@@ -67,6 +68,7 @@ _new_set = ChunkSet.__new__
 _set_bits = ChunkSet.bits.__set__  # type: ignore[attr-defined]
 _new_op = Op.__new__
 _op_fields = tuple(getattr(Op, name).__set__ for name in ("rank", "kind", "peer", "chunks", "action", "span"))
+_op_codec = CodecOp.codec.__set__  # type: ignore[attr-defined]
 
 
 def _op(
@@ -158,7 +160,14 @@ class _Emitter:
         self.counter += 1
 
     def emit(
-        self, kind: OpKind, peer: Value, chunks: Value, action: Action | None, span: Span, peer_span: Span | None = None
+        self,
+        kind: OpKind,
+        peer: Value,
+        chunks: Value,
+        action: Action | None,
+        span: Span,
+        peer_span: Span | None = None,
+        codec: str | None = None,
     ) -> None:
         rank = self.rank
         if type(peer) is not int or not 0 <= peer < self.nranks or peer == rank:
@@ -181,7 +190,10 @@ class _Emitter:
                 self.open_step(span)
                 self.close_step()
             return
-        op = _op(rank, kind, peer, cset, action, span)
+        if codec is None:
+            op = _op(rank, kind, peer, cset, action, span)
+        else:
+            op = make_op(rank, kind, peer, cset, action, span, codec)
         if self.in_step is not None:
             current = self.current
             if current is None:
@@ -275,6 +287,8 @@ _CODE_GLOBALS: dict[str, Any] = {
     "_note_call": _note_call,
     "_op_action": _op_fields[4],
     "_op_chunks": _op_fields[3],
+    "_op_codec": _op_codec,
+    "CodecOp": CodecOp,
     "_op_kind": _op_fields[1],
     "_op_peer": _op_fields[2],
     "_op_rank": _op_fields[0],
@@ -688,12 +702,20 @@ class _Code:
         self.line(f"{e}.counter += 1")
 
     def emit(
-        self, kind: OpKind, peer: str, chunks: str, action: Action | None, span: Span, peer_span: Span | None
+        self,
+        kind: OpKind,
+        peer: str,
+        chunks: str,
+        action: Action | None,
+        span: Span,
+        peer_span: Span | None,
+        codec: ast.CodecRef | None = None,
     ) -> None:
         """A valid peer, in a step, with a valid non-empty chunk set: the op goes straight to the step's list.
         Anything else goes to `_Emitter.emit`, which does the same or raises the error (peer errors first)."""
         compiler = self.compiler
-        e, k, a, s = (self.value(v) for v in (compiler.emitter, kind, action, span))
+        spec = compiler.codecs[codec.name] if codec is not None else None
+        e, k, a, s, c = (self.value(v) for v in (compiler.emitter, kind, action, span, spec))
         ps = self.value(peer_span) if peer_span is not None else "None"
         in_step = "" if peer_span is not None else f" and {e}.in_step is not None"  # an exchange opened one
         cs, current, op = self.temp(), self.temp(), self.temp()
@@ -710,26 +732,40 @@ class _Code:
                 self.line(f"{current} = {e}.current")
                 with self.nested(f"if {current} is None:"):
                     self.line(f"{current} = {e}.current = {e}.ops.setdefault({e}.counter, [])")
-                self.line(f"{op} = _new_op(Op)")
+                self.line(f"{op} = _new_op({'Op' if spec is None else 'CodecOp'})")
                 for field_, v in (("rank", f"{e}.rank"), ("kind", k), ("peer", peer), ("chunks", cs)):
                     self.line(f"_op_{field_}({op}, {v})")
                 self.line(f"_op_action({op}, {a})")
                 self.line(f"_op_span({op}, {s})")
+                if spec is not None:
+                    self.line(f"_op_codec({op}, {c})")
                 self.line(f"{current}.append({op})")
             with self.nested("else:"):
-                self.line(f"{e}.emit({k}, {peer}, {cs}, {a}, {s}, {ps})")
+                self.line(f"{e}.emit({k}, {peer}, {cs}, {a}, {s}, {ps}, {c})")
         with self.nested("else:"):
-            self.line(f"{e}.emit({k}, {peer}, {chunks}, {a}, {s}, {ps})")
+            self.line(f"{e}.emit({k}, {peer}, {chunks}, {a}, {s}, {ps}, {c})")
 
     def _s_Send(self, node: ast.Send, local: Scope) -> None:
         _check_literals(node.chunks)  # compiled first, then the peer: its compile error comes first
         peer, chunks = self.expr(node.peer, local), self.expr(node.chunks, local)
-        self.emit(OpKind.SEND, peer, chunks, None, node.span, None)
+        self.emit(OpKind.SEND, peer, chunks, None, node.span, None, node.codec)
 
     def _s_Recv(self, node: ast.Recv, local: Scope) -> None:
         _check_literals(node.chunks)  # compiled first, then the peer: its compile error comes first
         peer, chunks = self.expr(node.peer, local), self.expr(node.chunks, local)
-        self.emit(OpKind.RECV, peer, chunks, Action(node.action), node.span, None)
+        self.emit(OpKind.RECV, peer, chunks, Action(node.action), node.span, None, node.codec)
+
+    def _s_Compress(self, node: ast.Compress, local: Scope) -> None:
+        self.local_op(OpKind.COMPRESS, node.chunks, self.compiler.codecs[node.codec.name], node.span, local)
+
+    def _s_Decompress(self, node: ast.Decompress, local: Scope) -> None:
+        self.local_op(OpKind.DECOMPRESS, node.chunks, None, node.span, local)
+
+    def local_op(self, kind: OpKind, chunks: ast.Expr, spec: str | None, span: Span, local: Scope) -> None:
+        """`emit_local`: a compress or decompress op (rare enough for a call per op)."""
+        cs = self.expr(chunks, local)
+        e, k, c, s = (self.value(v) for v in (self.compiler.emitter, kind, spec, span))
+        self.line(f"{self.value(emit_local)}({e}, {k}, {cs}, {c}, {s})")
 
     def _s_Exchange(self, node: ast.Exchange, local: Scope) -> None:
         peer, outer = self.expr(node.peer, local), self.temp()
@@ -737,10 +773,11 @@ class _Code:
         self.line(f"{outer} = {emitter}.in_step is None")
         with self.nested(f"if {outer}:"):
             self.open_step(node.span)
+        send_codec, recv_codec = node.send_codec or node.recv_codec, node.recv_codec or node.send_codec
         send = self.expr(node.send, local)
-        self.emit(OpKind.SEND, peer, send, None, node.send_span, node.peer.span)
+        self.emit(OpKind.SEND, peer, send, None, node.send_span, node.peer.span, send_codec)
         recv = self.expr(node.recv, local)
-        self.emit(OpKind.RECV, peer, recv, Action(node.action), node.recv_span, node.peer.span)
+        self.emit(OpKind.RECV, peer, recv, Action(node.action), node.recv_span, node.peer.span, recv_codec)
         with self.nested(f"if {outer}:"):
             self.close_step()
 
@@ -776,6 +813,7 @@ class _Compiler:
         self.program = program
         self.globals = globals_
         self.emitter = emitter
+        self.codecs = codec_table(program)  # codec name -> canonical spec
         self.memos: dict[str, dict[tuple[object, ...], Value]] = {name: {} for name in program.fns}
         self.fns: dict[str, Callable[[tuple[Value, ...], Span], Value]] = {}
         self.procs: dict[str, Callable[[tuple[Value, ...], Span], None]] = {}
@@ -1236,6 +1274,7 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
         steps=tuple(steps),
         source=program.path,
         span=program.header.span,
+        codecs=tuple(compiler.codecs.items()),
     )
 
 

@@ -69,6 +69,13 @@ class Collective(str, Enum):
 class OpKind(str, Enum):
     SEND = "send"
     RECV = "recv"
+    COMPRESS = "compress"  # local: the rank's slots become compressed with ``Op.codec``
+    DECOMPRESS = "decompress"  # local: the rank's compressed slots become raw again
+
+    @property
+    def local(self) -> bool:
+        """A local op touches only the rank's own buffer (its ``peer`` is the rank itself)."""
+        return self is OpKind.COMPRESS or self is OpKind.DECOMPRESS
 
 
 class Action(str, Enum):
@@ -179,10 +186,14 @@ def bits_to_runs(bits: int) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    """One point-to-point operation of one rank in one step.
+    """One operation of one rank in one step.
 
     ``kind`` SEND: ``rank`` sends ``chunks`` to ``peer``.
     ``kind`` RECV: ``rank`` receives ``chunks`` from ``peer`` and applies ``action``.
+    ``kind`` COMPRESS / DECOMPRESS: local ops on ``rank``'s own slots (``peer == rank``).
+
+    An op that names a codec is a `CodecOp`; ``codec`` is None on every other op
+    (which keeps the ops of schedules without compression as small as they were).
     """
 
     rank: int
@@ -191,6 +202,29 @@ class Op:
     chunks: ChunkSet
     action: Action | None
     span: Span
+
+    @property
+    def codec(self) -> str | None:
+        """The op's codec: None here, a canonical codec spec on a `CodecOp`."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CodecOp(Op):
+    """An op with a codec, a canonical spec (``"ebq(eb=0.001)"``, `collc.codecs`): on a send or
+    a receive, the message travels compressed with it (the receiver gets the decoded data);
+    on a COMPRESS op, the codec the chunks are compressed with."""
+
+    codec: str  # type: ignore[assignment]  # a field here, the base's None elsewhere
+
+
+def make_op(
+    rank: int, kind: OpKind, peer: int, chunks: ChunkSet, action: Action | None, span: Span, codec: str | None = None
+) -> Op:
+    """An `Op`, or a `CodecOp` when ``codec`` is given."""
+    if codec is None:
+        return Op(rank, kind, peer, chunks, action, span)
+    return CodecOp(rank, kind, peer, chunks, action, span, codec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +250,7 @@ class Schedule:
     steps: tuple[Step, ...]
     source: str
     span: Span  # the `algorithm` header
+    codecs: tuple[tuple[str, str], ...] = ()  # the program's codec declarations: (name, canonical spec)
 
     def param(self, name: str) -> ParamValue:
         for key, value in self.params:
@@ -231,6 +266,11 @@ class Schedule:
         for step in self.steps:
             for op in step.ops:
                 yield step, op
+
+    def compresses(self) -> bool:
+        """Whether some op compresses or decompresses data (a local op, or a send or receive with a codec)."""
+        local = (OpKind.COMPRESS, OpKind.DECOMPRESS)
+        return any(op.codec is not None or op.kind in local for step in self.steps for op in step.ops)
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -250,7 +290,10 @@ def params_text(params: tuple[tuple[str, ParamValue], ...] | dict[str, ParamValu
 # The stable JSON form (documented in docs/ir-json.md)
 # --------------------------------------------------------------------------
 
-IR_JSON_VERSION = 1
+IR_JSON_VERSION = 2
+"""The newest version written.  Version 2 added compression points (the ``compress`` and
+``decompress`` kinds and ``codec``); a schedule without any is written as version 1,
+exactly as before, so that readers of version 1 keep reading it."""
 
 
 def _param_to_json(value: ParamValue) -> Any:
@@ -275,14 +318,16 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
             }
             if op.action is not None:
                 entry["action"] = op.action.value
+            if op.codec is not None:
+                entry["codec"] = op.codec
             entry["line"] = op.span.line
             entry["column"] = op.span.column
             if op.span.file != schedule.source:
                 entry["file"] = op.span.file
             ops.append(entry)
         steps.append({"index": step.index, "phase": step.phase, "ops": ops})
-    return {
-        "version": IR_JSON_VERSION,
+    out: dict[str, Any] = {
+        "version": IR_JSON_VERSION if schedule.compresses() else 1,
         "algorithm": schedule.algorithm,
         "collective": schedule.collective.value,
         "source": schedule.source,
@@ -290,12 +335,18 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
         "nranks": schedule.nranks,
         "nchunks": schedule.nchunks,
         "root": schedule.root,
-        "steps": steps,
     }
+    if schedule.codecs:
+        out["codecs"] = dict(schedule.codecs)
+    out["steps"] = steps
+    return out
 
 
 def schedule_from_json(data: dict[str, Any]) -> Schedule:
     """Inverse of `schedule_to_json` (spans keep only file, line and column)."""
+    version = data.get("version", 1)
+    if version not in (1, IR_JSON_VERSION):
+        raise ValueError(f"unsupported IR JSON version {version!r} (this collc reads 1 and {IR_JSON_VERSION})")
     source = str(data.get("source", "<json>"))
     steps = []
     for step in data["steps"]:
@@ -304,14 +355,16 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
             line = int(op.get("line", 0))
             column = int(op.get("column", 0))
             action = op.get("action")
+            codec = op.get("codec")
             ops.append(
-                Op(
+                make_op(
                     rank=int(op["rank"]),
                     kind=OpKind(op["kind"]),
-                    peer=int(op["peer"]),
+                    peer=int(op.get("peer", op["rank"])),
                     chunks=ChunkSet.of(int(c) for c in op["chunks"]),
                     action=Action(action) if action is not None else None,
                     span=Span(str(op.get("file", source)), line, column, line, column),
+                    codec=str(codec) if codec is not None else None,
                 )
             )
         steps.append(Step(index=int(step["index"]), phase=str(step["phase"]), ops=tuple(ops)))
@@ -326,4 +379,5 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
         steps=tuple(steps),
         source=source,
         span=Span(source, 1, 1, 1, 1),
+        codecs=tuple((str(k), str(v)) for k, v in data.get("codecs", {}).items()),
     )

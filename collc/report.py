@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -9,6 +10,7 @@ from collc.api import Algorithm
 from collc.diagnostics import Diagnostic, Sources, format_diagnostic, format_error
 from collc.ir import ParamValue, Schedule
 from collc.verify.check import CheckReport, Finding
+from collc.verify.compression import ErrorStats, fmt_bound
 from collc.verify.deadlock import DeadlockReport
 from collc.verify.sweep import SKIPPED, InstanceResult, SweepResult
 from collc.verify.trace import trace_chunk
@@ -42,6 +44,42 @@ def finding_json(f: Finding) -> dict[str, Any]:
     }
 
 
+def _finite(value: float) -> float | None:
+    """JSON has no infinity: an unbounded figure is null."""
+    return value if math.isfinite(value) else None
+
+
+def compression_json(errors: ErrorStats | None) -> dict[str, Any]:
+    """``lossy_hops``, ``error_bound``, ``rms_error`` (0 without compression points; null: unbounded) and details."""
+    if errors is None:
+        return {"lossy_hops": 0, "error_bound": 0.0, "rms_error": 0.0, "compression": None}
+    return {
+        "lossy_hops": errors.lossy_hops,
+        "error_bound": _finite(errors.error_bound),
+        "rms_error": _finite(errors.rms_error),
+        "compression": {
+            "codecs": list(errors.codecs),
+            "input_bound": errors.input_bound,
+            "bounded": math.isfinite(errors.error_bound),
+            "unbounded_codecs": list(errors.unbounded),
+            "worst": {"rank": errors.worst_rank, "chunk": errors.worst_chunk},
+        },
+    }
+
+
+def compression_text(errors: ErrorStats) -> str:
+    """One line on the compression points' error, for people."""
+    where = f" (rank {errors.worst_rank}, chunk {errors.worst_chunk})" if errors.worst_rank is not None else ""
+    text = (
+        f"compression ({', '.join(errors.codecs)}): at most {errors.lossy_hops} lossy compression(s) per output "
+        f"element; worst-case error bound {fmt_bound(errors.error_bound)}{where}, rms estimate "
+        f"{fmt_bound(errors.rms_error)}, for inputs |x| <= {errors.input_bound:g}"
+    )
+    if errors.unbounded:
+        text += f"; unbounded: {', '.join(errors.unbounded)} has no sound error bound"
+    return text
+
+
 def report_json(schedule: Schedule, report: CheckReport, deadlock: DeadlockReport | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "algorithm": schedule.algorithm,
@@ -52,6 +90,7 @@ def report_json(schedule: Schedule, report: CheckReport, deadlock: DeadlockRepor
         "nchunks": schedule.nchunks,
         "ok": report.ok and (deadlock is None or deadlock.ok),
         "stats": {k: _json_value(v) for k, v in asdict(report.stats).items()},
+        **compression_json(report.compression),
         "findings": [finding_json(f) for f in report.findings],
     }
     if deadlock is not None:
@@ -69,6 +108,8 @@ def summary_text(report: CheckReport) -> str:
     )
     if stats.temp_buffer_steps:
         text += f"; {stats.temp_buffer_steps} (step, rank) pairs need a temporary receive buffer"
+    if report.compression is not None:
+        text += f"\n  {compression_text(report.compression)}"
     return text
 
 
@@ -98,6 +139,7 @@ def _instance_json(result: InstanceResult) -> dict[str, Any]:
     out: dict[str, Any] = {"params": {k: _json_value(v) for k, v in result.params.items()}, "status": result.status}
     if result.report is not None:
         out["stats"] = {k: _json_value(v) for k, v in asdict(result.report.stats).items()}
+        out.update(compression_json(result.report.compression))
         out["findings"] = [finding_json(f) for f in result.report.findings]
     if result.error is not None:
         span = result.error.span

@@ -1,5 +1,7 @@
 """The example library: every example verified for every allowed p in 2..64, run on the
-local executor against numpy, and mutants of the examples rejected with the right line."""
+local executor against numpy, and mutants of the examples rejected with the right line.
+The examples with compression points (examples/compression/) are verified for p in 2..16 and
+run with their codecs, judged by their error bounds (more in tests/test_compression*.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from collc.verify.check import check
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.coll"))
+COMPRESSION = sorted(p.stem for p in EXAMPLES.glob("compression/*.coll"))
 
 
 def params_for(alg: collc.Algorithm, p: int) -> dict[str, int]:
@@ -78,6 +81,34 @@ def test_example_runs_correctly_on_the_local_executor(name: str) -> None:
             assert result.wrong == 0, f"{name} p={p} {dtype} {op}: {result.wrong} wrong"
         ran += 1
     assert ran >= 3
+
+
+def test_the_library_has_the_compression_examples() -> None:
+    wanted = {
+        "compressed_ring_allgather_p2p", "compressed_ring_allgather", "compressed_ring_reduce_scatter",
+        "compressed_ring_allreduce", "homomorphic_allreduce", "compressed_swing_bw",
+    }  # fmt: skip
+    assert wanted <= set(COMPRESSION)
+    assert not set(COMPRESSION) & set(NAMES)  # usable by name: the names are unique
+
+
+@pytest.mark.parametrize("name", COMPRESSION)
+def test_compression_example_verifies_and_runs_within_its_bound(name: str) -> None:
+    alg = collc.load(name)
+    assert alg.codecs, f"{name} declares no codec"
+    for p in range(2, 17):
+        inst = allowed(alg, p)
+        assert inst is not None, f"{name} rejects p={p}"
+        report = inst.verify()
+        assert report.ok, f"{name} p={p}: {report.findings[0].message}"
+        assert inst.schedule.compresses() and report.compression is not None
+        if p in (2, 5, 8, 16):
+            count = 7 * p if alg.collective.value in ("allgather", "reduce_scatter") else 7 * p + 3
+            for dtype in ("float32", "float64"):
+                result = inst.run(count, dtype, "sum", seed=p)
+                assert result.wrong == 0, f"{name} p={p} {dtype}: {result.wrong} outside the bound"
+                assert result.max_abs_error is not None and result.error_bound is not None
+                assert 0 < result.max_abs_error <= result.error_bound
 
 
 def test_allreduce_result_equals_numpy_sum_directly() -> None:

@@ -38,7 +38,7 @@ from collc.resources import data_dir
 from collc.verify.check import check
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
-EXAMPLE_FILES = sorted(EXAMPLES_DIR.glob("*.coll"))
+EXAMPLE_FILES = sorted(EXAMPLES_DIR.glob("*.coll")) + sorted(EXAMPLES_DIR.glob("compression/*.coll"))
 LIB_FILES = sorted((EXAMPLES_DIR / "lib").glob("*.coll"))
 P_VALUES = (2, 3, 4, 8)
 MIN_VARIANTS = 500
@@ -48,7 +48,8 @@ SEED = 20240611
 
 KEYWORDS = frozenset(
     "algorithm param where chunks include fn return proc phase let assert for in if elif else step "
-    "exchange with send recv to from do pass copy reduce and or not true false mod int dims".split()
+    "exchange with send recv to from do pass copy reduce and or not true false mod int dims codec compress "
+    "decompress".split()
 )
 JUNK = (
     ")", "(", ":", ",", ";", "..", "{", "}", "[", "]", "$", "@", "?", '"', "\\", "#", "=", "**", "|",

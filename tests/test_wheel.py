@@ -102,7 +102,7 @@ def test_wheel_contents(wheel: Path) -> None:
         scripts = zf.read(entry_points).decode()
     for name in REQUIRED_IN_WHEEL:
         assert name in names, name
-    for path in [*EXAMPLES.glob("*.coll"), *EXAMPLES.glob("lib/*.coll")]:
+    for path in [*EXAMPLES.glob("*.coll"), *EXAMPLES.glob("lib/*.coll"), *EXAMPLES.glob("compression/*.coll")]:
         assert f"collc/_data/examples/{path.relative_to(EXAMPLES).as_posix()}" in names, path
     for module in ("collc/__init__.py", "collc/cli.py", "collc/api.py", "collc/resources.py"):
         assert module in names, module
@@ -150,7 +150,8 @@ def test_check_a_copied_example_with_include(venv: Path, outside: Path) -> None:
 def test_examples_listed(venv: Path, outside: Path) -> None:
     out = _ok(_run([venv / "bin" / "collc", "examples"], cwd=outside))
     listed = [line.split()[0] for line in out.splitlines() if line.strip()]
-    assert listed == sorted(p.stem for p in EXAMPLES.glob("*.coll"))
+    compression = sorted(p.stem for p in EXAMPLES.glob("compression/*.coll"))
+    assert listed == sorted(p.stem for p in EXAMPLES.glob("*.coll")) + compression
 
 
 def _tracked_files() -> list[str] | None:

@@ -210,7 +210,12 @@ def plan(schedule: Schedule, count: int) -> Plan:
                 )
             if op.chunks.max() >= nchunks:
                 raise ValueError(f"{op.span}: step {step.index}: chunk {op.chunks.max()} out of range 0..{nchunks - 1}")
-            if op.kind is not OpKind.RECV:
+            if op.kind is not OpKind.RECV or op.codec is not None:
+                if op.codec is not None or op.kind is not OpKind.SEND:
+                    raise ValueError(
+                        f"{op.span}: {schedule.algorithm} has compression points, which plans do not model; "
+                        "run it with local.run"
+                    )
                 continue
             if op.action is None:
                 raise ValueError(f"{op.span}: step {step.index}: receive of rank {op.rank} has no action")
@@ -466,6 +471,8 @@ class RunResult:
     iters: int
     time_us: float  # mean over iters of execute() alone
     wrong: int  # count_wrong of the last iteration
+    max_abs_error: float | None = None  # compression points: the largest error against the float64 reduction
+    error_bound: float | None = None  # compression points: the largest verified error bound of an output
 
 
 def run(
@@ -477,14 +484,30 @@ def run(
     iters: int = 1,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    error_bounds: np.ndarray | None = None,
 ) -> RunResult:
-    """Execute ``schedule`` on random inputs ``iters`` times and check the last result."""
+    """Execute ``schedule`` on random inputs ``iters`` times and check the last result.
+
+    A schedule with compression points runs with its codecs (`collc.backends.local_codecs`)
+    and is judged by ``error_bounds``, the verifier's bound per (rank, chunk) slot
+    (`collc.verify.compression.analyse`, for inputs of magnitude at most 1).
+    """
     dt = _dtype(dtype)
     _ufunc(op)
     if iters < 1:
         raise ValueError(f"iters must be at least 1, got {iters}")
     _check_layout(schedule)
     _check_budget(schedule, count, dt.itemsize, max_bytes)
+    if schedule.compresses():
+        from collc.backends import local_codecs  # it builds on this module
+
+        if error_bounds is None:
+            raise ValueError(
+                f"{schedule.algorithm} has compression points: its result is judged by the verifier's error bounds "
+                "(collc.verify.compression.analyse); pass error_bounds"
+            )
+        _logical(schedule, count)
+        return local_codecs.run(schedule, count, dtype, op, seed, iters, error_bounds, max_bytes=max_bytes)
     lowered = plan(schedule, count)
     inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
     total = 0.0

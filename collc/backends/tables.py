@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collc.diagnostics import CollError
 from collc.ir import Action, ChunkSet, Collective, OpKind, ParamValue, Schedule
 
 __all__ = [
@@ -139,6 +140,11 @@ def _line(file: str, line: int) -> str:
 
 def from_schedule(schedule: Schedule) -> Tables:
     """Tables of ``schedule``, which must have passed `collc.verify.check.check`."""
+    if schedule.compresses():
+        raise CollError(
+            f"{schedule.algorithm}: compression points are not supported by the mpi-py/mpi-c targets yet; "
+            "run it with --backend local"
+        )
     p = schedule.nranks
     per_rank: list[list[RankStep]] = [[] for _ in range(p)]
     infos: list[StepInfo] = []

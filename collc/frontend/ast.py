@@ -156,10 +156,19 @@ class StepBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class CodecRef:
+    """A use of a declared codec by name (``compress q``)."""
+
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Send:
     chunks: Expr
     peer: Expr
     span: Span
+    codec: CodecRef | None = None  # the message travels compressed
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +177,16 @@ class Recv:
     peer: Expr
     action: str  # copy | reduce
     span: Span
+    codec: CodecRef | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Exchange:
-    """Send and receive with one peer in the same step."""
+    """Send and receive with one peer in the same step.
+
+    A codec written on either half compresses both directions (the peer runs the
+    same exchange), unless the other half names its own.
+    """
 
     peer: Expr
     send: Expr
@@ -181,6 +195,25 @@ class Exchange:
     span: Span
     send_span: Span
     recv_span: Span
+    send_codec: CodecRef | None = None
+    recv_codec: CodecRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Compress:
+    """``compress CHUNKS with q``: the rank's slots become compressed (a local op)."""
+
+    chunks: Expr
+    codec: CodecRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Decompress:
+    """``decompress CHUNKS``: the rank's compressed slots become raw again (a local op)."""
+
+    chunks: Expr
+    span: Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +228,7 @@ class Pass:
     span: Span
 
 
-Stmt = Let | Assert | For | If | StepBlock | Send | Recv | Exchange | Do | Pass
+Stmt = Let | Assert | For | If | StepBlock | Send | Recv | Exchange | Compress | Decompress | Do | Pass
 
 # --------------------------------------------------------------------------
 # Declarations
@@ -218,6 +251,16 @@ class Param:
     constraint: Expr | None
     span: Span
     type_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class CodecDecl:
+    """``codec q = ebq(eb=1e-3)``; ``spec`` is the text `collc.codecs.parse_codec` reads."""
+
+    name: str
+    spec: str
+    span: Span
+    spec_span: Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +299,7 @@ class Include:
     span: Span
 
 
-Decl = Param | Chunks | Let | Fn | Proc | Phase | Include | Assert
+Decl = Param | CodecDecl | Chunks | Let | Fn | Proc | Phase | Include | Assert
 
 
 @dataclass(frozen=True, slots=True)

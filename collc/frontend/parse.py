@@ -7,6 +7,7 @@ DEDENT tokens through `CollIndenter`.  Every lark error is turned into a
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from functools import cache
@@ -132,6 +133,7 @@ _FRIENDLY = {
     "$END": "end of file",
     "ACTION": "'copy' or 'reduce'",
     "STEP": "'step'",
+    "FLOAT": "a number",
 }
 
 
@@ -183,6 +185,23 @@ def _unclosed_bracket(text: str, upto: int) -> tuple[str, int, int] | None:
             col += 1
         i += 1
     return stack[-1] if stack else None
+
+
+_FLOAT_TEXT = re.compile(r"([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+")
+
+
+def _float_literal(text: str, token: Token) -> tuple[int, int] | None:
+    """Where a float literal the parser stopped in (``1.5``, ``1e-3``) starts and ends in ``text``."""
+    pos = token.start_pos
+    if pos is None or token.type not in ("FLOAT", "NAME"):
+        return None
+    start = pos
+    while start > 0 and text[start - 1].isdigit():
+        start -= 1
+    m = _FLOAT_TEXT.match(text, start)
+    if m is None or m.end() <= pos or (start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_")):
+        return None
+    return start, m.end()
 
 
 def _describe_token(token: Token) -> str:
@@ -241,6 +260,20 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
             ) from None
         if token.type == "_INDENT":
             raise CollError("unexpected indentation: the line before does not open a block", span) from None
+        literal = _float_literal(text, token)
+        if literal is not None:
+            start, end = literal
+            raise CollError(
+                f"{text[start:end]} is not an integer: numbers with a fraction or an exponent are allowed only "
+                "in codec specs (codec q = ebq(eb=1e-3))",
+                Span(
+                    file,
+                    span.line,
+                    span.column - (token.start_pos - start),
+                    span.line,
+                    span.column - (token.start_pos - start) + end - start,
+                ),
+            ) from None
         raise CollError(f"unexpected {_describe_token(token)}; expected {expected}", span) from None
     except UnexpectedCharacters as err:
         line, col = err.line, err.column
@@ -270,6 +303,11 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
 # --------------------------------------------------------------------------
 # Parse tree -> AST
 # --------------------------------------------------------------------------
+
+
+def _codec_of(rest: list[Any]) -> ast.CodecRef | None:
+    """The optional codec clause among a statement's trailing children."""
+    return rest[0] if rest else None
 
 
 def _binop(op: str):  # type: ignore[no-untyped-def]
@@ -321,6 +359,17 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def param_where(self, meta: Any, children: list[Any]) -> tuple[str, Any]:
         return ("where", children[0])
+
+    def codec_decl(self, meta: Any, children: list[Any]) -> ast.CodecDecl:
+        name, (spec, spec_span) = children
+        return ast.CodecDecl(str(name), spec, self.span(meta), spec_span)
+
+    def codec_spec(self, meta: Any, children: list[Any]) -> tuple[str, Span]:
+        name, *args = children
+        return (f"{name}({', '.join(args)})" if args else str(name)), self.span(meta)
+
+    def codec_arg(self, meta: Any, children: list[Token]) -> str:
+        return "=".join(str(c) for c in children)
 
     def chunks_decl(self, meta: Any, children: list[Any]) -> ast.Chunks:
         return ast.Chunks(children[0], self.span(meta))
@@ -396,20 +445,30 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return ast.StepBlock(children[1], self.span(meta))
 
     def exchange_stmt(self, meta: Any, children: list[Any]) -> ast.Exchange:
-        peer, (send, send_span), (recv, action, recv_span) = children
-        return ast.Exchange(peer, send, recv, action, self.span(meta), send_span, recv_span)
+        peer, (send, send_span, send_codec), (recv, action, recv_span, recv_codec) = children
+        return ast.Exchange(peer, send, recv, action, self.span(meta), send_span, recv_span, send_codec, recv_codec)
 
-    def send_part(self, meta: Any, children: list[Any]) -> tuple[Any, Span]:
-        return children[0], self.span(meta)
+    def send_part(self, meta: Any, children: list[Any]) -> tuple[Any, Span, ast.CodecRef | None]:
+        return children[0], self.span(meta), _codec_of(children[1:])
 
-    def recv_part(self, meta: Any, children: list[Any]) -> tuple[Any, str, Span]:
-        return children[0], str(children[1]), self.span(meta)
+    def recv_part(self, meta: Any, children: list[Any]) -> tuple[Any, str, Span, ast.CodecRef | None]:
+        return children[0], str(children[1]), self.span(meta), _codec_of(children[2:])
 
     def send_stmt(self, meta: Any, children: list[Any]) -> ast.Send:
-        return ast.Send(children[0], children[1], self.span(meta))
+        return ast.Send(children[0], children[1], self.span(meta), _codec_of(children[2:]))
 
     def recv_stmt(self, meta: Any, children: list[Any]) -> ast.Recv:
-        return ast.Recv(children[0], children[1], str(children[2]), self.span(meta))
+        return ast.Recv(children[0], children[1], str(children[2]), self.span(meta), _codec_of(children[3:]))
+
+    def codec_clause(self, meta: Any, children: list[Token]) -> ast.CodecRef:
+        return ast.CodecRef(str(children[0]), self.tspan(children[0]))
+
+    def compress_stmt(self, meta: Any, children: list[Any]) -> ast.Compress:
+        chunks, name = children
+        return ast.Compress(chunks, ast.CodecRef(str(name), self.tspan(name)), self.span(meta))
+
+    def decompress_stmt(self, meta: Any, children: list[Any]) -> ast.Decompress:
+        return ast.Decompress(children[0], self.span(meta))
 
     def do_stmt(self, meta: Any, children: list[Any]) -> ast.Do:
         args = children[1] if len(children) > 1 else ()

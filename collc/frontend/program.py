@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from collc.codecs import parse_codec
 from collc.diagnostics import CollError
 from collc.frontend import ast
 from collc.frontend.parse import parse_module
@@ -42,6 +43,7 @@ class Program:
     procs: dict[str, ast.Proc]
     phases: tuple[ast.Phase, ...]
     sources: dict[str, str]  # file name -> text, for error carets
+    codecs: dict[str, ast.CodecDecl]  # codec name -> its declaration (spec checked by collc.codecs)
 
     @property
     def name(self) -> str:
@@ -128,8 +130,8 @@ def _collect_includes(
         sources[name] = text
         lib = parse_module(text, name, library=True)
         for d in lib.decls:
-            if isinstance(d, ast.Param | ast.Chunks | ast.Phase):
-                kind = type(d).__name__.lower()
+            if isinstance(d, ast.Param | ast.Chunks | ast.Phase | ast.CodecDecl):
+                kind = "codec" if isinstance(d, ast.CodecDecl) else type(d).__name__.lower()
                 raise CollError(f"an included file may not declare a {kind}", d.span)
         _collect_includes(lib, target.parent, sources, out, [*stack, name], depth + 1)
         out.append(lib)
@@ -153,6 +155,7 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
     fns: dict[str, ast.Fn] = {}
     procs: dict[str, ast.Proc] = {}
     phases: list[ast.Phase] = []
+    codecs: dict[str, ast.CodecDecl] = {}
     defined: dict[str, Span] = {}  # user-defined value names (params, lets)
 
     for module in modules:
@@ -166,6 +169,12 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
                         decl.type_span,
                     )
                 params.append(decl)
+            elif isinstance(decl, ast.CodecDecl):
+                if decl.name in codecs:
+                    first = codecs[decl.name].span.line
+                    raise CollError(f"codec {decl.name!r} is declared twice (first at line {first})", decl.span)
+                check_codec_spec(decl.spec, decl.spec_span)
+                codecs[decl.name] = decl
             elif isinstance(decl, ast.Chunks):
                 if chunks is not None:
                     raise CollError(f"the chunking is declared twice (first at line {chunks.span.line})", decl.span)
@@ -204,6 +213,7 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
         procs=procs,
         phases=tuple(phases),
         sources=sources,
+        codecs=codecs,
     )
     if collective.has_root and "root" not in defined:
         raise CollError(
@@ -211,6 +221,14 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
         )
     _Resolver(program).check()
     return program
+
+
+def check_codec_spec(spec: str, span: Span | None) -> str:
+    """The canonical spelling of a codec spec; a bad spec is an error at ``span``."""
+    try:
+        return parse_codec(spec).spec
+    except (ValueError, TypeError) as err:
+        raise CollError(f"bad codec spec {spec!r}: {err}", span) from None
 
 
 def _define(defined: dict[str, Span], name: str, span: Span, what: str) -> None:
@@ -293,16 +311,21 @@ class _Resolver:
             self.stmts(stmt.orelse, scope)
         elif isinstance(stmt, ast.StepBlock):
             self.stmts(stmt.body, scope)
-        elif isinstance(stmt, ast.Send):
+        elif isinstance(stmt, ast.Send | ast.Recv):
             self.expr(stmt.chunks, scope)
             self.expr(stmt.peer, scope)
-        elif isinstance(stmt, ast.Recv):
-            self.expr(stmt.chunks, scope)
-            self.expr(stmt.peer, scope)
+            self.codec(stmt.codec)
         elif isinstance(stmt, ast.Exchange):
             self.expr(stmt.peer, scope)
             self.expr(stmt.send, scope)
             self.expr(stmt.recv, scope)
+            self.codec(stmt.send_codec)
+            self.codec(stmt.recv_codec)
+        elif isinstance(stmt, ast.Compress):
+            self.expr(stmt.chunks, scope)
+            self.codec(stmt.codec)
+        elif isinstance(stmt, ast.Decompress):
+            self.expr(stmt.chunks, scope)
         elif isinstance(stmt, ast.Do):
             proc = self.program.procs.get(stmt.proc)
             if proc is None:
@@ -314,6 +337,13 @@ class _Resolver:
                 )
             for arg in stmt.args:
                 self.expr(arg, scope)
+
+    def codec(self, ref: ast.CodecRef | None) -> None:
+        if ref is None or ref.name in self.program.codecs:
+            return
+        known = ", ".join(sorted(self.program.codecs))
+        hint = f"declared codecs: {known}" if known else f"declare it in the header: codec {ref.name} = ebq(eb=1e-3)"
+        raise CollError(f"unknown codec {ref.name!r} ({hint})", ref.span)
 
     def expr(self, node: ast.Expr, scope: set[str]) -> None:
         if isinstance(node, ast.Name):

@@ -6,7 +6,9 @@ it contains, plus an exact "held" flag; it also does the well-formedness,
 matching and statistics work.  Only the chunks that fail the postcondition there
 (at most `_MAX_TRACED_CHUNKS`) are then re-traced *exactly* (per rank, a bitset
 of origins plus the counts above one) to name the missing or doubly counted
-contributions and the op responsible.
+contributions and the op responsible.  A schedule with compression points
+(noticed by the fingerprint pass) also gets the compression pass of
+`collc.verify.compression`: slot states, codec matching and error bounds.
 
 Semantics (see collc.ir and collc.collectives): per step and (src, dst) pair,
 sends and receives are merged into sets and must match; only matched chunks
@@ -23,47 +25,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error
-from collc.ir import Action, ChunkSet, Collective, Op, OpKind, Schedule, Span, bits_to_runs, format_id_set
+from collc.ir import Action, Collective, Op, OpKind, Schedule
+from collc.verify.compression import ErrorStats, analyse, fmt_bound
+from collc.verify.findings import CODES, Finding
+from collc.verify.findings import Collector as _Collector
+from collc.verify.findings import bits_ids as _bits_ids
+from collc.verify.findings import chunks_word as _chunks_word
+from collc.verify.findings import fmt as _fmt
+from collc.verify.findings import fmt_ids as _fmt_ids
+from collc.verify.findings import lowest as _lowest
+from collc.verify.findings import them as _them
 
-__all__ = ["CheckReport", "Finding", "Stats", "check"]
+__all__ = ["CODES", "CheckReport", "Finding", "Stats", "check"]
 
-# Codes, most useful first: the order findings are reported in.
-CODES: tuple[str, ...] = (
-    "layout",
-    "root-out-of-range",
-    "rank-out-of-range",
-    "peer-out-of-range",
-    "peer-is-self",
-    "chunk-out-of-range",
-    "recv-without-action",
-    "send-with-action",
-    "unmatched-send",
-    "unmatched-recv",
-    "duplicate-transfer",
-    "write-conflict",
-    "send-not-held",
-    "reduce-into-empty",
-    "double-count",
-    "postcondition",
-)
 _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
 _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cleared
 _BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One problem found, located at the op responsible."""
-
-    code: str
-    message: str
-    span: Span
-    step: int | None
-    rank: int | None
-    chunk: int | None
-    expected: str | None
-    actual: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,30 +74,12 @@ class CheckReport:
     findings: tuple[Finding, ...]
     stats: Stats
     omitted: int = 0
+    compression: ErrorStats | None = None  # for schedules that compress (collc.verify.compression)
 
 
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
-
-
-def _fmt(bits: int) -> str:
-    return format_id_set(bits_to_runs(bits))
-
-
-def _fmt_ids(ids: Sequence[int] | np.ndarray) -> str:
-    bits = 0
-    for i in ids:
-        bits |= 1 << int(i)
-    return _fmt(bits)
-
-
-def _chunks_word(bits: int) -> str:
-    return f"chunk {bits.bit_length() - 1}" if bits.bit_count() == 1 else f"chunks {_fmt(bits)}"
-
-
-def _them(bits: int) -> str:
-    return "it" if bits.bit_count() == 1 else "them"
 
 
 def _format_counts(counts: np.ndarray) -> str:
@@ -129,50 +89,29 @@ def _format_counts(counts: np.ndarray) -> str:
     return text + (f" ({', '.join(extra)})" if extra else "")
 
 
-class _Collector:
-    """Findings per code, each list capped; counts everything."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.lists: dict[str, list[Finding]] = {code: [] for code in CODES}
-        self.total = 0
-
-    def room(self, code: str) -> bool:
-        """Whether a finding of `code` would be kept; counts it as dropped when not."""
-        if len(self.lists[code]) < self.cap:
-            return True
-        self.total += 1
-        return False
-
-    def add(self, finding: Finding) -> None:
-        self.total += 1
-        if len(self.lists[finding.code]) < self.cap:
-            self.lists[finding.code].append(finding)
-
-    def select(self) -> tuple[tuple[Finding, ...], int]:
-        """At most `cap` findings: the first of each code, then the rest by priority."""
-        chosen: list[tuple[int, int]] = [(p, 0) for p, code in enumerate(CODES) if self.lists[code]][: self.cap]
-        for p, code in enumerate(CODES):
-            for i in range(1, len(self.lists[code])):
-                if len(chosen) >= self.cap:
-                    break
-                chosen.append((p, i))
-        chosen.sort()
-        findings = tuple(self.lists[CODES[p]][i] for p, i in chosen)
-        return findings, self.total - len(findings)
-
-
 _Pairs = dict[tuple[int, int], list[int]]  # (src, dst) -> [sent, copied, reduced] chunk bits
 
 
-def _pairs(ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collector | None) -> _Pairs:
-    """Merge a step's ops per (src, dst); ill-formed ops are reported to `out` and skipped or repaired."""
+def _pairs(
+    ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collector | None, codecs: list[bool] | None = None
+) -> _Pairs:
+    """Merge a step's ops per (src, dst); ill-formed ops are reported to `out` and skipped or repaired.
+
+    Local ops (compress, decompress) are skipped; when some op is local or carries a codec,
+    ``codecs[0]`` becomes True (the compression pass, `collc.verify.compression`, checks them).
+    """
     pairs: _Pairs = {}
     get = pairs.get
-    send_kind, reduce_action = OpKind.SEND, Action.REDUCE
+    send_kind, recv_kind, reduce_action = OpKind.SEND, OpKind.RECV, Action.REDUCE
+    compressed = False
     for op in ops:
         rank, peer, bits = op.rank, op.peer, op.chunks.bits
+        if op.codec is not None:
+            compressed = True
         if not (0 <= rank < nranks and 0 <= peer < nranks and rank != peer) or bits.bit_length() > nchunks:
+            if op.kind is not send_kind and op.kind is not recv_kind:
+                compressed = True
+                continue
             bits = _repair(op, nranks, nchunks, step, out)
             if bits < 0:
                 continue
@@ -187,7 +126,7 @@ def _pairs(ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collec
                 if entry[0] & bits and out is not None:
                     _duplicate(out, op, step, entry[0] & bits)
                 entry[0] |= bits
-        else:
+        elif op.kind is recv_kind:
             entry = get((peer, rank))
             if entry is None:
                 entry = pairs[peer, rank] = [0, 0, 0]
@@ -200,6 +139,10 @@ def _pairs(ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collec
                 if op.action is None and out is not None:
                     msg = f"step {step}: rank {rank} receives from rank {peer} without an action (copy assumed)"
                     out.add(Finding("recv-without-action", msg, op.span, step, rank, None, None, None))
+        else:
+            compressed = True
+    if compressed and codecs is not None:
+        codecs[0] = True
     return pairs
 
 
@@ -263,17 +206,6 @@ def _expand(starts: list[int], offsets: np.ndarray, cols: np.ndarray) -> np.ndar
     return out
 
 
-def _lowest(bits: int) -> int:
-    return (bits & -bits).bit_length() - 1
-
-
-def _bits_ids(bits: int) -> np.ndarray:
-    low = bits & -bits
-    if bits and (bits + low) & bits == 0:  # one run: skip the bit unpacking
-        return np.arange(low.bit_length() - 1, bits.bit_length(), dtype=np.int64)
-    return ChunkSet(bits).ids()
-
-
 # --------------------------------------------------------------------------
 # The fingerprint pass
 # --------------------------------------------------------------------------
@@ -295,6 +227,7 @@ class _Fingerprint:
         self.fan_out_steps: list[int] = []
         self.fan_in_steps: list[int] = []
         self.temp_buffers: list[tuple[int, int, int]] = []  # (step, rank, chunks both sent and received)
+        self.compressed = [False]  # some op is local or carries a codec (set by `_pairs`)
         self.ids_cache: dict[int, np.ndarray] = {}
         self.cached = 0
         # flat slot indices fit in 32 bits up to 2**31 slots: half the memory traffic of int64
@@ -338,9 +271,11 @@ class _Fingerprint:
 
     def step(self, step: int, ops: Sequence[Op]) -> None:
         """Stats, matching and write conflicts of one step, then its data flow."""
-        self.steps += 1
         out, sent, received = self.out, self.sent, self.received
-        pairs = _pairs(ops, self.s.nranks, self.s.nchunks, step, out)
+        pairs = _pairs(ops, self.s.nranks, self.s.nchunks, step, out, self.compressed)
+        if not pairs and all(op.kind.local for op in ops):
+            return  # only compress/decompress: no communication, not counted as a step
+        self.steps += 1
         fan_out: dict[int, int] = {}
         seen: dict[int, list[int]] = {}  # dst -> [received, copied, reduced, fan-in]
         segs: tuple[list[_Seg], list[_Seg], list[_Seg]] = ([], [], [])  # copy, reduce, sent but lost
@@ -725,8 +660,15 @@ def _last_receive(schedule: Schedule, rank: int) -> tuple[int, Op] | None:
 # --------------------------------------------------------------------------
 
 
-def check(schedule: Schedule, *, max_findings: int = 20) -> CheckReport:
-    """Check `schedule` against its collective's contract; see the module docstring."""
+def check(
+    schedule: Schedule, *, max_findings: int = 20, input_bound: float = 1.0, tolerance: float | None = None
+) -> CheckReport:
+    """Check `schedule` against its collective's contract; see the module docstring.
+
+    For a schedule with compression points, also their use and the error of its outputs
+    (`collc.verify.compression`), for inputs of magnitude at most ``input_bound``; a
+    worst-case error bound above ``tolerance`` is a finding.
+    """
     p, n = schedule.nranks, schedule.nchunks
     out = _Collector(max(1, max_findings))
     problem = layout_error(schedule.collective, p, n)
@@ -750,6 +692,20 @@ def check(schedule: Schedule, *, max_findings: int = 20) -> CheckReport:
         if rest.size:
             msg = f"{rest.size} more chunks fail the postcondition (not traced): {_fmt_ids(rest)}"
             out.add(Finding("postcondition", msg, schedule.span, None, None, None, None, None))
+    errors: ErrorStats | None = None
+    if dataflow and fp.compressed[0]:
+        analysis = analyse(schedule, out, input_bound=input_bound)
+        errors = analysis.stats
+        if tolerance is not None and not errors.error_bound <= tolerance:
+            where = analysis.worst_op
+            msg = (
+                f"the worst-case error bound {fmt_bound(errors.error_bound)} exceeds the tolerance {tolerance:g}: "
+                f"at rank {errors.worst_rank}, chunk {errors.worst_chunk} "
+                f"(at most {int(analysis.hops[errors.worst_rank, errors.worst_chunk])} lossy compressions, "
+                f"inputs |x| <= {input_bound:g})"
+            )
+            span = where.span if where is not None else schedule.span
+            out.add(Finding("tolerance", msg, span, None, errors.worst_rank, errors.worst_chunk, None, None))
     findings, omitted = out.select()
     vector = max(1, n // p if schedule.collective is Collective.ALLTOALL else n)
     sent, received = max(fp.sent, default=0), max(fp.received, default=0)
@@ -776,4 +732,5 @@ def check(schedule: Schedule, *, max_findings: int = 20) -> CheckReport:
         findings=findings,
         stats=stats,
         omitted=omitted,
+        compression=errors,
     )

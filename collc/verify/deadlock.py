@@ -81,7 +81,7 @@ def _programs(schedule: Schedule) -> list[list[_Action]]:
         i = 0
         while i < len(ops):
             op = ops[i]
-            if not 0 <= op.rank < schedule.nranks:
+            if not 0 <= op.rank < schedule.nranks or op.kind.local:  # local ops never block
                 i += 1
                 continue
             nxt = ops[i + 1] if i + 1 < len(ops) else None

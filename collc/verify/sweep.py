@@ -8,6 +8,7 @@ range: the sweep stops there unless asked to keep going.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import re
@@ -97,19 +98,33 @@ class InstanceResult:
     error: CollError | None  # an evaluation error of this instance (bad input for these values)
 
 
-def check_instance(program: Program, params: Mapping[str, ParamValue], model: str = "step") -> InstanceResult:
-    """Elaborate and check one instance under execution ``model``."""
+def check_instance(
+    program: Program,
+    params: Mapping[str, ParamValue],
+    model: str = "step",
+    *,
+    input_bound: float = 1.0,
+    tolerance: float | None = None,
+) -> InstanceResult:
+    """Elaborate and check one instance under execution ``model`` (``input_bound``, ``tolerance``: see `check`)."""
     try:
         schedule = elaborate(program, params)
     except CollError as err:
         if "violates the constraint" in err.message:
             return InstanceResult(dict(params), SKIPPED, None, None, None)
         return InstanceResult(dict(params), "error", None, None, err)
-    return judge(schedule, dict(params), model)
+    return judge(schedule, dict(params), model, input_bound=input_bound, tolerance=tolerance)
 
 
-def judge(schedule: Schedule, params: dict[str, ParamValue], model: str = "step") -> InstanceResult:
-    report = check(schedule)
+def judge(
+    schedule: Schedule,
+    params: dict[str, ParamValue],
+    model: str = "step",
+    *,
+    input_bound: float = 1.0,
+    tolerance: float | None = None,
+) -> InstanceResult:
+    report = check(schedule, input_bound=input_bound, tolerance=tolerance)
     unmatched = sum(1 for f in report.findings if f.code in UNMATCHED)
     deadlock = check_step(schedule, unmatched) if model == "step" else check_blocking(schedule)
     if not deadlock.ok and model == "blocking":
@@ -130,15 +145,7 @@ def judge(schedule: Schedule, params: dict[str, ParamValue], model: str = "step"
 
 
 def _with_finding(report: CheckReport, finding: Finding) -> CheckReport:
-    return CheckReport(
-        report.algorithm,
-        report.params,
-        report.nranks,
-        False,
-        (finding, *report.findings),
-        report.stats,
-        report.omitted,
-    )
+    return dataclasses.replace(report, ok=False, findings=(finding, *report.findings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +171,12 @@ class SweepResult:
         return not self.failures
 
 
-def _worker(args: tuple[Program, dict[str, ParamValue], str]) -> InstanceResult:
-    program, params, model = args
-    return check_instance(program, params, model)
+_Limits = dict[str, float | None]  # input_bound and tolerance, as `check` takes them
+
+
+def _worker(args: tuple[Program, dict[str, ParamValue], str, _Limits]) -> InstanceResult:
+    program, params, model, limits = args
+    return check_instance(program, params, model, **limits)  # type: ignore[arg-type]
 
 
 def sweep(
@@ -177,12 +187,15 @@ def sweep(
     jobs: int | None = None,
     keep_going: bool = False,
     progress: Callable[[InstanceResult], None] | None = None,
+    input_bound: float = 1.0,
+    tolerance: float | None = None,
 ) -> SweepResult:
     """Check every instance in order; stop at the first (smallest) failure unless ``keep_going``."""
     jobs = jobs if jobs is not None else min(len(instances), os.cpu_count() or 1)
     results: list[InstanceResult] = []
     stopped = False
-    for result in _results(program, instances, model, jobs):
+    limits: _Limits = {"input_bound": input_bound, "tolerance": tolerance}
+    for result in _results(program, instances, model, jobs, limits):
         results.append(result)
         if progress is not None:
             progress(result)
@@ -193,11 +206,11 @@ def sweep(
 
 
 def _results(
-    program: Program, instances: Sequence[dict[str, ParamValue]], model: str, jobs: int
+    program: Program, instances: Sequence[dict[str, ParamValue]], model: str, jobs: int, limits: _Limits
 ) -> Iterator[InstanceResult]:
     if jobs <= 1 or len(instances) <= 1:
         for params in instances:
-            yield check_instance(program, params, model)
+            yield _worker((program, params, model, limits))
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         window = 2 * jobs  # instances in flight: results come back in order, failures stop the rest
@@ -205,7 +218,7 @@ def _results(
         it = iter(instances)
         try:
             for params in it:
-                pending.append(pool.submit(_worker, (program, params, model)))
+                pending.append(pool.submit(_worker, (program, params, model, limits)))
                 if len(pending) >= window:
                     yield pending.pop(0).result()
             while pending:

@@ -1,0 +1,561 @@
+"""The ``cuda`` target: CUDA C++ that runs every rank of a schedule on GPUs in one process.
+
+`generate` renders, from the step tables of a verified schedule
+(`tables.from_schedule`) and the templates in ``codegen/cuda/``:
+
+``collc_<algorithm>.cu``
+    the schedule regrouped by step (one row per message: sender, receiver,
+    where it lands, its chunk runs), one host function per phase, and the
+    ``extern "C"`` API;
+``collc_<algorithm>_cuda.h``
+    the API: ``collc_<algorithm>_cuda_run(buffers, count, dtype, op,
+    device_of_rank, scratch, stream)`` and its helpers;
+``Makefile``
+    the same build by hand (``make ARCH=sm_80``).
+
+The runtime headers (``runtime/collc_cuda.cuh``: the step executor;
+``runtime/collc_cuda_reduce.cuh``: the reduction kernels of every dtype and
+op) are copied next to them, so that the folder builds on its own.  `build`
+compiles it with nvcc into ``libcollc_<algorithm>_cuda.so``; `run` loads that
+library with ctypes and runs it on CuPy arrays, p "virtual ranks" on one GPU
+by default, checking every result against numpy (`local.expected`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import jinja2
+import numpy as np
+
+from collc.backends import local, tables
+from collc.backends.mpi_c import _c_ident, _runs_text, _Sources
+from collc.diagnostics import CollError
+from collc.ir import Schedule
+from collc.resources import data_dir
+
+__all__ = [
+    "BASE_FLAGS",
+    "DTYPES",
+    "ERRORS",
+    "OPS",
+    "CudaRow",
+    "Library",
+    "build",
+    "cupy_module",
+    "generate",
+    "gpu_arch",
+    "library_path",
+    "nvcc",
+    "plan",
+    "run",
+    "run_library",
+    "source_names",
+]
+
+BASE_FLAGS: tuple[str, ...] = ("-O3", "-Xcompiler", "-fPIC", "-shared")
+"""Flags of every build; the architecture comes on top (``-arch=sm_90`` by default)."""
+
+DEFAULT_ARCH = "sm_90"
+
+RUNTIME_HEADERS: tuple[str, ...] = ("collc_cuda.cuh", "collc_cuda_reduce.cuh")
+
+DTYPES: dict[str, int] = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
+"""The ``dtype`` argument of the C API (``enum collc_cuda_dtype``)."""
+
+OPS: dict[str, int] = {"sum": 0, "prod": 1, "max": 2, "min": 3}
+"""The ``op`` argument of the C API (``enum collc_cuda_op``)."""
+
+ERRORS: dict[int, str] = {-1: "bad argument", -2: "CUDA error"}
+"""Return values of ``collc_<algorithm>_cuda_run`` other than 0."""
+
+NO_GPU = "the cuda backend needs a GPU and cupy"
+
+
+# --------------------------------------------------------------------------
+# What the templates render
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    lo: int
+    hi: int
+    action: str  # COLLC_CUDA_COPY | COLLC_CUDA_REDUCE
+
+
+@dataclass(frozen=True, slots=True)
+class MsgRow:
+    cells: str  # "step, src, dst, landing, first run, runs", aligned
+    note: str  # what the message moves, for people
+
+
+@dataclass(frozen=True, slots=True)
+class StepBlock:
+    index: int
+    where: str  # the .coll lines the step came from
+    first: int  # its first row in the phase's message table
+    msgs: tuple[MsgRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    where: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhasePlan:
+    name: str
+    ident: str
+    first: int
+    last: int
+    sources: tuple[SourceLine, ...]
+    runs: tuple[RunRow, ...]
+    steps: tuple[StepBlock, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything the templates of one schedule need, fully resolved."""
+
+    algorithm: str
+    ident: str  # the algorithm as a C identifier
+    collective: str
+    collective_enum: str  # COLLC_CUDA_COLL_ALLREDUCE, ...
+    source: str
+    params: str
+    nranks: int
+    nchunks: int
+    root: int
+    max_step_messages: int
+    phases: tuple[PhasePlan, ...]
+    runtime_headers: tuple[str, ...]
+    arch: str
+    base_flags: str
+    nvcc_flags: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of one step, as the virtual-rank driver moves it: ``src``'s runs to ``dst``.
+
+    ``direct``: the sender copies the runs straight into the receiver's
+    buffer.  That is the tables' rule (only copies, none of them of a chunk
+    the receiver sends in the same step) without its single-run condition,
+    which only MPI's contiguous receive buffers need: a transfer here is one
+    copy per run anyway.
+    """
+
+    src: int
+    dst: int
+    runs: tuple[tables.Run, ...]
+    direct: bool
+
+
+def _chunk_bits(runs: tuple[tables.Run, ...]) -> int:
+    return sum(((1 << (r.hi - r.lo)) - 1) << r.lo for r in runs)
+
+
+def step_messages(t: tables.Tables) -> dict[int, list[Message]]:
+    """Every step's messages, sorted by receiver then sender (the runtime lays out scratch in that order).
+
+    A message is the receiving end's row of the tables: the verifier has
+    checked that the sender sends exactly the same chunks.
+    """
+    steps: dict[int, list[Message]] = {info.index: [] for info in t.steps}
+    for dst, rank_steps in enumerate(t.ranks):
+        for rs in rank_steps:
+            sent = 0
+            for m in rs.sends:
+                sent |= _chunk_bits(m.runs)
+            for m in rs.recvs:
+                direct = not any(r.reduce for r in m.runs) and _chunk_bits(m.runs) & sent == 0
+                steps[rs.step].append(Message(m.peer, dst, m.runs, direct))
+    return {index: sorted(msgs, key=lambda m: (m.dst, m.src)) for index, msgs in steps.items()}
+
+
+def _phase_plan(
+    phase: tables.Phase,
+    ident: str,
+    messages: dict[int, list[Message]],
+    sources: _Sources,
+    where: dict[int, str],
+) -> PhasePlan:
+    runs: list[RunRow] = []
+    seen: dict[tuple[tables.Run, ...], int] = {}
+    steps: list[StepBlock] = []
+    first = 0
+    for index in range(phase.first, phase.last + 1):
+        rows: list[MsgRow] = []
+        for m in messages[index]:
+            if m.runs not in seen:
+                seen[m.runs] = len(runs)
+                runs.extend(RunRow(r.lo, r.hi, "COLLC_CUDA_REDUCE" if r.reduce else "COLLC_CUDA_COPY") for r in m.runs)
+            landing = "COLLC_CUDA_DIRECT," if m.direct else "COLLC_CUDA_SCRATCH,"
+            cells = f"{index}, {m.src}, {m.dst}, {landing:<19} {seen[m.runs]}, {len(m.runs)}"
+            note = f"{m.src} -> {m.dst}: {_runs_text(m.runs, True)}{' (direct)' if m.direct else ''}"
+            rows.append(MsgRow(cells, note))
+        if rows:
+            steps.append(StepBlock(index, where[index], first, tuple(rows)))
+            first += len(rows)
+    lines = []
+    for ref in phase.lines:
+        file, _, line = ref.rpartition(":")
+        lines.append(SourceLine(f"{sources.label(file)}:{line}", sources.text(file, int(line))))
+    return PhasePlan(phase.name, ident, phase.first, phase.last, tuple(lines), tuple(runs), tuple(steps))
+
+
+def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
+    """The data the templates render for ``schedule`` (which must have passed verification)."""
+    t = tables.from_schedule(schedule)
+    sources = _Sources(t.source)
+    where = {info.index: sources.where(info.lines) for info in t.steps}
+    messages = step_messages(t)
+    idents: dict[str, int] = {}
+    phases = []
+    for phase in t.phases:
+        ident = _c_ident(phase.name)
+        idents[ident] = idents.get(ident, 0) + 1
+        if idents[ident] > 1:
+            ident = f"{ident}_{idents[ident]}"
+        phases.append(_phase_plan(phase, ident, messages, sources, where))
+    params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
+    return Plan(
+        algorithm=schedule.algorithm,
+        ident=_c_ident(schedule.algorithm),
+        collective=schedule.collective.value,
+        collective_enum=f"COLLC_CUDA_COLL_{schedule.collective.name}",
+        source=sources.label(t.source),
+        params=params,
+        nranks=schedule.nranks,
+        nchunks=schedule.nchunks,
+        root=schedule.root if schedule.root is not None else -1,
+        max_step_messages=max((len(m) for m in messages.values()), default=0),
+        phases=tuple(phases),
+        runtime_headers=RUNTIME_HEADERS,
+        arch=arch,
+        base_flags=" ".join(BASE_FLAGS),
+        nvcc_flags=" ".join(_flags(arch)),
+    )
+
+
+# --------------------------------------------------------------------------
+# Generating and building
+# --------------------------------------------------------------------------
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(data_dir("codegen") / "cuda"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def _flags(arch: str) -> tuple[str, ...]:
+    return (BASE_FLAGS[0], f"-arch={arch}", *BASE_FLAGS[1:])
+
+
+def source_names(schedule: Schedule) -> tuple[str, str]:
+    """The generated CUDA file and header of ``schedule``."""
+    ident = _c_ident(schedule.algorithm)
+    return f"collc_{ident}.cu", f"collc_{ident}_cuda.h"
+
+
+def library_path(out_dir: Path, schedule: Schedule) -> Path:
+    return Path(out_dir) / f"libcollc_{_c_ident(schedule.algorithm)}_cuda.so"
+
+
+def generate(schedule: Schedule, out_dir: Path) -> list[Path]:
+    """Render the CUDA sources for a VERIFIED schedule into out_dir (created if needed); returns the written files.
+
+    Schedules with compression points are refused by `tables.from_schedule` (CollError).
+    """
+    out_dir = Path(out_dir)
+    data = plan(schedule)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = _environment()
+    cu_name, h_name = source_names(schedule)
+    written = []
+    for name, template in ((cu_name, "collc.cu.j2"), (h_name, "collc_cuda.h.j2"), ("Makefile", "Makefile.j2")):
+        path = out_dir / name
+        path.write_text(env.get_template(template).render(plan=data), encoding="utf-8")
+        written.append(path)
+    runtime = data_dir("runtime")
+    for header in RUNTIME_HEADERS:
+        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
+    return written
+
+
+def nvcc() -> Path:
+    """The nvcc to build with: ``$COLLC_NVCC``, else ``nvcc`` on PATH, else ``$CUDA_HOME/bin/nvcc``."""
+    candidates = [os.environ.get("COLLC_NVCC"), shutil.which("nvcc")]
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home:
+            candidates.append(str(Path(home) / "bin" / "nvcc"))
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise CollError("nvcc not found: put the CUDA toolkit's bin folder on PATH or set COLLC_NVCC")
+
+
+def build(out_dir: Path, schedule: Schedule, *, arch: str = DEFAULT_ARCH, flags: Sequence[str] = ()) -> Path:
+    """Compile the generated sources with nvcc into out_dir/libcollc_<algorithm>_cuda.so and return it.
+
+    ``nvcc -O3 -arch=<arch> -Xcompiler -fPIC -shared``; CollError with the
+    compiler's output on failure.
+    """
+    out_dir = Path(out_dir).resolve()
+    source = out_dir / source_names(schedule)[0]
+    if not source.is_file():
+        raise CollError(f"{source} does not exist: generate the sources first (collc.backends.cuda.generate)")
+    lib = library_path(out_dir, schedule)
+    command = [str(nvcc()), *_flags(arch), *flags, "-I", str(out_dir), "-o", str(lib), str(source)]
+    try:
+        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise CollError(f"cannot run {command[0]}: {err}") from None
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip()
+        raise CollError(f"nvcc failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    return lib
+
+
+# --------------------------------------------------------------------------
+# Loading and running
+# --------------------------------------------------------------------------
+
+
+class Library:
+    """The entry points of a built ``libcollc_<algorithm>_cuda.so``, through ctypes.
+
+    `layout` and `scratch_bytes` need no GPU; `run` does.
+    """
+
+    def __init__(self, path: Path, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.path = Path(path)
+        lib = ctypes.CDLL(str(self.path))
+        prefix = f"collc_{_c_ident(schedule.algorithm)}_cuda"
+        self._run = getattr(lib, f"{prefix}_run")
+        self._run.restype = ctypes.c_int
+        self._run.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int64,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+        ]
+        self._scratch = getattr(lib, f"{prefix}_scratch_bytes")
+        self._scratch.restype = ctypes.c_int64
+        self._scratch.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int]
+        self._layout = getattr(lib, f"{prefix}_layout")
+        self._layout.restype = ctypes.c_int
+        self._layout.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)]
+        self._release = getattr(lib, f"{prefix}_release")
+        self._release.restype = None
+        self._error = getattr(lib, f"{prefix}_last_error")
+        self._error.restype = ctypes.c_char_p
+
+    def last_error(self) -> str:
+        return (self._error() or b"").decode("utf-8", "replace")
+
+    def layout(self, count: int) -> np.ndarray:
+        """The chunks' element offsets for ``count`` elements, as the library computes them."""
+        offsets = np.zeros(self.schedule.nchunks + 1, dtype=np.int64)
+        got = self._layout(count, offsets.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
+        if got < 0:
+            raise CollError(f"{self.path.name}: layout({count}): {self.last_error()}")
+        return offsets
+
+    def scratch_bytes(self, count: int, dtype: str, rank: int) -> int:
+        return int(self._scratch(count, DTYPES[dtype], rank))
+
+    def run(
+        self,
+        buffers: Sequence[int],
+        count: int,
+        dtype: str,
+        op: str,
+        devices: Sequence[int] | None = None,
+        stream: int = 0,
+        scratch: Sequence[int] | None = None,
+    ) -> None:
+        """Run on device pointers ``buffers`` (one per rank); CollError when the library returns an error.
+
+        ``devices``: each rank's device (None: the current one); ``stream``: a
+        ``cudaStream_t`` (0: the legacy default stream); ``scratch``: device
+        pointers of `scratch_bytes` each (None: the library's own).
+        """
+        p = self.schedule.nranks
+        ptrs = (ctypes.c_void_p * p)(*buffers)
+        devs = None if devices is None else (ctypes.c_int * p)(*devices)
+        extra = None if scratch is None else (ctypes.c_void_p * p)(*scratch)
+        code = self._run(ptrs, count, DTYPES[dtype], OPS[op], devs, extra, ctypes.c_void_p(stream))
+        if code != 0:
+            raise CollError(f"{self.path.name}: {ERRORS.get(code, f'error {code}')}: {self.last_error()}")
+
+    def release(self) -> None:
+        """Free the streams, events and scratch space the library keeps between calls."""
+        self._release()
+
+
+@dataclass(frozen=True, slots=True)
+class CudaRow:
+    """One size: CUDA-event times of the timed iterations and the wrong elements of the last one."""
+
+    impl: str
+    count: int
+    size_bytes: int
+    avg_us: float
+    min_us: float
+    max_us: float
+    iters: int
+    wrong: int
+
+
+def cupy_module() -> ModuleType:
+    """CuPy, when it is installed and sees a GPU; otherwise CollError."""
+    try:
+        import cupy
+    except ImportError:
+        raise CollError(f"{NO_GPU}: cupy is not installed (pip install cupy-cuda13x)") from None
+    if not cupy.cuda.is_available():
+        raise CollError(f"{NO_GPU}: cupy.cuda.is_available() is False")
+    return cupy
+
+
+def gpu_arch(device: int = 0) -> str:
+    """The ``-arch`` of ``device`` (``sm_90`` on an H100), from CuPy; CollError without a GPU."""
+    return f"sm_{cupy_module().cuda.Device(device).compute_capability}"
+
+
+def run(
+    schedule: Schedule,
+    counts: Sequence[int],
+    dtype: str = "float32",
+    op: str = "sum",
+    iters: int = 1,
+    *,
+    warmup: int = 1,
+    seed: int = 0,
+    devices: Sequence[int] | None = None,
+    workdir: Path | None = None,
+) -> list[CudaRow]:
+    """Generate, build and run a VERIFIED schedule on CuPy arrays, once per count; one row per count.
+
+    Rank r's buffer lives on ``devices[r]`` (default: every rank on device 0).
+    The library is built for the architecture of rank 0's device, in
+    ``workdir`` (default: a temporary folder).  See `run_library`.
+    """
+    _check_run_args(dtype, op, iters, warmup)
+    placement = _placement(schedule, devices)
+    arch = gpu_arch(placement[0])
+    with tempfile.TemporaryDirectory(prefix="collc-cuda-") as tmp:
+        out = Path(workdir) if workdir is not None else Path(tmp)
+        generate(schedule, out)
+        lib = Library(build(out, schedule, arch=arch), schedule)
+        try:
+            return run_library(lib, counts, dtype, op, iters, warmup=warmup, seed=seed, devices=placement)
+        finally:
+            lib.release()
+
+
+def run_library(
+    lib: Library,
+    counts: Sequence[int],
+    dtype: str = "float32",
+    op: str = "sum",
+    iters: int = 1,
+    *,
+    warmup: int = 1,
+    seed: int = 0,
+    devices: Sequence[int] | None = None,
+) -> list[CudaRow]:
+    """Run a built library on CuPy arrays, once per count; one row per count.
+
+    Inputs come from `local.make_inputs` (``seed``); every iteration starts
+    from them and is timed with CUDA events on the current stream of rank 0's
+    device; the last result is checked with `local.count_wrong`.
+    """
+    _check_run_args(dtype, op, iters, warmup)
+    cp = cupy_module()
+    placement = _placement(lib.schedule, devices)
+    return [_run_count(cp, lib, count, dtype, op, iters, warmup, seed, placement) for count in counts]
+
+
+def _check_run_args(dtype: str, op: str, iters: int, warmup: int) -> None:
+    if dtype not in DTYPES or op not in OPS:
+        raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(DTYPES)}; ops: {', '.join(OPS)}")
+    if iters < 1 or warmup < 0:
+        raise CollError(f"iters must be >= 1 and warmup >= 0, got {iters} and {warmup}")
+
+
+def _placement(schedule: Schedule, devices: Sequence[int] | None) -> list[int]:
+    placement = [0] * schedule.nranks if devices is None else [int(d) for d in devices]
+    if len(placement) != schedule.nranks:
+        raise CollError(f"devices names {len(placement)} devices, the schedule has {schedule.nranks} ranks")
+    return placement
+
+
+def _run_count(
+    cp: ModuleType,
+    lib: Library,
+    count: int,
+    dtype: str,
+    op: str,
+    iters: int,
+    warmup: int,
+    seed: int,
+    placement: list[int],
+) -> CudaRow:
+    schedule = lib.schedule
+    try:
+        inputs = local.make_inputs(schedule, count, dtype, seed, op=op)
+    except ValueError as err:
+        raise CollError(str(err)) from None
+    raw = inputs.view(np.uint8)  # the library sees bytes: CuPy has no bfloat16
+    pristine, work = [], []
+    for rank, device in enumerate(placement):
+        with cp.cuda.Device(device):
+            pristine.append(cp.asarray(raw[rank]))
+            work.append(cp.empty_like(pristine[-1]))
+    times: list[float] = []
+    with cp.cuda.Device(placement[0]):
+        stream = cp.cuda.get_current_stream()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        for i in range(warmup + iters):
+            for rank, device in enumerate(placement):
+                with cp.cuda.Device(device):
+                    work[rank][...] = pristine[rank]
+            for device in sorted(set(placement)):
+                cp.cuda.Device(device).synchronize()
+            start.record(stream)
+            lib.run([w.data.ptr for w in work], count, dtype, op, placement, stream.ptr)
+            stop.record(stream)
+            try:
+                stop.synchronize()
+            except cp.cuda.runtime.CUDARuntimeError as err:
+                raise CollError(f"{lib.path.name}: the GPU work failed: {err}") from None
+            if i >= warmup:
+                times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
+    result = np.stack([cp.asnumpy(w) for w in work]).view(inputs.dtype)
+    values, mask = local.expected(schedule, inputs, op)
+    p = schedule.nranks
+    wrong = local.count_wrong(result, values, mask, dtype, op, p, reduces=schedule.collective.reduces)
+    itemsize = inputs.dtype.itemsize
+    return CudaRow("cuda", count, count * itemsize, sum(times) / len(times), min(times), max(times), iters, wrong)

@@ -1,0 +1,232 @@
+"""The ``local`` executor for schedules with compression points: real codec round trips.
+
+The semantics of `collc.backends.local`, with the codecs of `collc.codecs`
+(docs/compression.md).  Every chunk is compressed as a payload of its own.
+Each rank's buffer holds, for a compressed slot, the values its payload
+decodes to, and a table records which slots are compressed and with what:
+
+* ``compress`` (a local op, at the start of its step): a raw slot's values
+  become the decoded values of their payload; the slot is compressed;
+* ``decompress``: the slot is raw again (its values are already the decoded ones);
+* a send with a codec (wire compression): the receiver gets the decoded values
+  of the sent data's payload, raw; a send of a compressed slot forwards its
+  payload (the values, unchanged) and the receiving slot is compressed too;
+* a reduce of two slots compressed with the same homomorphic codec adds their
+  payloads (the codec's ``add_payloads``: op sum only) and stays compressed;
+  any other reduce works on the (decoded) values.
+
+The result is judged by the verifier's error bound for each (rank, chunk)
+slot (`collc.verify.compression`), given by the caller: an element is wrong
+when it is further from the exact float64 reduction than its bound plus the
+floating-point rounding allowance of `local.count_wrong`.  Only float32 and
+float64 data and the ops sum, max and min are supported: the codecs encode
+floating-point values, and the error bounds assume a sum (which also bounds
+max and min).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import ml_dtypes
+import numpy as np
+
+from collc import collectives
+from collc.backends import local
+from collc.codecs import Codec, parse_codec
+from collc.ir import Action, Op, OpKind, Schedule
+
+__all__ = ["OPS", "judge", "run"]
+
+OPS: tuple[str, ...] = ("sum", "max", "min")
+DTYPES: tuple[str, ...] = ("float32", "float64")
+
+
+@cache
+def _codec(spec: str) -> Codec:
+    return parse_codec(spec)
+
+
+@dataclass(frozen=True, slots=True)
+class _Move:
+    """Chunk ``chunk`` of ``src``'s buffer goes to ``dst``, through ``wire`` if not None."""
+
+    src: int
+    dst: int
+    chunk: int
+    wire: Codec | None
+    reduce: bool
+
+
+def _check(schedule: Schedule, dtype: str, op: str) -> None:
+    if dtype not in DTYPES:
+        raise ValueError(
+            f"{schedule.algorithm} has compression points: it runs on {' or '.join(DTYPES)} data (codecs encode "
+            f"floating-point values), not {dtype}"
+        )
+    if op not in OPS:
+        raise ValueError(
+            f"{schedule.algorithm} has compression points: its error bounds cover the ops {', '.join(OPS)}, not {op}"
+        )
+
+
+def _moves(schedule: Schedule, ops: Sequence[Op], nonempty: int) -> list[_Move]:
+    """A step's receives, chunk by chunk, each with the codec its sender puts on the wire."""
+    p = schedule.nranks
+    wire: dict[tuple[int, int, int], str | None] = {}  # what travels is the sender's choice
+    for op in ops:
+        if op.kind is OpKind.SEND:
+            for c in op.chunks:
+                wire[op.rank, op.peer, c] = op.codec
+    moves = []
+    for op in ops:
+        if op.kind is not OpKind.RECV:
+            continue
+        if not (0 <= op.rank < p and 0 <= op.peer < p) or op.action is None:
+            raise ValueError(f"{op.span}: an ill-formed receive (rank {op.rank}, peer {op.peer}, {op.action})")
+        for c in op.chunks:
+            if not (nonempty >> c) & 1:
+                continue
+            spec = wire.get((op.peer, op.rank, c), op.codec)
+            moves.append(_Move(op.peer, op.rank, c, _codec(spec) if spec else None, op.action is Action.REDUCE))
+    return moves
+
+
+def execute(schedule: Schedule, buffers: np.ndarray, op: str, offsets: np.ndarray) -> None:
+    """Run ``schedule`` on ``buffers`` (nranks, logical elements) in place, with the codecs."""
+    ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
+    nonempty = sum(1 << int(c) for c in np.flatnonzero(np.diff(offsets)))
+    dt = buffers.dtype
+    # the compressed slots: (rank, chunk) -> (codec, payload); their values in `buffers` are the decoded ones
+    payloads: dict[tuple[int, int], tuple[Codec, np.ndarray]] = {}
+
+    def region(c: int) -> slice:
+        return slice(int(offsets[c]), int(offsets[c + 1]))
+
+    with np.errstate(all="ignore"):
+        for step in schedule.steps:
+            for lop in step.ops:
+                if not lop.kind.local:
+                    continue
+                for c in lop.chunks:
+                    key = (lop.rank, c)
+                    if not (nonempty >> c) & 1:
+                        continue
+                    if lop.kind is OpKind.DECOMPRESS:
+                        payloads.pop(key, None)
+                    elif lop.codec is not None and key not in payloads:
+                        codec = _codec(lop.codec)
+                        row, at = buffers[lop.rank], region(c)
+                        payload = codec.compress(row[at])
+                        row[at] = codec.decompress(payload, at.stop - at.start, dt)
+                        payloads[key] = (codec, payload)
+            moves = _moves(schedule, step.ops, nonempty)
+            incoming = []  # every send reads the buffer as it is now
+            for m in moves:
+                data, held = buffers[m.src, region(m.chunk)].copy(), payloads.get((m.src, m.chunk))
+                if m.wire is not None and held is None:
+                    data = m.wire.roundtrip(data)
+                incoming.append((data, held))
+            for reduce in (False, True):  # copies land first, then reduces
+                for m, (data, held) in zip(moves, incoming, strict=True):
+                    if m.reduce is not reduce:
+                        continue
+                    key, at = (m.dst, m.chunk), region(m.chunk)
+                    if not reduce:
+                        buffers[m.dst, at] = data
+                        if held is None:
+                            payloads.pop(key, None)
+                        else:
+                            payloads[key] = held
+                        continue
+                    mine = payloads.get(key)
+                    if held is not None and mine is not None and held[0] == mine[0] and held[0].homomorphic_sum:
+                        codec = held[0]
+                        if op != "sum":
+                            raise ValueError(
+                                f"{schedule.algorithm}: a reduce of {codec.spec} payloads adds them; run it with op sum"
+                            )
+                        total = codec.add_payloads(mine[1], held[1])  # type: ignore[attr-defined]
+                        buffers[m.dst, at] = codec.decompress(total, data.size, dt)
+                        payloads[key] = (codec, total)
+                    else:  # raw data (a misuse the verifier reports also lands here, on the decoded values)
+                        buffers[m.dst, at] = ufunc(buffers[m.dst, at], data)
+
+
+def judge(
+    schedule: Schedule,
+    result: np.ndarray,
+    inputs: np.ndarray,
+    op: str,
+    count: int,
+    bounds: np.ndarray,
+) -> tuple[int, float, float]:
+    """(wrong elements, the largest absolute error, the largest bound) over the elements that must match.
+
+    ``bounds[r, c]`` is the error bound of slot (r, c); an element is wrong when its
+    error exceeds its slot's bound plus the rounding allowance of `local.count_wrong`.
+    """
+    p, n = schedule.nranks, schedule.nchunks
+    values, mask = local.expected(schedule, inputs, op)
+    offsets = collectives.element_offsets(schedule.collective, p, n, count)
+    chunk_of = np.repeat(np.arange(n), np.diff(offsets))
+    g = 0.0
+    if op == "sum":
+        info = ml_dtypes.finfo(result.dtype)
+        g = local._gamma(p, float(info.eps)) + local._gamma(p, float(np.finfo(np.float64).eps))
+    wrong, worst, bound_max = 0, 0.0, 0.0
+    for r in range(p):
+        m = np.asarray(mask[r])
+        if not m.any():
+            continue
+        exp = values[r][m]
+        err = np.abs(result[r][m].astype(np.float64) - exp)
+        err[np.isnan(err)] = np.inf
+        allowed = bounds[r][chunk_of[m]] + g * (np.abs(exp) + p)
+        wrong += int(np.count_nonzero(~(err <= allowed)))
+        worst = max(worst, float(err.max()))
+        bound_max = max(bound_max, float(bounds[r][chunk_of[m]].max()))
+    return wrong, worst, bound_max
+
+
+def run(
+    schedule: Schedule,
+    count: int,
+    dtype: str,
+    op: str,
+    seed: int,
+    iters: int,
+    bounds: np.ndarray,
+    *,
+    max_bytes: int = local.DEFAULT_MAX_BYTES,
+) -> local.RunResult:
+    """`local.run` for a schedule with compression points; ``bounds``: the verifier's per-slot error bounds."""
+    _check(schedule, dtype, op)
+    if bounds.shape != (schedule.nranks, schedule.nchunks):
+        raise ValueError(f"error bounds of shape {bounds.shape}, expected {(schedule.nranks, schedule.nchunks)}")
+    inputs = local.make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
+    offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    total = 0.0
+    buffers = inputs
+    for _ in range(iters):
+        buffers = inputs.copy()
+        start = time.perf_counter()
+        execute(schedule, buffers, op, offsets)
+        total += time.perf_counter() - start
+    wrong, worst, bound = judge(schedule, buffers, inputs, op, count, bounds)
+    return local.RunResult(
+        algorithm=schedule.algorithm,
+        nranks=schedule.nranks,
+        count=count,
+        nbytes=count * local.DTYPES[dtype].itemsize,
+        dtype=dtype,
+        op=op,
+        iters=iters,
+        time_us=total / iters * 1e6,
+        wrong=wrong,
+        max_abs_error=worst,
+        error_bound=bound,
+    )

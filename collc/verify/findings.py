@@ -1,0 +1,121 @@
+"""Findings: what the verifier reports, the codes it reports them under, and shared formatting."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from collc.ir import ChunkSet, Span, bits_to_runs, format_id_set
+
+__all__ = ["CODES", "Collector", "Finding", "bits_ids", "chunks_word", "fmt", "fmt_ids", "lowest", "them"]
+
+# Codes, most useful first: the order findings are reported in.  The compression codes
+# (docs/compression.md) come from collc.verify.compression.
+CODES: tuple[str, ...] = (
+    "layout",
+    "root-out-of-range",
+    "rank-out-of-range",
+    "peer-out-of-range",
+    "peer-is-self",
+    "chunk-out-of-range",
+    "bad-codec",
+    "recv-without-action",
+    "send-with-action",
+    "unmatched-send",
+    "unmatched-recv",
+    "codec-mismatch",
+    "duplicate-transfer",
+    "write-conflict",
+    "send-not-held",
+    "reduce-into-empty",
+    "compress-not-held",
+    "compress-compressed",
+    "decompress-raw",
+    "wire-compress-compressed",
+    "reduce-compressed",
+    "reduce-mixed",
+    "codec-range",
+    "double-count",
+    "postcondition",
+    "compressed-output",
+    "tolerance",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found, located at the op responsible."""
+
+    code: str
+    message: str
+    span: Span
+    step: int | None
+    rank: int | None
+    chunk: int | None
+    expected: str | None
+    actual: str | None
+
+
+def fmt(bits: int) -> str:
+    return format_id_set(bits_to_runs(bits))
+
+
+def fmt_ids(ids: Sequence[int] | np.ndarray) -> str:
+    bits = 0
+    for i in ids:
+        bits |= 1 << int(i)
+    return fmt(bits)
+
+
+def chunks_word(bits: int) -> str:
+    return f"chunk {bits.bit_length() - 1}" if bits.bit_count() == 1 else f"chunks {fmt(bits)}"
+
+
+def them(bits: int) -> str:
+    return "it" if bits.bit_count() == 1 else "them"
+
+
+def lowest(bits: int) -> int:
+    return (bits & -bits).bit_length() - 1
+
+
+def bits_ids(bits: int) -> np.ndarray:
+    low = bits & -bits
+    if bits and (bits + low) & bits == 0:  # one run: skip the bit unpacking
+        return np.arange(low.bit_length() - 1, bits.bit_length(), dtype=np.int64)
+    return ChunkSet(bits).ids()
+
+
+class Collector:
+    """Findings per code, each list capped; counts everything."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.lists: dict[str, list[Finding]] = {code: [] for code in CODES}
+        self.total = 0
+
+    def room(self, code: str) -> bool:
+        """Whether a finding of `code` would be kept; counts it as dropped when not."""
+        if len(self.lists[code]) < self.cap:
+            return True
+        self.total += 1
+        return False
+
+    def add(self, finding: Finding) -> None:
+        self.total += 1
+        if len(self.lists[finding.code]) < self.cap:
+            self.lists[finding.code].append(finding)
+
+    def select(self) -> tuple[tuple[Finding, ...], int]:
+        """At most `cap` findings: the first of each code, then the rest by priority."""
+        chosen: list[tuple[int, int]] = [(p, 0) for p, code in enumerate(CODES) if self.lists[code]][: self.cap]
+        for p, code in enumerate(CODES):
+            for i in range(1, len(self.lists[code])):
+                if len(chosen) >= self.cap:
+                    break
+                chosen.append((p, i))
+        chosen.sort()
+        findings = tuple(self.lists[CODES[p]][i] for p, i in chosen)
+        return findings, self.total - len(findings)

@@ -1,0 +1,659 @@
+/* collc_cuda.cuh: running a schedule's step tables on GPUs, every rank in one process.
+ *
+ * A generated collc_<algorithm>.cu describes its schedule as data: for every
+ * phase, its steps, and for every step one row per message (struct
+ * collc_cuda_msg: sender, receiver, where it lands, its chunk runs).  This
+ * header runs such tables for p "virtual ranks": rank r is a buffer on device
+ * device_of_rank[r] (any number of ranks may share a device) with its own
+ * stream and two events.
+ *
+ * Buffers.  Every rank's buffer holds the collective's whole logical element
+ * space (collc's collectives.logical_count: count elements, p * count for
+ * alltoall), cut into chunks exactly as collectives.element_offsets() cuts it:
+ * the space is split into equal groups (alltoall: every (source, destination)
+ * block; allgather and reduce-scatter: every rank's block when the count
+ * divides by p; otherwise one group), and each group's chunks are as even as
+ * possible, the first ones one element longer.  Empty messages are skipped.
+ *
+ * Steps.  Every send reads the sender's buffer as it was at the start of the
+ * step; every receive lands at its end.  For each step, the host enqueues
+ *
+ *   1. the transfers, on the senders' streams: each first waits for the
+ *      receiver's `done` event (the receiver has finished its earlier steps,
+ *      so its scratch space is free and its buffer holds the start-of-step
+ *      data), then copies the message's runs (cudaMemcpyAsync, or
+ *      cudaMemcpyPeerAsync between devices) into the receiver's scratch
+ *      space, or straight into its buffer for a "direct" message; then each
+ *      sender records its `sent` event;
+ *   2. the arrivals, on the receivers' streams: each waits for the `sent`
+ *      event of its senders, then copies or reduces (a kernel launch, see
+ *      collc_cuda_reduce.cuh) each run out of scratch into its buffer; then
+ *      every rank that took part records its `done` event.
+ *
+ * A message is direct when its runs are copies of chunks the receiver does
+ * not send in the same step (tables.py's rule, without its single-run
+ * condition): no transfer of the step reads the region it overwrites.  Every
+ * other message lands in scratch and is applied after the receiver's own
+ * transfers of the step (stream order), which is what makes every send read
+ * start-of-step data.  Each receiver's scratch messages of a step lie end to
+ * end in table order (rows are sorted by receiver).  Events are reused from
+ * step to step: a wait refers to the most recent record enqueued before it.
+ *
+ * The whole run is ordered after the work already queued on the caller's
+ * stream (a `start` event) and the caller's stream waits for every rank's
+ * last `done` event: the call is asynchronous for the host, like a kernel
+ * launch.
+ *
+ * Where codecs plug in: collc_cuda_transfer() moves one message on the
+ * sender's stream and collc_cuda_arrive() applies it on the receiver's; a
+ * compressed message compresses in the first (into a staging buffer on the
+ * sender's device), moves the payload, and decompresses (fused with the
+ * reduction) in the second.
+ *
+ * Streams, events, scratch space and peer access are created at the first
+ * call and kept (per rank; re-created when a rank moves to another device)
+ * until collc_cuda_release().  Not thread-safe.
+ */
+#ifndef COLLC_CUDA_CUH
+#define COLLC_CUDA_CUH
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "collc_cuda_reduce.cuh"
+
+/* Return values of the API. */
+enum {
+    COLLC_CUDA_OK = 0,
+    COLLC_CUDA_ERR_ARG = -1,  /* a bad argument */
+    COLLC_CUDA_ERR_CUDA = -2, /* a CUDA call failed (out of memory, no device, ...) */
+};
+
+enum collc_cuda_collective {
+    COLLC_CUDA_COLL_ALLREDUCE,
+    COLLC_CUDA_COLL_ALLGATHER,
+    COLLC_CUDA_COLL_REDUCE_SCATTER,
+    COLLC_CUDA_COLL_BROADCAST,
+    COLLC_CUDA_COLL_REDUCE,
+    COLLC_CUDA_COLL_ALLTOALL
+};
+
+/* Where a message lands, and what the receiver does with a run. */
+enum collc_cuda_landing { COLLC_CUDA_SCRATCH, COLLC_CUDA_DIRECT };
+enum collc_cuda_action { COLLC_CUDA_COPY, COLLC_CUDA_REDUCE };
+
+/* Chunks lo .. hi-1 of a message. */
+struct collc_cuda_run {
+    int lo, hi;
+    enum collc_cuda_action action;
+};
+
+/* One message of one step: runs[first_run .. first_run + nruns - 1] of src's buffer to dst. */
+struct collc_cuda_msg {
+    int step, src, dst;
+    enum collc_cuda_landing landing;
+    int first_run, nruns;
+};
+
+/* A step and its messages: msgs[first .. first + n - 1]. */
+struct collc_cuda_step {
+    int index, first, n;
+};
+
+struct collc_cuda_ctx;
+
+/* A compiled schedule: what the generated file gives the runtime. */
+struct collc_cuda_sched {
+    const char *algorithm;
+    enum collc_cuda_collective collective;
+    int nranks, nchunks;
+    int max_step_messages;                  /* the most messages of one step */
+    int (*run)(struct collc_cuda_ctx *ctx); /* every phase, in order */
+};
+
+/* Chunk c starts at element g * group_elems + j * base + min(j, extra),
+ * with g = c / group_chunks and j = c % group_chunks. */
+struct collc_cuda_layout {
+    int group_chunks;
+    int64_t group_elems, base;
+    int extra;
+};
+
+/* What is kept for each rank from call to call. */
+struct collc_cuda_rank {
+    int device; /* -1: nothing created yet */
+    cudaStream_t stream;
+    cudaEvent_t sent, done;
+    char *scratch; /* owned by the library */
+    size_t scratch_bytes;
+    int max_blocks; /* blocks of a reduction kernel on this rank's device */
+};
+
+/* The library's state between calls. */
+struct collc_cuda_state {
+    int nranks;
+    struct collc_cuda_rank *ranks;
+    int ndevices;
+    cudaEvent_t *start; /* [device]: orders a call after the caller's stream */
+    unsigned char *peers; /* [a * ndevices + b]: peer access of a to b was tried */
+};
+
+/* One call in progress (or a sizing pass, which enqueues nothing). */
+struct collc_cuda_ctx {
+    const struct collc_cuda_sched *sched;
+    struct collc_cuda_state *state;
+    struct collc_cuda_layout layout;
+    int64_t elem_bytes;
+    collc_cuda_reduce_fn reduce;
+    char *const *buffers;  /* [rank] */
+    char **scratch;        /* [rank] */
+    size_t *scratch_need;  /* [rank]: the scratch bytes the sizing pass found */
+    int sizing;
+    int device;            /* the current device, to avoid redundant cudaSetDevice */
+    int64_t *landing;      /* [message of the step]: its byte offset in the receiver's scratch */
+    int *sent_at, *seen_at; /* [rank]: the last step it sent in / took part in, as 1 + index */
+};
+
+/* ---------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------- */
+
+static char collc_cuda_message[512];
+
+static inline int collc_cuda_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(collc_cuda_message, sizeof collc_cuda_message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* Returns COLLC_CUDA_ERR_CUDA from the calling function when `call` fails, naming it. */
+#define COLLC_CUDA_TRY(call)                                                                                  \
+    do {                                                                                                      \
+        cudaError_t collc_err_ = (call);                                                                      \
+        if (collc_err_ != cudaSuccess)                                                                        \
+            return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "%s failed: %s (%s)", #call,                          \
+                                   cudaGetErrorString(collc_err_), cudaGetErrorName(collc_err_));             \
+    } while (0)
+
+/* ---------------------------------------------------------------------------
+ * Element layout
+ * ------------------------------------------------------------------------- */
+
+/* collectives.logical_count: alltoall's space holds every rank's send buffer. */
+static inline int64_t collc_cuda_logical_count(enum collc_cuda_collective coll, int p, int64_t count)
+{
+    return coll == COLLC_CUDA_COLL_ALLTOALL ? count * p : count;
+}
+
+/* collectives.element_groups and chunk_offsets, for a collective of `count` elements. */
+static inline struct collc_cuda_layout collc_cuda_layout_of(const struct collc_cuda_sched *s, int64_t count)
+{
+    struct collc_cuda_layout l;
+    int groups = 1;
+    if (s->collective == COLLC_CUDA_COLL_ALLTOALL)
+        groups = s->nranks * s->nranks;
+    else if ((s->collective == COLLC_CUDA_COLL_ALLGATHER || s->collective == COLLC_CUDA_COLL_REDUCE_SCATTER) &&
+             count % s->nranks == 0)
+        groups = s->nranks;
+    l.group_chunks = s->nchunks / groups;
+    l.group_elems = collc_cuda_logical_count(s->collective, s->nranks, count) / groups;
+    l.base = l.group_elems / l.group_chunks;
+    l.extra = (int)(l.group_elems % l.group_chunks);
+    return l;
+}
+
+/* Element offset of chunk c (c == nchunks gives the total). */
+static inline int64_t collc_cuda_chunk_offset(const struct collc_cuda_layout *l, int c)
+{
+    int g = c / l->group_chunks, j = c % l->group_chunks;
+    return (int64_t)g * l->group_elems + (int64_t)j * l->base + (j < l->extra ? j : l->extra);
+}
+
+static inline int64_t collc_cuda_run_bytes(const struct collc_cuda_ctx *ctx, const struct collc_cuda_run *r)
+{
+    return (collc_cuda_chunk_offset(&ctx->layout, r->hi) - collc_cuda_chunk_offset(&ctx->layout, r->lo)) *
+           ctx->elem_bytes;
+}
+
+static inline int64_t collc_cuda_msg_bytes(const struct collc_cuda_ctx *ctx, const struct collc_cuda_msg *m,
+                                           const struct collc_cuda_run *runs)
+{
+    int64_t total = 0;
+    for (int k = 0; k < m->nruns; k++)
+        total += collc_cuda_run_bytes(ctx, &runs[m->first_run + k]);
+    return total;
+}
+
+/* Where chunk c starts in a rank's buffer. */
+static inline char *collc_cuda_at(const struct collc_cuda_ctx *ctx, int rank, int c)
+{
+    return ctx->buffers[rank] + collc_cuda_chunk_offset(&ctx->layout, c) * ctx->elem_bytes;
+}
+
+/* ---------------------------------------------------------------------------
+ * One message
+ * ------------------------------------------------------------------------- */
+
+static inline int collc_cuda_use_device(struct collc_cuda_ctx *ctx, int device)
+{
+    if (ctx->device != device) {
+        COLLC_CUDA_TRY(cudaSetDevice(device));
+        ctx->device = device;
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* Copies `bytes` from rank src's device to rank dst's on src's stream. */
+static inline int collc_cuda_copy(struct collc_cuda_ctx *ctx, int src, int dst, char *to, const char *from,
+                                  int64_t bytes)
+{
+    const struct collc_cuda_rank *s = &ctx->state->ranks[src], *d = &ctx->state->ranks[dst];
+    if (s->device == d->device)
+        COLLC_CUDA_TRY(cudaMemcpyAsync(to, from, (size_t)bytes, cudaMemcpyDeviceToDevice, s->stream));
+    else
+        COLLC_CUDA_TRY(cudaMemcpyPeerAsync(to, d->device, from, s->device, (size_t)bytes, s->stream));
+    return COLLC_CUDA_OK;
+}
+
+/* Moves message m, once the receiver has finished its earlier steps, on the sender's stream. */
+static inline int collc_cuda_transfer(struct collc_cuda_ctx *ctx, const struct collc_cuda_msg *m,
+                                      const struct collc_cuda_run *runs, int64_t landing)
+{
+    const struct collc_cuda_rank *s = &ctx->state->ranks[m->src], *d = &ctx->state->ranks[m->dst];
+    char *to = ctx->scratch[m->dst] + landing;
+    COLLC_CUDA_TRY(cudaStreamWaitEvent(s->stream, d->done, 0));
+    for (int k = 0; k < m->nruns; k++) {
+        const struct collc_cuda_run *r = &runs[m->first_run + k];
+        const int64_t bytes = collc_cuda_run_bytes(ctx, r);
+        int err;
+        if (bytes == 0) continue;
+        if (m->landing == COLLC_CUDA_DIRECT) to = collc_cuda_at(ctx, m->dst, r->lo);
+        err = collc_cuda_copy(ctx, m->src, m->dst, to, collc_cuda_at(ctx, m->src, r->lo), bytes);
+        if (err != COLLC_CUDA_OK) return err;
+        to += bytes;
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* Applies message m on the receiver's stream, once its sender's transfers of the step are done. */
+static inline int collc_cuda_arrive(struct collc_cuda_ctx *ctx, const struct collc_cuda_msg *m,
+                                    const struct collc_cuda_run *runs, int64_t landing)
+{
+    const struct collc_cuda_rank *d = &ctx->state->ranks[m->dst];
+    const char *from = ctx->scratch[m->dst] + landing;
+    COLLC_CUDA_TRY(cudaStreamWaitEvent(d->stream, ctx->state->ranks[m->src].sent, 0));
+    if (m->landing == COLLC_CUDA_DIRECT) return COLLC_CUDA_OK;
+    for (int k = 0; k < m->nruns; k++) {
+        const struct collc_cuda_run *r = &runs[m->first_run + k];
+        const int64_t bytes = collc_cuda_run_bytes(ctx, r);
+        char *at = collc_cuda_at(ctx, m->dst, r->lo);
+        if (bytes == 0) continue;
+        if (r->action == COLLC_CUDA_REDUCE) {
+            int err = collc_cuda_use_device(ctx, d->device);
+            if (err != COLLC_CUDA_OK) return err;
+            ctx->reduce(at, from, bytes / ctx->elem_bytes, d->max_blocks, d->stream);
+            COLLC_CUDA_TRY(cudaGetLastError());
+        } else {
+            COLLC_CUDA_TRY(cudaMemcpyAsync(at, from, (size_t)bytes, cudaMemcpyDeviceToDevice, d->stream));
+        }
+        from += bytes;
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Steps and phases
+ * ------------------------------------------------------------------------- */
+
+/* Runs one step: every rank's transfers, then every rank's arrivals (see the top of this file). */
+static inline int collc_cuda_run_step(struct collc_cuda_ctx *ctx, const struct collc_cuda_step *step,
+                                      const struct collc_cuda_msg *msgs, const struct collc_cuda_run *runs)
+{
+    const struct collc_cuda_msg *m = msgs + step->first;
+    const int stamp = step->index + 1;
+    int err;
+
+    /* Scratch offsets: each receiver's scratch messages end to end, in table order (sorted by receiver). */
+    int64_t end = 0;
+    for (int i = 0; i < step->n; i++) {
+        if (i == 0 || m[i].dst != m[i - 1].dst) end = 0;
+        ctx->landing[i] = end;
+        if (m[i].landing == COLLC_CUDA_SCRATCH) end += collc_cuda_msg_bytes(ctx, &m[i], runs);
+        if (ctx->sizing && (size_t)end > ctx->scratch_need[m[i].dst]) ctx->scratch_need[m[i].dst] = (size_t)end;
+    }
+    if (ctx->sizing) return COLLC_CUDA_OK;
+
+    /* 1. Transfers, on the senders' streams. */
+    for (int i = 0; i < step->n; i++) {
+        if (collc_cuda_msg_bytes(ctx, &m[i], runs) == 0) continue;
+        if ((err = collc_cuda_transfer(ctx, &m[i], runs, ctx->landing[i])) != COLLC_CUDA_OK) return err;
+        ctx->sent_at[m[i].src] = ctx->seen_at[m[i].src] = ctx->seen_at[m[i].dst] = stamp;
+    }
+    for (int r = 0; r < ctx->sched->nranks; r++) {
+        const struct collc_cuda_rank *rank = &ctx->state->ranks[r];
+        if (ctx->sent_at[r] == stamp) COLLC_CUDA_TRY(cudaEventRecord(rank->sent, rank->stream));
+    }
+
+    /* 2. Arrivals, on the receivers' streams. */
+    for (int i = 0; i < step->n; i++) {
+        if (collc_cuda_msg_bytes(ctx, &m[i], runs) == 0) continue;
+        if ((err = collc_cuda_arrive(ctx, &m[i], runs, ctx->landing[i])) != COLLC_CUDA_OK) return err;
+    }
+    for (int r = 0; r < ctx->sched->nranks; r++) {
+        const struct collc_cuda_rank *rank = &ctx->state->ranks[r];
+        if (ctx->seen_at[r] == stamp) COLLC_CUDA_TRY(cudaEventRecord(rank->done, rank->stream));
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* Runs steps[0 .. nsteps-1] of a phase, in order. */
+static inline int collc_cuda_run_phase(struct collc_cuda_ctx *ctx, const struct collc_cuda_step *steps, int nsteps,
+                                       const struct collc_cuda_msg *msgs, const struct collc_cuda_run *runs)
+{
+    for (int i = 0; i < nsteps; i++) {
+        int err = collc_cuda_run_step(ctx, &steps[i], msgs, runs);
+        if (err != COLLC_CUDA_OK) return err;
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Streams, events and scratch space, kept from call to call
+ * ------------------------------------------------------------------------- */
+
+static struct collc_cuda_state collc_cuda_kept;
+
+/* Destroys what rank r holds (waiting for its stream first). */
+static inline void collc_cuda_drop_rank(struct collc_cuda_rank *r)
+{
+    if (r->device < 0) return;
+    cudaSetDevice(r->device);
+    cudaStreamSynchronize(r->stream);
+    cudaStreamDestroy(r->stream);
+    cudaEventDestroy(r->sent);
+    cudaEventDestroy(r->done);
+    cudaFree(r->scratch);
+    memset(r, 0, sizeof *r);
+    r->device = -1;
+}
+
+/* Frees everything the library keeps; the next call starts afresh. */
+static inline void collc_cuda_release_all(void)
+{
+    struct collc_cuda_state *st = &collc_cuda_kept;
+    int device = 0;
+    if (st->ranks == NULL) return;
+    cudaGetDevice(&device);
+    for (int r = 0; r < st->nranks; r++)
+        collc_cuda_drop_rank(&st->ranks[r]);
+    for (int d = 0; d < st->ndevices; d++)
+        if (st->start[d] != NULL) cudaEventDestroy(st->start[d]);
+    free(st->ranks);
+    free(st->start);
+    free(st->peers);
+    memset(st, 0, sizeof *st);
+    cudaSetDevice(device);
+}
+
+/* Rank r's stream and events on `device`. */
+static inline int collc_cuda_place_rank(struct collc_cuda_rank *r, int device)
+{
+    int sms = 0;
+    collc_cuda_drop_rank(r);
+    COLLC_CUDA_TRY(cudaSetDevice(device));
+    r->device = device;
+    COLLC_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking));
+    COLLC_CUDA_TRY(cudaEventCreateWithFlags(&r->sent, cudaEventDisableTiming));
+    COLLC_CUDA_TRY(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    COLLC_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    r->max_blocks = 4 * (sms > 0 ? sms : 1);
+    return COLLC_CUDA_OK;
+}
+
+/* Lets device a read and write device b's memory directly, where the hardware allows it. */
+static inline int collc_cuda_enable_peer(struct collc_cuda_state *st, int a, int b)
+{
+    int can = 0;
+    cudaError_t err;
+    if (a == b || st->peers[a * st->ndevices + b]) return COLLC_CUDA_OK;
+    st->peers[a * st->ndevices + b] = 1;
+    COLLC_CUDA_TRY(cudaDeviceCanAccessPeer(&can, a, b));
+    if (!can) return COLLC_CUDA_OK; /* cudaMemcpyPeerAsync then stages through the host */
+    COLLC_CUDA_TRY(cudaSetDevice(a));
+    err = cudaDeviceEnablePeerAccess(b, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError(); /* enabled by someone else: fine */
+    else COLLC_CUDA_TRY(err);
+    return COLLC_CUDA_OK;
+}
+
+/* The kept state for p ranks placed on device_of_rank (NULL: every rank on `device`). */
+static inline int collc_cuda_prepare(struct collc_cuda_state *st, int p, const int *device_of_rank, int device)
+{
+    int ndevices = 0, err;
+    COLLC_CUDA_TRY(cudaGetDeviceCount(&ndevices));
+    if (st->ranks == NULL) {
+        st->nranks = p;
+        st->ndevices = ndevices;
+        st->ranks = (struct collc_cuda_rank *)calloc((size_t)p, sizeof *st->ranks);
+        st->start = (cudaEvent_t *)calloc((size_t)ndevices, sizeof *st->start);
+        st->peers = (unsigned char *)calloc((size_t)ndevices * (size_t)ndevices, 1);
+        if (st->ranks == NULL || st->start == NULL || st->peers == NULL) {
+            free(st->ranks);
+            free(st->start);
+            free(st->peers);
+            memset(st, 0, sizeof *st);
+            return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+        }
+        for (int r = 0; r < p; r++)
+            st->ranks[r].device = -1;
+    }
+    for (int r = 0; r < p; r++) {
+        int want = device_of_rank != NULL ? device_of_rank[r] : device;
+        if (want < 0 || want >= ndevices)
+            return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "device_of_rank[%d] = %d: there are %d device(s)", r, want,
+                                   ndevices);
+        if (st->ranks[r].device != want && (err = collc_cuda_place_rank(&st->ranks[r], want)) != COLLC_CUDA_OK)
+            return err;
+    }
+    for (int a = 0; a < p; a++)
+        for (int b = 0; b < p; b++)
+            if ((err = collc_cuda_enable_peer(st, st->ranks[a].device, st->ranks[b].device)) != COLLC_CUDA_OK)
+                return err;
+    if (st->start[device] == NULL) {
+        COLLC_CUDA_TRY(cudaSetDevice(device));
+        COLLC_CUDA_TRY(cudaEventCreateWithFlags(&st->start[device], cudaEventDisableTiming));
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Entry points (the generated file wraps them in its extern "C" API)
+ * ------------------------------------------------------------------------- */
+
+static inline int collc_cuda_check_args(const struct collc_cuda_sched *s, int64_t count, int dtype, int op)
+{
+    if (count < 0) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "count must be >= 0, got %lld", (long long)count);
+    if (s->collective == COLLC_CUDA_COLL_ALLTOALL && count % s->nranks != 0)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "alltoall needs a count divisible by p=%d, got %lld", s->nranks,
+                               (long long)count);
+    if (dtype < 0 || dtype >= COLLC_CUDA_NDTYPES)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "unknown dtype %d (0 .. %d)", dtype, COLLC_CUDA_NDTYPES - 1);
+    if (op < 0 || op >= COLLC_CUDA_NOPS)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "unknown op %d (0 .. %d)", op, COLLC_CUDA_NOPS - 1);
+    return COLLC_CUDA_OK;
+}
+
+/* A context for `count` elements of `dtype`; ctx->landing has room for the largest step. */
+static inline int collc_cuda_ctx_init(struct collc_cuda_ctx *ctx, const struct collc_cuda_sched *s, int64_t count,
+                                      int dtype, int op)
+{
+    int err = collc_cuda_check_args(s, count, dtype, op);
+    memset(ctx, 0, sizeof *ctx);
+    if (err != COLLC_CUDA_OK) return err;
+    ctx->sched = s;
+    ctx->layout = collc_cuda_layout_of(s, count);
+    ctx->elem_bytes = collc_cuda_dtype_size[dtype];
+    ctx->reduce = collc_cuda_reducers[dtype][op];
+    ctx->device = -1;
+    ctx->landing = (int64_t *)calloc((size_t)s->max_step_messages + 1, sizeof *ctx->landing);
+    ctx->scratch_need = (size_t *)calloc((size_t)s->nranks, sizeof *ctx->scratch_need);
+    ctx->scratch = (char **)calloc((size_t)s->nranks, sizeof *ctx->scratch);
+    ctx->sent_at = (int *)calloc((size_t)s->nranks, sizeof *ctx->sent_at);
+    ctx->seen_at = (int *)calloc((size_t)s->nranks, sizeof *ctx->seen_at);
+    if (!ctx->landing || !ctx->scratch_need || !ctx->scratch || !ctx->sent_at || !ctx->seen_at)
+        return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+    return COLLC_CUDA_OK;
+}
+
+static inline void collc_cuda_ctx_free(struct collc_cuda_ctx *ctx)
+{
+    free(ctx->landing);
+    free(ctx->scratch_need);
+    free(ctx->scratch);
+    free(ctx->sent_at);
+    free(ctx->seen_at);
+}
+
+/* The scratch bytes each rank needs for `count` elements of `dtype`: the sizing pass. */
+static inline int collc_cuda_size_scratch(struct collc_cuda_ctx *ctx)
+{
+    ctx->sizing = 1;
+    int err = ctx->sched->run(ctx);
+    ctx->sizing = 0;
+    return err;
+}
+
+/* Library-owned scratch space for every rank, grown to what this call needs. */
+static inline int collc_cuda_own_scratch(struct collc_cuda_ctx *ctx)
+{
+    for (int r = 0; r < ctx->sched->nranks; r++) {
+        struct collc_cuda_rank *rank = &ctx->state->ranks[r];
+        if (ctx->scratch_need[r] > rank->scratch_bytes) {
+            COLLC_CUDA_TRY(cudaSetDevice(rank->device));
+            COLLC_CUDA_TRY(cudaFree(rank->scratch)); /* waits for the work that used it */
+            rank->scratch = NULL;
+            rank->scratch_bytes = 0;
+            COLLC_CUDA_TRY(cudaMalloc((void **)&rank->scratch, ctx->scratch_need[r]));
+            rank->scratch_bytes = ctx->scratch_need[r];
+        }
+        ctx->scratch[r] = rank->scratch;
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* Orders every rank's stream after the caller's stream: the start of the run. */
+static inline int collc_cuda_begin(struct collc_cuda_ctx *ctx, int device, cudaStream_t caller)
+{
+    struct collc_cuda_state *st = ctx->state;
+    COLLC_CUDA_TRY(cudaSetDevice(device));
+    ctx->device = device;
+    COLLC_CUDA_TRY(cudaEventRecord(st->start[device], caller));
+    for (int r = 0; r < ctx->sched->nranks; r++) {
+        COLLC_CUDA_TRY(cudaStreamWaitEvent(st->ranks[r].stream, st->start[device], 0));
+        COLLC_CUDA_TRY(cudaEventRecord(st->ranks[r].done, st->ranks[r].stream));
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* Makes the caller's stream wait for every rank's last step (after an error too, so that nothing is left behind). */
+static inline int collc_cuda_end(struct collc_cuda_ctx *ctx, cudaStream_t caller, int failed)
+{
+    struct collc_cuda_state *st = ctx->state;
+    for (int r = 0; r < ctx->sched->nranks; r++) {
+        if (failed) cudaEventRecord(st->ranks[r].done, st->ranks[r].stream);
+        COLLC_CUDA_TRY(cudaStreamWaitEvent(caller, st->ranks[r].done, 0));
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* Checks the caller's pointers against what the sizing pass found. */
+static inline int collc_cuda_check_pointers(const struct collc_cuda_ctx *ctx, void *const *buffers,
+                                            void *const *scratch)
+{
+    if (buffers == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "buffers is NULL");
+    for (int r = 0; r < ctx->sched->nranks; r++) {
+        if (buffers[r] == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "buffers[%d] is NULL", r);
+        if (scratch != NULL && scratch[r] == NULL && ctx->scratch_need[r] > 0)
+            return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "scratch[%d] is NULL, rank %d needs %zu bytes", r, r,
+                                   ctx->scratch_need[r]);
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* The whole collective; see the generated header for the contract. */
+static inline int collc_cuda_execute(const struct collc_cuda_sched *s, void *const *buffers, int64_t count,
+                                     int dtype, int op, const int *device_of_rank, void *const *scratch,
+                                     void *stream)
+{
+    struct collc_cuda_ctx ctx;
+    cudaStream_t caller = (cudaStream_t)stream;
+    cudaError_t cuda_err;
+    int device = 0, err, started = 0;
+    if ((err = collc_cuda_ctx_init(&ctx, s, count, dtype, op)) != COLLC_CUDA_OK) goto out;
+    if ((err = collc_cuda_size_scratch(&ctx)) != COLLC_CUDA_OK) goto out;
+    if ((err = collc_cuda_check_pointers(&ctx, buffers, scratch)) != COLLC_CUDA_OK || count == 0) goto out;
+    ctx.buffers = (char *const *)buffers;
+    if ((cuda_err = cudaGetDevice(&device)) != cudaSuccess) {
+        err = collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "no usable CUDA device: %s", cudaGetErrorString(cuda_err));
+        cudaGetLastError(); /* clear it */
+        goto out;
+    }
+    ctx.state = &collc_cuda_kept;
+    if ((err = collc_cuda_prepare(ctx.state, s->nranks, device_of_rank, device)) != COLLC_CUDA_OK) goto restore;
+    if (scratch != NULL)
+        memcpy(ctx.scratch, scratch, (size_t)s->nranks * sizeof *ctx.scratch);
+    else if ((err = collc_cuda_own_scratch(&ctx)) != COLLC_CUDA_OK)
+        goto restore;
+    if ((err = collc_cuda_begin(&ctx, device, caller)) != COLLC_CUDA_OK) goto restore;
+    started = 1;
+    err = s->run(&ctx);
+restore:
+    if (started) {
+        int end = collc_cuda_end(&ctx, caller, err != COLLC_CUDA_OK);
+        if (err == COLLC_CUDA_OK) err = end;
+    }
+    cudaSetDevice(device);
+out:
+    collc_cuda_ctx_free(&ctx);
+    return err;
+}
+
+/* The scratch bytes rank `rank` needs for a call with `count` elements of `dtype`; -1 for bad arguments. */
+static inline int64_t collc_cuda_scratch_bytes(const struct collc_cuda_sched *s, int64_t count, int dtype, int rank)
+{
+    struct collc_cuda_ctx ctx;
+    int64_t need = -1;
+    if (collc_cuda_ctx_init(&ctx, s, count, dtype, COLLC_CUDA_SUM) == COLLC_CUDA_OK && rank >= 0 &&
+        rank < s->nranks && collc_cuda_size_scratch(&ctx) == COLLC_CUDA_OK)
+        need = (int64_t)ctx.scratch_need[rank];
+    collc_cuda_ctx_free(&ctx);
+    return need;
+}
+
+/* The element offset of every chunk, offsets[0 .. nchunks]; returns nchunks, or COLLC_CUDA_ERR_ARG. */
+static inline int collc_cuda_chunk_offsets(const struct collc_cuda_sched *s, int64_t count, int64_t *offsets)
+{
+    struct collc_cuda_layout layout;
+    int err = collc_cuda_check_args(s, count, 0, 0);
+    if (err != COLLC_CUDA_OK) return err;
+    layout = collc_cuda_layout_of(s, count);
+    for (int c = 0; c <= s->nchunks; c++)
+        offsets[c] = collc_cuda_chunk_offset(&layout, c);
+    return s->nchunks;
+}
+
+static inline const char *collc_cuda_last_error(void)
+{
+    return collc_cuda_message;
+}
+
+#endif /* COLLC_CUDA_CUH */

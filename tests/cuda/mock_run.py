@@ -1,0 +1,75 @@
+"""Run a generated cuda library on the CPU stand-in for the CUDA runtime (``mock_cudart.c``).
+
+    python mock_run.py LIBMOCK LIBCOLLC EXAMPLE PARAMS_JSON CASES_JSON
+
+loads LIBMOCK (soname libcudart.so.13) first, so that LIBCOLLC (built with
+``nvcc -cudart shared``) binds to it, then runs every case
+(``{"dtype", "op", "count", "seed", "devices"}``, optionally ``"own_scratch"``:
+pass scratch space of the library's ``scratch_bytes``) on numpy buffers
+standing in for device memory, drains the mock's queues in a random valid
+order (seeded by the case) and prints one JSON object per case: the wrong elements
+(`local.count_wrong`), whether the library's chunk layout is collc's, and
+the kernel launches and peer copies it took.  Run in a subprocess: the mock
+must not meet a real CUDA runtime.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> int:
+    mock_path, lib_path, example, params, cases = sys.argv[1:6]
+    mock = ctypes.CDLL(mock_path, mode=ctypes.RTLD_GLOBAL)
+    mock.mock_cuda_drain.restype = ctypes.c_long
+    mock.mock_cuda_drain.argtypes = [ctypes.c_uint]
+    mock.mock_cuda_launches.restype = ctypes.c_long
+    mock.mock_cuda_peer_copies.restype = ctypes.c_long
+
+    import collc
+    from collc import collectives
+    from collc.backends import cuda, local
+    from collc.diagnostics import CollError
+
+    schedule = collc.load(example).instantiate(**json.loads(params)).schedule
+    lib = cuda.Library(Path(lib_path), schedule)
+    for case in json.loads(cases):
+        dtype, op, count, seed, devices = case["dtype"], case["op"], case["count"], case["seed"], case["devices"]
+        inputs = local.make_inputs(schedule, count, dtype, seed, op=op)
+        buffers = [np.array(row) for row in inputs]  # one allocation per rank
+        scratch = None
+        if case.get("own_scratch"):  # the caller's scratch space, NULL where a rank needs none
+            sizes = [lib.scratch_bytes(count, dtype, r) for r in range(schedule.nranks)]
+            scratch = [np.full(size, 0xAB, dtype=np.uint8) if size else None for size in sizes]
+        launches, peers = mock.mock_cuda_launches(), mock.mock_cuda_peer_copies()
+        try:
+            pointers = None if scratch is None else [0 if s is None else s.ctypes.data for s in scratch]
+            lib.run([b.ctypes.data for b in buffers], count, dtype, op, devices, scratch=pointers)
+        except CollError as err:
+            print(json.dumps({"error": str(err)}), flush=True)
+            continue
+        if mock.mock_cuda_drain(seed + 1) < 0:
+            print(json.dumps({"error": "deadlock: queued work waits for an event that is never reached"}))
+            continue
+        values, mask = local.expected(schedule, inputs, op)
+        result = np.stack(buffers)
+        wrong = local.count_wrong(result, values, mask, dtype, op, schedule.nranks, reduces=schedule.collective.reduces)
+        offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+        row = {
+            "wrong": wrong,
+            "layout_ok": lib.layout(count).tolist() == offsets.tolist(),
+            "launches": mock.mock_cuda_launches() - launches,
+            "peer_copies": mock.mock_cuda_peer_copies() - peers,
+        }
+        print(json.dumps(row), flush=True)
+    lib.release()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,519 @@
+"""The ``cuda`` target: generated CUDA C++, builds of every example, and runs with and without a GPU.
+
+Golden files: ``tests/golden/cuda/<algorithm>_p4.cu`` and ``_cuda.h`` hold the
+generated sources of ring_allreduce and swing_bw at p=4, compared textually.
+After a deliberate change to the templates, regenerate them with
+
+    COLLC_REGEN_GOLDEN=1 pytest tests/test_cuda.py -k golden
+
+and review the diff.
+
+Without a GPU (CI), every example is compiled with ``nvcc -arch=sm_90`` and
+its host driver is run against ``tests/cuda/mock_cudart.c``, a CPU stand-in
+for the CUDA runtime that executes the queued copies, kernels, event records
+and waits in a random order allowed by CUDA's stream and event semantics, so
+that a missing dependency shows up as a wrong result.  With a GPU and CuPy
+(``pytest -m gpu``), the same libraries run for real through
+`cuda.run_library` and `cuda.run`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+import collc
+from collc import collectives
+from collc.backends import cuda, local, tables
+from collc.diagnostics import CollError
+from collc.ir import Action, Collective, OpKind, Schedule
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "golden" / "cuda"
+MOCK_SOURCE = HERE / "cuda" / "mock_cudart.c"
+MOCK_RUN = HERE / "cuda" / "mock_run.py"
+REDUCE_HOST = HERE / "cuda" / "reduce_host.cu"
+RUNTIME = HERE.parent / "runtime"
+EXAMPLES = HERE.parent / "examples"
+REGEN = os.environ.get("COLLC_REGEN_GOLDEN", "") not in ("", "0")
+
+# Every bundled example, at a small p: (case id, example, parameters).
+CASES: list[tuple[str, str, dict[str, int]]] = [
+    ("ring_allreduce_k3", "ring_allreduce", {"p": 5, "k": 3}),
+    ("swing_bw", "swing_bw", {"p": 6}),
+    ("swing_lat", "swing_lat", {"p": 4}),
+    ("rabenseifner", "rabenseifner", {"p": 6}),
+    ("recursive_doubling", "recursive_doubling", {"p": 4}),
+    ("recursive_doubling_any", "recursive_doubling_any", {"p": 3}),
+    ("ring_allgather_k3", "ring_allgather", {"p": 4, "k": 3}),
+    ("bruck_allgather", "bruck_allgather", {"p": 5}),
+    ("ring_reduce_scatter", "ring_reduce_scatter", {"p": 4}),
+    ("binomial_broadcast", "binomial_broadcast", {"p": 5, "root": 1}),
+    ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
+    ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
+]
+CASE_IDS = [case for case, _, _ in CASES]
+
+# Not an example: a schedule whose correctness needs the start-of-step rule for a copied chunk
+# that its receiver also sends in the same step (the message must land in scratch).
+SWAP = ("swap_allreduce", str(HERE / "cuda" / "swap_allreduce.coll"), {"p": 2})
+
+# (dtype, op) pairs every case runs with, and the counts (elements) it runs at.
+MATRIX: list[tuple[str, str]] = [
+    ("float32", "sum"),
+    ("float64", "prod"),
+    ("float16", "max"),
+    ("bfloat16", "sum"),
+    ("int32", "min"),
+    ("int64", "prod"),
+]
+COUNTS = (0, 1, 5, 37, 1000, 4099)
+
+
+def _schedule(name: str, params: dict[str, int]) -> Schedule:
+    inst = collc.load(name).instantiate(**params)
+    assert inst.verify().ok
+    return inst.schedule
+
+
+def _counts(schedule: Schedule) -> list[int]:
+    """COUNTS, rounded to what the collective accepts (alltoall: multiples of p)."""
+    p = schedule.nranks
+    if schedule.collective is Collective.ALLTOALL:
+        return sorted({c - c % p for c in COUNTS})
+    return list(COUNTS)
+
+
+def _nvcc() -> Path:
+    try:
+        return cuda.nvcc()
+    except CollError as err:
+        pytest.skip(str(err))
+
+
+@dataclass(frozen=True)
+class Built:
+    schedule: Schedule
+    out: Path
+    lib: Path  # built with -cudart shared, for the mock runtime
+
+
+@dataclass(frozen=True)
+class Builds:
+    libs: dict[str, Built]
+    reduce_host: Path  # tests/cuda/reduce_host.cu
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
+    """Every case generated and built with nvcc -arch=sm_90, and the host kernel harness, in parallel."""
+    nvcc = _nvcc()
+    root = tmp_path_factory.mktemp("cuda")
+    jobs = {}
+    for case, name, params in [*CASES, SWAP]:
+        schedule = _schedule(name, params)
+        cuda.generate(schedule, root / case)
+        jobs[case] = (schedule, root / case)
+    harness = root / "reduce_host"
+    harness_cmd = [str(nvcc), "-O2", "-arch=sm_90", "-I", str(RUNTIME), "-o", str(harness), str(REDUCE_HOST)]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        host = pool.submit(subprocess.run, harness_cmd, capture_output=True, text=True)
+        futures = {
+            case: pool.submit(cuda.build, out, schedule, flags=("-cudart", "shared"))
+            for case, (schedule, out) in jobs.items()
+        }
+        libs = {case: Built(jobs[case][0], jobs[case][1], f.result()) for case, f in futures.items()}
+        compiled = host.result()
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    return Builds(libs, harness)
+
+
+@pytest.fixture(scope="module")
+def built(builds: Builds) -> dict[str, Built]:
+    return builds.libs
+
+
+@pytest.fixture(scope="module")
+def mock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/cuda/mock_cudart.c as libcudart.so.13."""
+    out = tmp_path_factory.mktemp("mock")
+    version_script = out / "cudart.map"
+    version_script.write_text("libcudart.so.13 { global: *; };\n")
+    lib = out / "libmock_cudart.so"
+    cmd = ["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-Wl,-soname,libcudart.so.13"]
+    cmd += [f"-Wl,--version-script={version_script}", "-o", str(lib), str(MOCK_SOURCE), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return lib
+
+
+def mock_run(mock: Path, b: Built, name: str, params: dict[str, int], cases: list[dict]) -> list[dict]:
+    """Run ``cases`` on the mock runtime in a subprocess; one result per case."""
+    args = [sys.executable, str(MOCK_RUN), str(mock), str(b.lib), name, json.dumps(params), json.dumps(cases)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+# --------------------------------------------------------------------------
+# Generated text
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw"])
+def test_golden(name: str, tmp_path: Path) -> None:
+    schedule = _schedule(name, {"p": 4})
+    cuda.generate(schedule, tmp_path)
+    cu_name, h_name = cuda.source_names(schedule)
+    for generated, suffix in ((cu_name, ".cu"), (h_name, "_cuda.h")):
+        text = (tmp_path / generated).read_text()
+        golden = GOLDEN / f"{name}_p4{suffix}"
+        if REGEN:
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(text)
+        assert golden.is_file(), f"missing {golden}: run with COLLC_REGEN_GOLDEN=1 to create it"
+        assert text == golden.read_text(), f"{generated} differs from {golden} (COLLC_REGEN_GOLDEN=1 regenerates)"
+
+
+def test_generated_files(tmp_path: Path) -> None:
+    schedule = _schedule("binomial_reduce", {"p": 5, "root": 3})
+    files = cuda.generate(schedule, tmp_path / "out")
+    names = {f.name for f in files}
+    assert names == {"collc_binomial_reduce.cu", "collc_binomial_reduce_cuda.h", "Makefile", *cuda.RUNTIME_HEADERS}
+    text = (tmp_path / "out" / "collc_binomial_reduce.cu").read_text()
+    assert "binomial_reduce.coll:" in text and str(EXAMPLES) not in text
+    assert "static int phase_reduce(struct collc_cuda_ctx *ctx)" in text
+    assert 'extern "C" int collc_binomial_reduce_cuda_run(' in text
+    assert "COLLC_CUDA_COLL_REDUCE," in text
+    header = (tmp_path / "out" / "collc_binomial_reduce_cuda.h").read_text()
+    assert "#define COLLC_BINOMIAL_REDUCE_CUDA_ROOT 3" in header
+
+
+def ir_facts(schedule: Schedule) -> set[tuple[int, int, int, int, str]]:
+    """(step, src, dst, chunk, action) straight from the IR's ops."""
+    facts = set()
+    for step in schedule.steps:
+        for op in step.ops:
+            for c in op.chunks.ids().tolist():
+                if op.kind is OpKind.SEND:
+                    facts.add((step.index, op.rank, op.peer, c, "send"))
+                else:
+                    facts.add((step.index, op.peer, op.rank, c, "reduce" if op.action is Action.REDUCE else "copy"))
+    return facts
+
+
+def direct_messages(facts: set[tuple[int, int, int, int, str]]) -> set[tuple[int, int, int]]:
+    """(step, src, dst) of the messages that may land in place: only copies, of chunks dst does not send then.
+
+    The tables' rule without its single-run condition (which only MPI's contiguous receives need).
+    """
+    sent: dict[tuple[int, int], set[int]] = {}
+    for step, src, _, c, action in facts:
+        if action == "send":
+            sent.setdefault((step, src), set()).add(c)
+    ok: dict[tuple[int, int, int], bool] = {}
+    for step, src, dst, c, action in facts:
+        if action != "send":
+            fits = action == "copy" and c not in sent.get((step, dst), set())
+            ok[(step, src, dst)] = ok.get((step, src, dst), True) and fits
+    return {key for key, fits in ok.items() if fits}
+
+
+_ARRAY = re.compile(
+    r"static const struct collc_cuda_(run|msg|step) (\w+)_(?:runs|msgs|steps)\[\] = \{\n(.*?)\n\};", re.S
+)
+_ROW = re.compile(r"^\s*\{ ([^}]*) \},", re.M)
+
+
+def source_tables(text: str) -> tuple[set[tuple[int, int, int, int, str]], set[tuple[int, int, int]]]:
+    """Read the tables back out of a generated .cu: the facts they move, and their direct messages."""
+    arrays: dict[tuple[str, str], list[list[str]]] = {}
+    for kind, phase, body in _ARRAY.findall(text):
+        arrays[(kind, phase)] = [[cell.strip() for cell in row.split(",")] for row in _ROW.findall(body)]
+    facts, direct = set(), set()
+    for (kind, phase), rows in arrays.items():
+        if kind != "msg":
+            continue
+        runs = arrays[("run", phase)]
+        steps = arrays[("step", phase)]
+        # The step table covers the message rows exactly, in order.
+        assert [r for index, first, n in steps for r in range(int(first), int(first) + int(n))] == list(
+            range(len(rows))
+        )
+        for index, first, n in steps:
+            assert {rows[r][0] for r in range(int(first), int(first) + int(n))} == {index}
+        for step, src, dst, landing, first_run, nruns in rows:
+            s, a, b = int(step), int(src), int(dst)
+            if landing == "COLLC_CUDA_DIRECT":
+                direct.add((s, a, b))
+            for lo, hi, action in runs[int(first_run) : int(first_run) + int(nruns)]:
+                act = "reduce" if action == "COLLC_CUDA_REDUCE" else "copy"
+                for c in range(int(lo), int(hi)):
+                    facts.add((s, a, b, c, "send"))
+                    facts.add((s, a, b, c, act))
+    return facts, direct
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [(n, p) for _, n, p in CASES] + [("swing_bw", {"p": 12}), ("ring_allreduce", {"p": 7}), ("swing_lat", {"p": 16})],
+)
+def test_generated_tables_are_the_verified_schedule(name: str, params: dict[str, int], tmp_path: Path) -> None:
+    schedule = _schedule(name, params)
+    cuda.generate(schedule, tmp_path)
+    facts, direct = source_tables((tmp_path / cuda.source_names(schedule)[0]).read_text())
+    assert facts == ir_facts(schedule)
+    assert direct == direct_messages(ir_facts(schedule))
+    t = tables.from_schedule(schedule)
+    assert direct >= {
+        (rs.step, m.peer, r) for r, steps in enumerate(t.ranks) for rs in steps for m in rs.recvs if m.direct
+    }
+
+
+def test_swap_lands_in_scratch() -> None:
+    """The copy into rank 0 at step 0 overwrites a chunk rank 0 sends in that step: not direct."""
+    _, name, params = SWAP
+    (copy, reduce) = cuda.step_messages(tables.from_schedule(_schedule(name, params)))[0]
+    assert (copy.src, copy.dst, copy.direct, reduce.direct) == (1, 0, False, False)
+
+
+def test_messages_are_sorted_by_receiver() -> None:
+    """The runtime lays out each receiver's scratch messages end to end, in table order."""
+    t = tables.from_schedule(_schedule("swing_bw", {"p": 12}))
+    for msgs in cuda.step_messages(t).values():
+        assert [(m.dst, m.src) for m in msgs] == sorted((m.dst, m.src) for m in msgs)
+
+
+def test_every_example_is_covered(tmp_path: Path) -> None:
+    """CASES holds every example without compression points; the others are refused (not supported yet)."""
+    plain = set()
+    for path in sorted(EXAMPLES.glob("*.coll")) + sorted(EXAMPLES.glob("compression/*.coll")):
+        schedule = collc.load(str(path)).instantiate(p=4).schedule
+        if not schedule.compresses():
+            plain.add(path.stem)
+            continue
+        with pytest.raises(CollError, match="compression points are not supported"):
+            cuda.generate(schedule, tmp_path / path.stem)
+        assert not (tmp_path / path.stem).exists()
+    assert {name for _, name, _ in CASES} == plain
+
+
+# --------------------------------------------------------------------------
+# Builds (nvcc, no GPU needed)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_every_example_builds(built: dict[str, Built], case: str) -> None:
+    assert built[case].lib.is_file()
+
+
+def test_library_builds_and_links(tmp_path: Path) -> None:
+    """The default build (static CUDA runtime) links and loads without a GPU; layout and scratch sizes are collc's."""
+    _nvcc()
+    schedule = _schedule("swing_bw", {"p": 6})
+    cuda.generate(schedule, tmp_path)
+    lib = cuda.Library(cuda.build(tmp_path, schedule), schedule)
+    assert lib.path == cuda.library_path(tmp_path, schedule)
+    messages = cuda.step_messages(tables.from_schedule(schedule))
+    for count in (0, 7, 1000):
+        off = collectives.element_offsets(schedule.collective, 6, schedule.nchunks, count)
+        assert lib.layout(count).tolist() == off.tolist()
+        need = [0] * 6  # the most bytes each rank receives through scratch in one step
+        for msgs in messages.values():
+            step = [0] * 6
+            for m in msgs:
+                if not m.direct:
+                    step[m.dst] += sum(int(off[r.hi] - off[r.lo]) for r in m.runs) * 2
+            need = [max(a, b) for a, b in zip(need, step, strict=True)]
+        assert [lib.scratch_bytes(count, "float16", r) for r in range(6)] == need
+    assert max(need) > 0
+    with pytest.raises(CollError, match="count must be >= 0"):
+        lib.layout(-1)
+    with pytest.raises(CollError, match="bad argument: count must be >= 0"):
+        lib.run([0] * 6, -5, "float32", "sum")
+
+
+def test_build_errors(tmp_path: Path) -> None:
+    _nvcc()
+    schedule = _schedule("ring_allreduce", {"p": 4})
+    with pytest.raises(CollError, match="generate the sources first"):
+        cuda.build(tmp_path / "nothing", schedule)
+    cuda.generate(schedule, tmp_path)
+    source = tmp_path / cuda.source_names(schedule)[0]
+    source.write_text(source.read_text().replace("NRANKS,\n", "NRANKS\n", 1))
+    with pytest.raises(CollError, match=r"nvcc failed on .*collc_ring_allreduce\.cu"):
+        cuda.build(tmp_path, schedule)
+
+
+def test_no_gpu_is_a_clear_error() -> None:
+    try:
+        cuda.cupy_module()
+    except CollError as err:
+        assert str(err).startswith("the cuda backend needs a GPU and cupy")
+        with pytest.raises(CollError, match="needs a GPU and cupy"):
+            cuda.run(_schedule("ring_allreduce", {"p": 4}), [16])
+    else:
+        pytest.skip("a GPU is available")
+
+
+def _operands(dtype: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two vectors of ``dtype`` with the values that test an op: NaN, ±inf, ±0, overflow, wrap-around."""
+    rng = np.random.default_rng(DTYPE_SEED[dtype])
+    dt = local.DTYPES[dtype]
+    if np.issubdtype(dt, np.integer):
+        info = np.iinfo(dt)
+        a, b = (rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True) for _ in range(2))
+        a[:4], b[:4] = [info.min, info.max, -1, 0], [-1, 1, info.min, info.max]
+        return a, b
+    a, b = (rng.standard_normal(n) * 4 for _ in range(2))
+    a[:8] = [np.nan, 1.0, np.inf, -np.inf, -0.0, 0.0, 300.0, 1e-30]
+    b[:8] = [1.0, np.nan, 2.0, np.inf, 0.0, -0.0, 300.0, 1e-30]
+    return a.astype(dt), b.astype(dt)
+
+
+DTYPE_SEED = {name: i for i, name in enumerate(cuda.DTYPES)}
+
+
+@pytest.mark.parametrize("dtype", list(cuda.DTYPES))
+def test_kernel_code_on_the_host(builds: Builds, tmp_path: Path, dtype: str) -> None:
+    """The kernels' element loop, run on the CPU for every op: numpy's results, whatever the alignment and grid."""
+    n = 1003
+    a, b = _operands(dtype, n)
+    np.concatenate([a, b]).tofile(tmp_path / "in.bin")
+    for op, ufunc in zip(cuda.OPS, (np.add, np.multiply, np.maximum, np.minimum), strict=True):
+        args = [str(builds.reduce_host), str(cuda.DTYPES[dtype]), str(cuda.OPS[op]), str(n)]
+        proc = subprocess.run(
+            [*args, str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True, text=True
+        )
+        assert proc.returncode == 0, (op, proc.stderr)
+        got = np.fromfile(tmp_path / "out.bin", dtype=a.dtype)
+        with np.errstate(all="ignore"):
+            want = ufunc(a, b)
+        if np.issubdtype(a.dtype, np.integer):
+            assert got.tolist() == want.tolist(), op
+        else:  # values, not bits: NaN payloads and the sign of a zero max/min may differ
+            assert np.array_equal(got.astype(np.float64), want.astype(np.float64), equal_nan=True), op
+
+
+# --------------------------------------------------------------------------
+# The host driver on the mock CUDA runtime
+# --------------------------------------------------------------------------
+
+
+def _mock_cases(schedule: Schedule) -> list[dict]:
+    p = schedule.nranks
+    counts = _counts(schedule)
+    cases = []
+    for i, (dtype, op) in enumerate(MATRIX):
+        for j, count in enumerate(counts):
+            devices = [r % 2 for r in range(p)] if (i + j) % 2 else None
+            cases.append({"dtype": dtype, "op": op, "count": count, "seed": 10 * i + j, "devices": devices})
+    # Scratch space from the caller.
+    cases += [
+        {"dtype": "int32", "op": "sum", "count": c, "seed": 50, "devices": None, "own_scratch": True} for c in counts
+    ]
+    # The same size under many orders of the queued work.
+    cases += [
+        {"dtype": "float32", "op": "sum", "count": 999 - 999 % p, "seed": 100 + s, "devices": None} for s in range(8)
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("case", [*CASE_IDS, SWAP[0]])
+def test_driver_on_mock_runtime(built: dict[str, Built], mock: Path, case: str) -> None:
+    _, name, params = next(c for c in [*CASES, SWAP] if c[0] == case)
+    b = built[case]
+    cases = _mock_cases(b.schedule)
+    results = mock_run(mock, b, name, params, cases)
+    assert len(results) == len(cases)
+    for spec, result in zip(cases, results, strict=True):
+        assert "error" not in result, (spec, result)
+        assert result["wrong"] == 0 and result["layout_ok"], (spec, result)
+        if b.schedule.collective.reduces and spec["count"] >= b.schedule.nchunks:
+            assert result["launches"] > 0, (spec, result)
+        if spec["devices"] is not None and spec["count"] >= b.schedule.nchunks:
+            assert result["peer_copies"] > 0, (spec, result)
+
+
+def test_driver_rejects_bad_arguments_on_mock_runtime(built: dict[str, Built], mock: Path) -> None:
+    bad = [{"dtype": "float32", "op": "sum", "count": 8, "seed": 1, "devices": [0, 1, 2, 0, 1]}]
+    (result,) = mock_run(mock, built["ring_allreduce_k3"], "ring_allreduce", {"p": 5, "k": 3}, bad)
+    assert "bad argument: device_of_rank[2] = 2: there are 2 device(s)" in result["error"]
+
+
+# --------------------------------------------------------------------------
+# On a GPU
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cupy() -> Iterator[ModuleType]:
+    try:
+        yield cuda.cupy_module()
+    except CollError as err:
+        pytest.skip(str(err))
+
+
+@pytest.fixture(scope="module")
+def gpu_libs(cupy: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> dict[str, cuda.Library]:
+    """Every case built for this GPU (static CUDA runtime), in parallel."""
+    root = tmp_path_factory.mktemp("cuda_gpu")
+    arch = cuda.gpu_arch(0)
+    jobs = {}
+    for case, name, params in CASES:
+        schedule = _schedule(name, params)
+        cuda.generate(schedule, root / case)
+        jobs[case] = schedule
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        futures = {case: pool.submit(cuda.build, root / case, s, arch=arch) for case, s in jobs.items()}
+        return {case: cuda.Library(f.result(), jobs[case]) for case, f in futures.items()}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASE_IDS)
+@pytest.mark.parametrize(("dtype", "op"), MATRIX, ids=[f"{d}-{o}" for d, o in MATRIX])
+def test_gpu_matches_numpy(gpu_libs: dict[str, cuda.Library], case: str, dtype: str, op: str) -> None:
+    lib = gpu_libs[case]
+    rows = cuda.run_library(lib, _counts(lib.schedule), dtype, op, iters=2, seed=7)
+    assert [r.wrong for r in rows] == [0] * len(rows), rows
+
+
+@pytest.mark.gpu
+def test_gpu_run_end_to_end(cupy: ModuleType) -> None:
+    schedule = _schedule("swing_bw", {"p": 8})
+    rows = cuda.run(schedule, [1 << 20, 12345], "float32", "sum", iters=3)
+    assert [r.wrong for r in rows] == [0, 0]
+    assert all(0 < r.min_us <= r.avg_us <= r.max_us for r in rows)
+    assert rows[0].size_bytes == 4 << 20
+
+
+@pytest.mark.gpu
+def test_gpu_several_devices(cupy: ModuleType, gpu_libs: dict[str, cuda.Library]) -> None:
+    ndev = cupy.cuda.runtime.getDeviceCount()
+    if ndev < 2:
+        pytest.skip("one GPU: the multi-device path runs on the mock runtime only")
+    for case in ("ring_allreduce_k3", "pairwise_alltoall", "binomial_broadcast"):
+        lib = gpu_libs[case]
+        devices = [r % ndev for r in range(lib.schedule.nranks)]
+        rows = cuda.run_library(lib, _counts(lib.schedule), "float32", "sum", devices=devices)
+        assert [r.wrong for r in rows] == [0] * len(rows)
+
+
+@pytest.mark.gpu
+def test_gpu_unaligned_chunks(gpu_libs: dict[str, cuda.Library]) -> None:
+    """Counts whose chunks start off 16-byte boundaries take the kernels' scalar paths."""
+    lib = gpu_libs["ring_allreduce_k3"]
+    rows = cuda.run_library(lib, [(1 << 16) + 3, 4097], "float16", "sum", seed=3)
+    assert [r.wrong for r in rows] == [0, 0]
