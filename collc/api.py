@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collc.backends import local, mpi_c, mpi_launch, mpi_py
+from collc.backends import cuda, local, mpi_c, mpi_launch, mpi_py
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -27,10 +27,10 @@ from collc.resources import data_dir
 from collc.verify.check import CheckReport, check
 from collc.verify.compression import analyse
 
-BACKENDS = ("local", "mpi", "mpi-c")
+BACKENDS = ("local", "mpi", "mpi-c", "cuda")
 """Where `Instance.run` executes: numpy in this process, or MPI processes running the generated mpi-py or mpi-c code."""
 
-TARGETS = ("mpi-py", "mpi-c")
+TARGETS = ("mpi-py", "mpi-c", "cuda")
 """What `Instance.compile` generates."""
 
 
@@ -151,10 +151,37 @@ class Instance:
             self._require_verified(f"compile --target {target}")
         if target == "mpi-py":
             return mpi_py.generate(self.schedule, out)
-        files = mpi_c.generate(self.schedule, out)
+        backend = mpi_c if target == "mpi-c" else cuda
+        files = backend.generate(self.schedule, out)
         if build:
-            files.append(mpi_c.build(out, self.schedule))
+            files.append(backend.build(out, self.schedule))
         return files
+
+    def run_cuda(
+        self,
+        counts: list[int],
+        dtype: str = "float32",
+        op: str = "sum",
+        *,
+        iters: int = 1,
+        warmup: int = 1,
+        seed: int = 0,
+        verify: bool = True,
+        workdir: str | Path | None = None,
+    ) -> list[cuda.CudaRow]:
+        """Run the generated CUDA executor with the p ranks as virtual ranks on this machine's GPU(s)."""
+        if dtype not in local.DTYPES or op not in local.OPS:
+            raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
+        for count in counts:
+            error = count_error(self.schedule.collective, self.nranks, count)
+            if error is not None:
+                raise CollError(f"{self.schedule.algorithm}: {error}")
+        if verify:
+            self._require_verified("run --backend cuda")
+        return cuda.run(
+            self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed,
+            workdir=None if workdir is None else Path(workdir),
+        )  # fmt: skip
 
     def run_mpi(
         self,
@@ -201,8 +228,11 @@ class Instance:
         seed: int = 0,
     ) -> local.RunResult:
         """Run on ``backend`` with random data and count the wrong elements."""
-        if backend in ("mpi", "mpi-c"):
-            (row,) = self.run_mpi([count], dtype, op, backend=backend, iters=iters, seed=seed)
+        if backend in ("mpi", "mpi-c", "cuda"):
+            if backend == "cuda":
+                (row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
+            else:
+                (row,) = self.run_mpi([count], dtype, op, backend=backend, iters=iters, seed=seed)
             dt = local.DTYPES[dtype]
             return local.RunResult(
                 self.schedule.algorithm, self.nranks, count, count * dt.itemsize, dtype, op, iters, row.avg_us,

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from collc import api, report
 from collc.backends import local
+from collc.backends.cuda import CudaRow
 from collc.backends.mpi_launch import MpiRow
 from collc.collectives import busbw_factor, count_error
 from collc.diagnostics import CollError, format_error
@@ -381,7 +382,8 @@ def compile_cmd(
     default="local",
     type=click.Choice(list(api.BACKENDS)),
     show_default=True,
-    help="local: numpy in this process; mpi: p processes running the generated mpi-py module; mpi-c: the C library.",
+    help="local: numpy in this process; mpi: p processes running the generated mpi-py module; mpi-c: the C "
+    "library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s).",
 )
 @click.option("--iters", default=1, type=click.IntRange(min=1), show_default=True, help="Timed iterations per size.")
 @click.option("--warmup", default=0, type=click.IntRange(min=0), show_default=True, help="MPI: untimed iterations.")
@@ -443,6 +445,9 @@ def run(
         if backend == "local":
             for count in counts:
                 rows.append(_row(s, inst.run(count, dtype, redop, backend=backend, iters=iters)))
+        elif backend == "cuda":
+            results = inst.run_cuda(counts, dtype, redop, iters=iters, warmup=warmup, verify=False, workdir=workdir)
+            rows = [_mpi_row(s, dtype, redop, r) for r in results]
         else:
             results = inst.run_mpi(
                 counts,
@@ -503,7 +508,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow) -> dict[str, Any]:
+def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow | CudaRow) -> dict[str, Any]:
     row = _row(s, local.RunResult(s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong))
     row.update(min_us=r.min_us, max_us=r.max_us, iters=r.iters)
     return row
@@ -511,7 +516,7 @@ def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow) -> dict[str, Any]:
 
 def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
     mpi = backend != "local"
-    ranks = f", {s.nranks} MPI processes" if mpi else ""
+    ranks = f", {s.nranks} virtual ranks on GPU" if backend == "cuda" else f", {s.nranks} MPI processes" if mpi else ""
     extra = f" {'min(us)':>10} {'max(us)':>10} {'iters':>6}" if mpi else ""
     lossy = any("error_bound" in r for r in rows)
     if lossy:
