@@ -37,7 +37,7 @@ import jinja2
 import numpy as np
 
 from collc.backends import local, tables
-from collc.backends.mpi_c import _c_ident, _runs_text, _Sources
+from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
 from collc.diagnostics import CollError
 from collc.ir import Schedule
 from collc.resources import data_dir
@@ -104,12 +104,6 @@ class StepBlock:
     where: str  # the .coll lines the step came from
     first: int  # its first row in the phase's message table
     msgs: tuple[MsgRow, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SourceLine:
-    where: str
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +181,7 @@ def _phase_plan(
     phase: tables.Phase,
     ident: str,
     messages: dict[int, list[Message]],
-    sources: _Sources,
+    sources: Sources,
     where: dict[int, str],
 ) -> PhasePlan:
     runs: list[RunRow] = []
@@ -202,28 +196,24 @@ def _phase_plan(
                 runs.extend(RunRow(r.lo, r.hi, "COLLC_CUDA_REDUCE" if r.reduce else "COLLC_CUDA_COPY") for r in m.runs)
             landing = "COLLC_CUDA_DIRECT," if m.direct else "COLLC_CUDA_SCRATCH,"
             cells = f"{index}, {m.src}, {m.dst}, {landing:<19} {seen[m.runs]}, {len(m.runs)}"
-            note = f"{m.src} -> {m.dst}: {_runs_text(m.runs, True)}{' (direct)' if m.direct else ''}"
+            note = f"{m.src} -> {m.dst}: {runs_text(m.runs, True)}{' (direct)' if m.direct else ''}"
             rows.append(MsgRow(cells, note))
         if rows:
             steps.append(StepBlock(index, where[index], first, tuple(rows)))
             first += len(rows)
-    lines = []
-    for ref in phase.lines:
-        file, _, line = ref.rpartition(":")
-        lines.append(SourceLine(f"{sources.label(file)}:{line}", sources.text(file, int(line))))
-    return PhasePlan(phase.name, ident, phase.first, phase.last, tuple(lines), tuple(runs), tuple(steps))
+    return PhasePlan(phase.name, ident, phase.first, phase.last, sources.quote(phase.lines), tuple(runs), tuple(steps))
 
 
 def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
     """The data the templates render for ``schedule`` (which must have passed verification)."""
     t = tables.from_schedule(schedule)
-    sources = _Sources(t.source)
+    sources = Sources(t.source)
     where = {info.index: sources.where(info.lines) for info in t.steps}
     messages = step_messages(t)
     idents: dict[str, int] = {}
     phases = []
     for phase in t.phases:
-        ident = _c_ident(phase.name)
+        ident = c_ident(phase.name)
         idents[ident] = idents.get(ident, 0) + 1
         if idents[ident] > 1:
             ident = f"{ident}_{idents[ident]}"
@@ -231,7 +221,7 @@ def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
     params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
     return Plan(
         algorithm=schedule.algorithm,
-        ident=_c_ident(schedule.algorithm),
+        ident=c_ident(schedule.algorithm),
         collective=schedule.collective.value,
         collective_enum=f"COLLC_CUDA_COLL_{schedule.collective.name}",
         source=sources.label(t.source),
@@ -270,12 +260,12 @@ def _flags(arch: str) -> tuple[str, ...]:
 
 def source_names(schedule: Schedule) -> tuple[str, str]:
     """The generated CUDA file and header of ``schedule``."""
-    ident = _c_ident(schedule.algorithm)
+    ident = c_ident(schedule.algorithm)
     return f"collc_{ident}.cu", f"collc_{ident}_cuda.h"
 
 
 def library_path(out_dir: Path, schedule: Schedule) -> Path:
-    return Path(out_dir) / f"libcollc_{_c_ident(schedule.algorithm)}_cuda.so"
+    return Path(out_dir) / f"libcollc_{c_ident(schedule.algorithm)}_cuda.so"
 
 
 def generate(schedule: Schedule, out_dir: Path) -> list[Path]:
@@ -348,7 +338,7 @@ class Library:
         self.schedule = schedule
         self.path = Path(path)
         lib = ctypes.CDLL(str(self.path))
-        prefix = f"collc_{_c_ident(schedule.algorithm)}_cuda"
+        prefix = f"collc_{c_ident(schedule.algorithm)}_cuda"
         self._run = getattr(lib, f"{prefix}_run")
         self._run.restype = ctypes.c_int
         self._run.argtypes = [

@@ -22,8 +22,6 @@ folder builds on its own.  `build` compiles the folder with `mpitools.mpicc`.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -34,9 +32,10 @@ import jinja2
 
 from collc import collectives
 from collc.backends import tables
+from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
 from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
-from collc.ir import Collective, Schedule, bits_to_runs, format_id_set
+from collc.ir import Collective, Schedule, bits_to_runs
 from collc.resources import data_dir
 
 __all__ = [
@@ -114,12 +113,6 @@ class RankBlock:
 
 
 @dataclass(frozen=True, slots=True)
-class SourceLine:
-    where: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
 class PhasePlan:
     name: str
     ident: str
@@ -162,58 +155,8 @@ class Plan:
     sanitize_flags: str
 
 
-def _c_ident(name: str) -> str:
-    ident = re.sub(r"\W", "_", name)
-    return ident if ident and not ident[0].isdigit() else f"_{ident}"
-
-
-class _Sources:
-    """The text of ``.coll`` lines, for comments; paths shown relative to the main file's folder."""
-
-    def __init__(self, main: str) -> None:
-        self.root = Path(main).parent if Path(main).is_absolute() else None
-        self.texts: dict[str, list[str] | None] = {}
-
-    def label(self, file: str) -> str:
-        if self.root is None or not Path(file).is_absolute():
-            return file
-        return os.path.relpath(file, self.root)
-
-    def text(self, file: str, line: int) -> str:
-        if file not in self.texts:
-            try:
-                self.texts[file] = Path(file).read_text(encoding="utf-8").splitlines()
-            except OSError:
-                self.texts[file] = None
-        lines = self.texts[file]
-        if lines is None or not 1 <= line <= len(lines):
-            return ""
-        return lines[line - 1].strip().replace("*/", "* /")
-
-    def where(self, refs: Sequence[str]) -> str:
-        """``lib/ring.coll:7, 8`` for ``[".../lib/ring.coll:7", ".../lib/ring.coll:8"]``."""
-        by_file: dict[str, list[str]] = {}
-        for ref in refs:
-            file, _, line = ref.rpartition(":")
-            by_file.setdefault(self.label(file), []).append(line)
-        return "; ".join(f"{f}:{', '.join(lines)}" for f, lines in by_file.items())
-
-
-def _runs_text(runs: Sequence[tables.Run], recv: bool) -> str:
-    if not recv:
-        return format_id_set([(r.lo, r.hi) for r in runs])
-    parts = []
-    for r in runs:
-        action = "reduce" if r.reduce else "copy"
-        if parts and parts[-1][0] == action:
-            parts[-1][1].append((r.lo, r.hi))
-        else:
-            parts.append((action, [(r.lo, r.hi)]))
-    return ", ".join(f"{action} {format_id_set(ids)}" for action, ids in parts)
-
-
 def _phase_plan(
-    t: tables.Tables, phase: tables.Phase, ident: str, sources: _Sources, where: dict[int, str]
+    t: tables.Tables, phase: tables.Phase, ident: str, sources: Sources, where: dict[int, str]
 ) -> PhasePlan:
     """The tables of one phase; ``where[step]`` names the .coll lines of each step."""
     runs: list[RunRow] = []
@@ -233,16 +176,12 @@ def _phase_plan(
                 c_kind = _KIND["direct" if msg.direct else kind]
                 cells = f"{rs.step}, {c_kind + ',':<19} {msg.peer}, {seen[msg.runs]}, {len(msg.runs)}"
                 arrow = f"to {msg.peer}" if kind == "send" else f"from {msg.peer}"
-                rows.append(MsgRow(cells, f"{arrow}: {_runs_text(msg.runs, kind == 'recv')}"))
+                rows.append(MsgRow(cells, f"{arrow}: {runs_text(msg.runs, kind == 'recv')}"))
             steps.append(StepBlock(rs.step, where[rs.step], tuple(rows)))
         count = sum(len(s.msgs) for s in steps)
         ranks.append(RankBlock(rank, first, count, tuple(steps)))
         first += count
-    lines = []
-    for ref in phase.lines:
-        file, _, line = ref.rpartition(":")
-        lines.append(SourceLine(f"{sources.label(file)}:{line}", sources.text(file, int(line))))
-    return PhasePlan(phase.name, ident, phase.first, phase.last, tuple(lines), tuple(runs), tuple(ranks))
+    return PhasePlan(phase.name, ident, phase.first, phase.last, sources.quote(phase.lines), tuple(runs), tuple(ranks))
 
 
 def _scratch_chunks(rank_steps: Sequence[tables.RankStep]) -> int:
@@ -279,12 +218,12 @@ def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
 def plan(schedule: Schedule) -> Plan:
     """The data the templates render for ``schedule`` (which must have passed verification)."""
     t = tables.from_schedule(schedule)
-    sources = _Sources(t.source)
+    sources = Sources(t.source)
     where = {info.index: sources.where(info.lines) for info in t.steps}
     idents: dict[str, int] = {}
     phases = []
     for phase in t.phases:
-        ident = _c_ident(phase.name)
+        ident = c_ident(phase.name)
         idents[ident] = idents.get(ident, 0) + 1
         if idents[ident] > 1:
             ident = f"{ident}_{idents[ident]}"
@@ -293,7 +232,7 @@ def plan(schedule: Schedule) -> Plan:
     params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
     return Plan(
         algorithm=schedule.algorithm,
-        ident=_c_ident(schedule.algorithm),
+        ident=c_ident(schedule.algorithm),
         collective=schedule.collective.value,
         collective_enum=f"COLLC_COLL_{schedule.collective.name}",
         mpi_name=MPI_NAMES[schedule.collective],
@@ -332,12 +271,12 @@ def _environment() -> jinja2.Environment:
 
 def source_names(schedule: Schedule) -> tuple[str, str]:
     """The generated C file and header of ``schedule``."""
-    ident = _c_ident(schedule.algorithm)
+    ident = c_ident(schedule.algorithm)
     return f"collc_{ident}.c", f"collc_{ident}.h"
 
 
 def library_path(out_dir: Path, schedule: Schedule) -> Path:
-    return Path(out_dir) / f"libcollc_{_c_ident(schedule.algorithm)}.so"
+    return Path(out_dir) / f"libcollc_{c_ident(schedule.algorithm)}.so"
 
 
 def generate(schedule: Schedule, out_dir: Path) -> list[Path]:

@@ -10,10 +10,11 @@ op)``, ...), so the MPI worker drives both the same way.
 from __future__ import annotations
 
 import ctypes
-import re
 from typing import Any
 
 import numpy as np
+
+from collc.backends.csource import c_ident
 
 __all__ = ["Library"]
 
@@ -41,7 +42,7 @@ class Library:
 
         self.MPI = MPI
         self.lib = ctypes.CDLL(path)
-        ident = re.sub(r"\W", "_", algorithm)
+        ident = c_ident(algorithm)
         self.fn = getattr(self.lib, f"collc_{ident}_{_API[collective]}_f")
         self.fn.restype = ctypes.c_int
         self.last_error = getattr(self.lib, f"collc_{ident}_last_error")

@@ -1,0 +1,80 @@
+"""What the C-family generators (mpi-c, cuda) share: identifiers, `.coll` lines for comments, chunk-run notes."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from collc.backends import tables
+from collc.ir import format_id_set
+
+__all__ = ["SourceLine", "Sources", "c_ident", "runs_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """One `.coll` line quoted in a generated comment: ``file:line`` and its text."""
+
+    where: str
+    text: str
+
+
+def c_ident(name: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"_{ident}"
+
+
+class Sources:
+    """The text of ``.coll`` lines, for comments; paths shown relative to the main file's folder."""
+
+    def __init__(self, main: str) -> None:
+        self.root = Path(main).parent if Path(main).is_absolute() else None
+        self.texts: dict[str, list[str] | None] = {}
+
+    def label(self, file: str) -> str:
+        if self.root is None or not Path(file).is_absolute():
+            return file
+        return os.path.relpath(file, self.root)
+
+    def text(self, file: str, line: int) -> str:
+        if file not in self.texts:
+            try:
+                self.texts[file] = Path(file).read_text(encoding="utf-8").splitlines()
+            except OSError:
+                self.texts[file] = None
+        lines = self.texts[file]
+        if lines is None or not 1 <= line <= len(lines):
+            return ""
+        return lines[line - 1].strip().replace("*/", "* /")
+
+    def where(self, refs: Sequence[str]) -> str:
+        """``lib/ring.coll:7, 8`` for ``[".../lib/ring.coll:7", ".../lib/ring.coll:8"]``."""
+        by_file: dict[str, list[str]] = {}
+        for ref in refs:
+            file, _, line = ref.rpartition(":")
+            by_file.setdefault(self.label(file), []).append(line)
+        return "; ".join(f"{f}:{', '.join(lines)}" for f, lines in by_file.items())
+
+    def quote(self, refs: Sequence[str]) -> tuple[SourceLine, ...]:
+        """Each ``file:line`` of ``refs`` with its text."""
+        out = []
+        for ref in refs:
+            file, _, line = ref.rpartition(":")
+            out.append(SourceLine(f"{self.label(file)}:{line}", self.text(file, int(line))))
+        return tuple(out)
+
+
+def runs_text(runs: Sequence[tables.Run], recv: bool) -> str:
+    if not recv:
+        return format_id_set([(r.lo, r.hi) for r in runs])
+    parts = []
+    for r in runs:
+        action = "reduce" if r.reduce else "copy"
+        if parts and parts[-1][0] == action:
+            parts[-1][1].append((r.lo, r.hi))
+        else:
+            parts.append((action, [(r.lo, r.hi)]))
+    return ", ".join(f"{action} {format_id_set(ids)}" for action, ids in parts)
