@@ -23,6 +23,7 @@ Payload: one little-endian uint16 per value.
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -131,12 +132,14 @@ class _Cast(Codec):
         return self.unit * a / math.sqrt(3.0)
 
     @staticmethod
+    @abc.abstractmethod
     def _encode(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        """Half-width bit patterns of float32 bit patterns ``u``, and the mask of values that overflow."""
 
     @staticmethod
+    @abc.abstractmethod
     def _decode(h: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Float32 values of half-width bit patterns ``h``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,16 +17,14 @@ with one scan.  The bit width is that of the block's largest ``|q|``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from collc.codecs.base import Codec
 from collc.codecs.bits import align4, bit_length, transpose32
-from collc.codecs.grid import GRID_QMAX, check_eb, dequantize, grid_constants, quantize
+from collc.codecs.grid import GRID_QMAX, GridCodec, dequantize, quantize
 
 __all__ = ["EBQ_BLOCK", "EBQ_MAX_BITS", "Ebq"]
 
@@ -37,10 +35,8 @@ _SLOTS = np.arange(1 + 32)
 
 
 @dataclass(frozen=True, slots=True)
-class Ebq(Codec):
+class Ebq(GridCodec):
     """Error-bounded block quantizer: ``|x - x'| <= eb``, 32-value blocks of bit-planes."""
-
-    eb: float
 
     name: ClassVar[str] = "ebq"
     summary: ClassVar[str] = "error-bounded block quantizer, cuSZp layout (sign bitmap + bit-planes)"
@@ -51,24 +47,6 @@ class Ebq(Codec):
     homomorphic_sum: ClassVar[bool] = False
     static_size: ClassVar[bool] = False
     cuda_kernels: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "eb", check_eb(self.name, self.eb))
-
-    @property
-    def step(self) -> np.float32:
-        """Grid spacing passed to the decode kernels."""
-        return grid_constants(self.eb)[0]
-
-    @property
-    def inv2eb(self) -> np.float32:
-        """Inverse spacing passed to the encode kernels."""
-        return grid_constants(self.eb)[1]
-
-    @property
-    def max_magnitude(self) -> float:
-        """Every ``|x| <= max_magnitude`` is accepted by `compress`."""
-        return float(GRID_QMAX * self.step)
 
     def max_compressed_bytes(self, n: int) -> int:
         nb = -(-n // EBQ_BLOCK)
@@ -119,12 +97,6 @@ class Ebq(Codec):
         negative = ((words[:, :1] >> _LANES) & 1).astype(bool)
         q = np.where(negative, -mag, mag).ravel()[:n]
         return dequantize(q, self.step).astype(dtype)
-
-    def _abs_error32(self, a: float) -> float:
-        return self.eb
-
-    def _rms_error32(self, a: float) -> float:
-        return float(self.step) / math.sqrt(12.0)
 
 
 def _keep(widths: np.ndarray) -> np.ndarray:

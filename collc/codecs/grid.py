@@ -88,10 +88,39 @@ def dequantize(q: np.ndarray, step: np.float32) -> np.ndarray:
 
 
 @dataclass(frozen=True, slots=True)
-class Hq(Codec):
-    """Homomorphic grid quantizer: one little-endian int32 grid integer per value."""
+class GridCodec(Codec):
+    """A codec on the shared quantization grid of bound ``eb``: decoded values are within ``eb``."""
 
     eb: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eb", check_eb(self.name, self.eb))
+
+    @property
+    def step(self) -> np.float32:
+        """Grid spacing passed to the decode kernels."""
+        return grid_constants(self.eb)[0]
+
+    @property
+    def inv2eb(self) -> np.float32:
+        """Inverse spacing passed to the encode kernels."""
+        return grid_constants(self.eb)[1]
+
+    @property
+    def max_magnitude(self) -> float:
+        """Every ``|x| <= max_magnitude`` is accepted by `compress`."""
+        return float(GRID_QMAX * self.step)
+
+    def _abs_error32(self, a: float) -> float:
+        return self.eb
+
+    def _rms_error32(self, a: float) -> float:
+        return float(self.step) / math.sqrt(12.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Hq(GridCodec):
+    """Homomorphic grid quantizer: one little-endian int32 grid integer per value."""
 
     name: ClassVar[str] = "hq"
     summary: ClassVar[str] = "shared-grid integer quantizer; payloads add without decoding"
@@ -102,22 +131,6 @@ class Hq(Codec):
     homomorphic_sum: ClassVar[bool] = True
     static_size: ClassVar[bool] = True
     cuda_kernels: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "eb", check_eb(self.name, self.eb))
-
-    @property
-    def step(self) -> np.float32:
-        return grid_constants(self.eb)[0]
-
-    @property
-    def inv2eb(self) -> np.float32:
-        return grid_constants(self.eb)[1]
-
-    @property
-    def max_magnitude(self) -> float:
-        """Every ``|x| <= max_magnitude`` is accepted by `compress`."""
-        return float(GRID_QMAX * self.step)
 
     def max_compressed_bytes(self, n: int) -> int:
         return 4 * n
@@ -152,9 +165,3 @@ class Hq(Codec):
         self._payload_size(payload, 4 * n)
         q = payload.view("<i4")
         return dequantize(q, self.step).astype(dtype)
-
-    def _abs_error32(self, a: float) -> float:
-        return self.eb
-
-    def _rms_error32(self, a: float) -> float:
-        return float(self.step) / math.sqrt(12.0)
