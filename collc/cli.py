@@ -343,10 +343,14 @@ def show(
 @main.command(name="compile")
 @instance_options
 @click.option(
-    "--target", "-t", required=True, type=click.Choice(list(api.TARGETS)), help="What to generate (see docs/mpi.md)."
+    "--target",
+    "-t",
+    required=True,
+    type=click.Choice(list(api.TARGETS)),
+    help="What to generate (docs/mpi.md, docs/cuda.md).",
 )
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="Output folder.")
-@click.option("--no-build", is_flag=True, help="mpi-c: write the sources and Makefile, do not run mpicc.")
+@click.option("--no-build", is_flag=True, help="mpi-c, cuda: write the sources and Makefile, do not compile them.")
 def compile_cmd(
     file: str,
     p: str | None,
@@ -357,7 +361,7 @@ def compile_cmd(
     out: str,
     no_build: bool,
 ) -> None:
-    """Verify a schedule, then generate its executor (and build it, for mpi-c)."""
+    """Verify a schedule, then generate its executor (and build it, for mpi-c and cuda)."""
     inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
