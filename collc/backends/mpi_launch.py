@@ -143,8 +143,7 @@ class _Job:
         self.stderr: list[str] = []
         self.stdout_other: list[str] = []
         self.lock = threading.Lock()
-        self.deaths: dict[int, int] = {}  # rank -> the poll in which its process was first seen gone
-        self.polls = 0
+        self.deaths: dict[int, float] = {}  # rank -> when its process was first seen gone (monotonic s)
         self.watches: dict[int, int] = {}  # rank -> pidfd (-1: polled instead)
         self.last_progress = time.monotonic()
         self.proc = subprocess.Popen(
@@ -249,17 +248,16 @@ class _Job:
             try:
                 self.watches[rank] = os.pidfd_open(int(s["pid"]))
             except ProcessLookupError:
-                self.deaths[rank] = self.polls
+                self.deaths[rank] = time.monotonic()
             except (AttributeError, OSError, KeyError, ValueError):
                 self.watches[rank] = -1
-        self.polls += 1
         fds = {fd: rank for rank, fd in self.watches.items() if fd >= 0 and rank not in self.deaths}
         if fds:
             ready, _, _ = select.select(list(fds), [], [], 0.02)
             for fd in ready:
                 rank = fds[fd]
                 if statuses.get(rank, {}).get("state") not in ("done", "error"):
-                    self.deaths[rank] = self.polls
+                    self.deaths[rank] = time.monotonic()
         else:
             time.sleep(0.02)
         for rank, fd in self.watches.items():
@@ -267,7 +265,7 @@ class _Job:
                 try:
                     os.kill(int(statuses[rank]["pid"]), 0)
                 except ProcessLookupError:
-                    self.deaths[rank] = self.polls
+                    self.deaths[rank] = time.monotonic()
                 except (PermissionError, KeyError, ValueError):
                     pass
 
@@ -326,8 +324,10 @@ class _Job:
             lines.append(f"  rank {rank}: {s.get('error')}")
         how = _EXIT_STRING.search(text)
         cause = f" ({how.group(1).strip()})" if how else ""
-        earliest = min(self.deaths.values(), default=None)
-        first = sorted((order, rank) for rank, order in self.deaths.items() if order == earliest)
+        # Ranks gone within _SAME_MOMENT of the first are reported together: on a loaded machine mpiexec
+        # may end a neighbour before this process is scheduled to see the first exit.
+        earliest = min(self.deaths.values(), default=0.0)
+        first = sorted((t, rank) for rank, t in self.deaths.items() if t - earliest <= _SAME_MOMENT)
         if not errors and first:
             for _, rank in first:
                 s = statuses[rank]
@@ -351,6 +351,8 @@ class _Job:
             tail = [line for line in self.stderr + self.stdout_other if line.strip()][-12:]
         return ["mpiexec output (last lines):", *("  " + t for t in tail)] if tail else []
 
+
+_SAME_MOMENT = 0.1  # seconds
 
 _EXIT_STRING = re.compile(r"EXIT STRING: ([^\n]*)")
 
