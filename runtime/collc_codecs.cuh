@@ -40,6 +40,10 @@
  *    holds the smallest refused index, as numpy's CodecValueError.index.
  *  - lossless decode writes deltas; an inclusive uint32 scan (collc_scan_u32_*,
  *    wrapping) turns them into the words.
+ *
+ * Defining COLLC_CODECS_NO_KERNELS leaves out the per-codec kernels (the scans
+ * stay): the cuda executor runs the same functions through its own job kernel
+ * (collc_cuda_codec.cuh).
  */
 #ifndef COLLC_CODECS_CUH
 #define COLLC_CODECS_CUH
@@ -279,15 +283,28 @@ COLLC_HD void collc_ebq_decode_sizes_one(const collc_u8* payload, collc_u64 n, c
     sizes[b] = b < nb ? collc_ebq_body_bytes(payload[b]) : 0ull;
 }
 
-COLLC_HD void collc_ebq_decode_body_one(const collc_u8* payload, collc_u64 n, float step, const collc_u64* offsets,
-                                        float* out, collc_u64 b) {
+/* Stores decoded values: the `put` of the *_decode_block functions below. */
+struct collc_store_f32 {
+    float* out;
+    COLLC_HD void operator()(collc_u64 i, float v) const { out[i] = v; }
+};
+
+/* Decodes block b, handing each value to put(index, value). */
+template <typename Put>
+COLLC_HD void collc_ebq_decode_block(const collc_u8* payload, collc_u64 n, float step, const collc_u64* offsets,
+                                     collc_u64 b, Put put) {
     collc_u64 nb = collc_div_up(n, 32);
     collc_i32 q[32];
     collc_ebq_unpack((const collc_u32*)(payload + collc_align4(nb) + offsets[b]), payload[b], q);
     for (int j = 0; j < 32; ++j) {
         collc_u64 i = b * 32 + j;
-        if (i < n) out[i] = collc_grid_dequantize(q[j], step);
+        if (i < n) put(i, collc_grid_dequantize(q[j], step));
     }
+}
+
+COLLC_HD void collc_ebq_decode_body_one(const collc_u8* payload, collc_u64 n, float step, const collc_u64* offsets,
+                                        float* out, collc_u64 b) {
+    collc_ebq_decode_block(payload, n, step, offsets, b, collc_store_f32{out});
 }
 
 COLLC_HD collc_u64 collc_ebq_reduce_sizes_one(const collc_u8* in, const collc_u64* in_offsets, const float* local,
@@ -368,7 +385,9 @@ COLLC_HD collc_u64 collc_fwq_encode_one(const float* x, collc_u64 n, int bits, i
     return COLLC_NONE;
 }
 
-COLLC_HD void collc_fwq_decode_one(const collc_u8* in, collc_u64 n, int bits, int block, float* out, collc_u64 b) {
+/* Decodes block b, handing each value to put(index, value). */
+template <typename Put>
+COLLC_HD void collc_fwq_decode_block(const collc_u8* in, collc_u64 n, int bits, int block, collc_u64 b, Put put) {
     const collc_u64 base = b * (collc_u64)block;
     const collc_u8* blk = in + b * collc_fwq_block_bytes(bits, block);
     const float scale = collc_u2f(*(const collc_u32*)blk);
@@ -385,8 +404,12 @@ COLLC_HD void collc_fwq_decode_one(const collc_u8* in, collc_u64 n, int bits, in
         acc >>= bits;
         nacc -= bits;
         collc_i32 q = f - ((f >> (bits - 1)) << bits);
-        if (base + j < n) out[base + j] = collc_fmul((float)q, scale);
+        if (base + j < n) put(base + j, collc_fmul((float)q, scale));
     }
+}
+
+COLLC_HD void collc_fwq_decode_one(const collc_u8* in, collc_u64 n, int bits, int block, float* out, collc_u64 b) {
+    collc_fwq_decode_block(in, n, bits, block, b, collc_store_f32{out});
 }
 
 /* ------------------------------------------------------------------ hq: one element */
@@ -530,11 +553,12 @@ COLLC_HD void collc_lossless_decode_deltas_one(const collc_u8* payload, collc_u6
 }
 
 /* ------------------------------------------------------------------ kernels */
-#if defined(__CUDACC__)
 
 #define COLLC_SCAN_THREADS 256
 #define COLLC_SCAN_ITEMS 16
 #define COLLC_SCAN_TILE (COLLC_SCAN_THREADS * COLLC_SCAN_ITEMS)
+
+#if defined(__CUDACC__)
 
 __device__ inline collc_u64 collc_thread_index() { return (collc_u64)blockIdx.x * blockDim.x + threadIdx.x; }
 
@@ -635,6 +659,7 @@ __global__ void collc_scan_u32_apply(collc_u32* data, collc_u64 count, const col
     collc_scan_apply_tile<collc_u32, true>(data, count, partials);
 }
 
+#if !defined(COLLC_CODECS_NO_KERNELS)
 /* ebq */
 __global__ void collc_ebq_encode_sizes(const float* x, collc_u64 n, float inv2eb, collc_u8* payload, collc_u64* sizes,
                                        collc_u64* bad) {
@@ -734,6 +759,8 @@ __global__ void collc_lossless_decode_deltas(const collc_u8* payload, collc_u64 
     collc_u64 g = collc_thread_index();
     if (g < collc_div_up(nwords, 32)) collc_lossless_decode_deltas_one(payload, nwords, offsets, deltas, g);
 }
+
+#endif /* COLLC_CODECS_NO_KERNELS */
 
 } /* extern "C" */
 

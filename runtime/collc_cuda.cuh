@@ -44,11 +44,16 @@
  * last `done` event: the call is asynchronous for the host, like a kernel
  * launch.
  *
- * Where codecs plug in: collc_cuda_transfer() moves one message on the
- * sender's stream and collc_cuda_arrive() applies it on the receiver's; a
- * compressed message compresses in the first (into a staging buffer on the
- * sender's device), moves the payload, and decompresses (fused with the
- * reduction) in the second.
+ * Compression points (collc_cuda_codec.cuh, collc_cuda_slots.cuh).  A run
+ * of chunks travels as raw values, compressed on the wire (the sender
+ * encodes each chunk into a slot of its scratch space, the payload moves,
+ * and the receiver decodes it into its buffer, fused with the reduction), or
+ * as the payload of a compressed slot (a local `compress` put it in the
+ * rank's payload store; it is forwarded as bytes, and a receiver copies it
+ * into its own store or, for hq, adds it there).  A step's local
+ * compress / decompress ops run on the rank's stream before its transfers,
+ * and the rank's `done` event is recorded after them, so that nothing lands
+ * in its buffer before they have read it.
  *
  * Streams, events, scratch space and peer access are created at the first
  * call and kept (per rank; re-created when a rank moves to another device)
@@ -66,13 +71,15 @@
 
 #include <cuda_runtime.h>
 
+#include "collc_cuda_codec.cuh"
 #include "collc_cuda_reduce.cuh"
 
 /* Return values of the API. */
 enum {
     COLLC_CUDA_OK = 0,
-    COLLC_CUDA_ERR_ARG = -1,  /* a bad argument */
-    COLLC_CUDA_ERR_CUDA = -2, /* a CUDA call failed (out of memory, no device, ...) */
+    COLLC_CUDA_ERR_ARG = -1,   /* a bad argument */
+    COLLC_CUDA_ERR_CUDA = -2,  /* a CUDA call failed (out of memory, no device, ...) */
+    COLLC_CUDA_ERR_CODEC = -3, /* a codec refused a value (collc_cuda_check) */
 };
 
 enum collc_cuda_collective {
@@ -84,14 +91,29 @@ enum collc_cuda_collective {
     COLLC_CUDA_COLL_ALLTOALL
 };
 
-/* Where a message lands, and what the receiver does with a run. */
+/* Where a message lands, what the receiver does with a run, and how the run travels. */
 enum collc_cuda_landing { COLLC_CUDA_SCRATCH, COLLC_CUDA_DIRECT };
 enum collc_cuda_action { COLLC_CUDA_COPY, COLLC_CUDA_REDUCE };
+enum collc_cuda_how {
+    COLLC_CUDA_VALUES,  /* raw values */
+    COLLC_CUDA_WIRE,    /* compressed by the sender with `codec`, decompressed by the receiver */
+    COLLC_CUDA_PAYLOAD  /* the sender's compressed slots, forwarded as payloads of `codec` */
+};
 
-/* Chunks lo .. hi-1 of a message. */
+/* Chunks lo .. hi-1 of a message; `codec` indexes the schedule's codecs (0 for raw values). */
 struct collc_cuda_run {
     int lo, hi;
     enum collc_cuda_action action;
+    enum collc_cuda_how how;
+    int codec;
+};
+
+/* A local op of one rank at the start of a step: its chunks lo .. hi-1 into its payload store, or back. */
+enum collc_cuda_local_what { COLLC_CUDA_COMPRESS, COLLC_CUDA_DECOMPRESS };
+struct collc_cuda_local {
+    int step, rank, lo, hi;
+    enum collc_cuda_local_what what;
+    int codec;
 };
 
 /* One message of one step: runs[first_run .. first_run + nruns - 1] of src's buffer to dst. */
@@ -101,9 +123,9 @@ struct collc_cuda_msg {
     int first_run, nruns;
 };
 
-/* A step and its messages: msgs[first .. first + n - 1]. */
+/* A step, its messages msgs[first .. first + n - 1] and its local ops locals[first_local .. + nlocal - 1]. */
 struct collc_cuda_step {
-    int index, first, n;
+    int index, first, n, first_local, nlocal;
 };
 
 struct collc_cuda_ctx;
@@ -115,6 +137,11 @@ struct collc_cuda_sched {
     int nranks, nchunks;
     int max_step_messages;                  /* the most messages of one step */
     int (*run)(struct collc_cuda_ctx *ctx); /* every phase, in order */
+    const struct collc_cuda_codec *codecs;  /* the codecs runs and local ops name (NULL: none) */
+    const char *const *codec_names;         /* their specs, for messages */
+    int ncodecs;
+    int stores;                             /* some local op compresses: every rank keeps a payload store */
+    int adds_payloads;                      /* some reduce adds homomorphic payloads: op sum only */
 };
 
 /* Chunk c starts at element g * group_elems + j * base + min(j, extra),
@@ -132,7 +159,8 @@ struct collc_cuda_rank {
     cudaEvent_t sent, done;
     char *scratch; /* owned by the library */
     size_t scratch_bytes;
-    int max_blocks; /* blocks of a reduction kernel on this rank's device */
+    int max_blocks;  /* blocks of a reduction kernel on this rank's device */
+    collc_u64 *bad;  /* a codec's refusal (collc_cuda_codec.cuh), on the device */
 };
 
 /* The library's state between calls. */
@@ -150,6 +178,7 @@ struct collc_cuda_ctx {
     struct collc_cuda_state *state;
     struct collc_cuda_layout layout;
     int64_t elem_bytes;
+    int op;
     collc_cuda_reduce_fn reduce;
     char *const *buffers;  /* [rank] */
     char **scratch;        /* [rank] */
@@ -157,6 +186,9 @@ struct collc_cuda_ctx {
     int sizing;
     int device;            /* the current device, to avoid redundant cudaSetDevice */
     int64_t *landing;      /* [message of the step]: its byte offset in the receiver's scratch */
+    int64_t *staging;      /* [message of the step]: where the sender encodes its wire payloads */
+    int64_t *area_end;     /* [rank]: the end of its step area so far (sizing the step) */
+    int64_t *store_at;     /* [chunk]: its slot in a rank's payload store; [nchunks]: the store's size */
     int *sent_at, *seen_at; /* [rank]: the last step it sent in / took part in, as 1 + index */
 };
 
@@ -239,10 +271,6 @@ static inline char *collc_cuda_at(const struct collc_cuda_ctx *ctx, int rank, in
     return ctx->buffers[rank] + collc_cuda_chunk_offset(&ctx->layout, c) * ctx->elem_bytes;
 }
 
-/* ---------------------------------------------------------------------------
- * One message
- * ------------------------------------------------------------------------- */
-
 static inline int collc_cuda_use_device(struct collc_cuda_ctx *ctx, int device)
 {
     if (ctx->device != device) {
@@ -250,6 +278,30 @@ static inline int collc_cuda_use_device(struct collc_cuda_ctx *ctx, int device)
         ctx->device = device;
     }
     return COLLC_CUDA_OK;
+}
+
+#include "collc_cuda_slots.cuh"
+
+/* ---------------------------------------------------------------------------
+ * One message
+ * ------------------------------------------------------------------------- */
+
+/* Where message m's pieces end from byte `at` of a scratch space: the receiver's (raw runs as values, coded
+ * chunks as slots), or, with `staging`, the sender's (the slots its wire-compressed chunks are encoded into). */
+static inline int64_t collc_cuda_msg_end(const struct collc_cuda_ctx *ctx, const struct collc_cuda_msg *m,
+                                         const struct collc_cuda_run *runs, int64_t at, int staging)
+{
+    for (int k = 0; k < m->nruns; k++) {
+        const struct collc_cuda_run *r = &runs[m->first_run + k];
+        if (r->how == COLLC_CUDA_VALUES) {
+            if (!staging) at += collc_cuda_run_bytes(ctx, r);
+            continue;
+        }
+        if (staging && r->how != COLLC_CUDA_WIRE) continue;
+        for (int c = r->lo; c < r->hi; c++)
+            at = collc_cuda_slot_end(ctx, r->codec, c, at);
+    }
+    return at;
 }
 
 /* Copies `bytes` from rank src's device to rank dst's on src's stream. */
@@ -264,22 +316,44 @@ static inline int collc_cuda_copy(struct collc_cuda_ctx *ctx, int src, int dst, 
     return COLLC_CUDA_OK;
 }
 
-/* Moves message m, once the receiver has finished its earlier steps, on the sender's stream. */
+/* Moves message m, once the receiver has finished its earlier steps, on the sender's stream (wire payloads are
+ * encoded first: they only read the sender's buffer). */
 static inline int collc_cuda_transfer(struct collc_cuda_ctx *ctx, const struct collc_cuda_msg *m,
-                                      const struct collc_cuda_run *runs, int64_t landing)
+                                      const struct collc_cuda_run *runs, int64_t landing, int64_t staging)
 {
-    const struct collc_cuda_rank *s = &ctx->state->ranks[m->src], *d = &ctx->state->ranks[m->dst];
-    char *to = ctx->scratch[m->dst] + landing;
-    COLLC_CUDA_TRY(cudaStreamWaitEvent(s->stream, d->done, 0));
+    const struct collc_cuda_rank *d = &ctx->state->ranks[m->dst];
+    int err = collc_cuda_encode_wire(ctx, m, runs, staging);
+    if (err != COLLC_CUDA_OK) return err;
+    COLLC_CUDA_TRY(cudaStreamWaitEvent(ctx->state->ranks[m->src].stream, d->done, 0));
     for (int k = 0; k < m->nruns; k++) {
         const struct collc_cuda_run *r = &runs[m->first_run + k];
-        const int64_t bytes = collc_cuda_run_bytes(ctx, r);
-        int err;
-        if (bytes == 0) continue;
-        if (m->landing == COLLC_CUDA_DIRECT) to = collc_cuda_at(ctx, m->dst, r->lo);
-        err = collc_cuda_copy(ctx, m->src, m->dst, to, collc_cuda_at(ctx, m->src, r->lo), bytes);
-        if (err != COLLC_CUDA_OK) return err;
-        to += bytes;
+        if (r->how == COLLC_CUDA_VALUES) {
+            const int64_t bytes = collc_cuda_run_bytes(ctx, r);
+            char *to = m->landing == COLLC_CUDA_DIRECT ? collc_cuda_at(ctx, m->dst, r->lo)
+                                                       : ctx->scratch[m->dst] + landing;
+            if (bytes > 0 && (err = collc_cuda_copy(ctx, m->src, m->dst, to, collc_cuda_at(ctx, m->src, r->lo),
+                                                    bytes)) != COLLC_CUDA_OK)
+                return err;
+            landing += bytes;
+            continue;
+        }
+        for (int c = r->lo; c < r->hi; c++) {
+            const int64_t end = collc_cuda_slot_end(ctx, r->codec, c, landing);
+            const collc_u8 *from;
+            if (end == landing) continue;
+            if (r->how == COLLC_CUDA_WIRE) {
+                staging = (int64_t)collc_cuda_align16((collc_u64)staging);
+                from = (const collc_u8 *)ctx->scratch[m->src] + staging;
+                staging += (int64_t)collc_cuda_chunk_slot(ctx, r->codec, c).bytes;
+            } else {
+                from = collc_cuda_store(ctx, m->src, c);
+            }
+            landing = (int64_t)collc_cuda_align16((collc_u64)landing);
+            err = collc_cuda_send_slot(ctx, m->src, m->dst, (collc_u8 *)ctx->scratch[m->dst] + landing, from,
+                                       r->codec, c);
+            if (err != COLLC_CUDA_OK) return err;
+            landing = end;
+        }
     }
     return COLLC_CUDA_OK;
 }
@@ -289,23 +363,34 @@ static inline int collc_cuda_arrive(struct collc_cuda_ctx *ctx, const struct col
                                     const struct collc_cuda_run *runs, int64_t landing)
 {
     const struct collc_cuda_rank *d = &ctx->state->ranks[m->dst];
-    const char *from = ctx->scratch[m->dst] + landing;
     COLLC_CUDA_TRY(cudaStreamWaitEvent(d->stream, ctx->state->ranks[m->src].sent, 0));
     if (m->landing == COLLC_CUDA_DIRECT) return COLLC_CUDA_OK;
     for (int k = 0; k < m->nruns; k++) {
         const struct collc_cuda_run *r = &runs[m->first_run + k];
+        int err;
+        if (r->how != COLLC_CUDA_VALUES) {
+            for (int c = r->lo; c < r->hi; c++) {
+                const int64_t end = collc_cuda_slot_end(ctx, r->codec, c, landing);
+                if (end == landing) continue;
+                landing = (int64_t)collc_cuda_align16((collc_u64)landing);
+                err = collc_cuda_receive_slot(ctx, m->dst, r, c, (collc_u8 *)ctx->scratch[m->dst] + landing);
+                if (err != COLLC_CUDA_OK) return err;
+                landing = end;
+            }
+            continue;
+        }
         const int64_t bytes = collc_cuda_run_bytes(ctx, r);
+        const char *from = ctx->scratch[m->dst] + landing;
         char *at = collc_cuda_at(ctx, m->dst, r->lo);
+        landing += bytes;
         if (bytes == 0) continue;
         if (r->action == COLLC_CUDA_REDUCE) {
-            int err = collc_cuda_use_device(ctx, d->device);
-            if (err != COLLC_CUDA_OK) return err;
+            if ((err = collc_cuda_use_device(ctx, d->device)) != COLLC_CUDA_OK) return err;
             ctx->reduce(at, from, bytes / ctx->elem_bytes, d->max_blocks, d->stream);
             COLLC_CUDA_TRY(cudaGetLastError());
         } else {
             COLLC_CUDA_TRY(cudaMemcpyAsync(at, from, (size_t)bytes, cudaMemcpyDeviceToDevice, d->stream));
         }
-        from += bytes;
     }
     return COLLC_CUDA_OK;
 }
@@ -314,28 +399,67 @@ static inline int collc_cuda_arrive(struct collc_cuda_ctx *ctx, const struct col
  * Steps and phases
  * ------------------------------------------------------------------------- */
 
-/* Runs one step: every rank's transfers, then every rank's arrivals (see the top of this file). */
+/* Where every message of a step lands and where its sender encodes its wire payloads: after each rank's payload
+ * store, its incoming messages end to end (rows are sorted by receiver), then its own wire payloads. */
+static inline void collc_cuda_step_layout(struct collc_cuda_ctx *ctx, const struct collc_cuda_step *step,
+                                          const struct collc_cuda_msg *m, const struct collc_cuda_run *runs)
+{
+    const int64_t base = ctx->store_at[ctx->sched->nchunks];
+    for (int i = 0; i < step->n; i++)
+        ctx->area_end[m[i].dst] = ctx->area_end[m[i].src] = base;
+    for (int i = 0; i < step->n; i++) {
+        int64_t *end = &ctx->area_end[m[i].dst];
+        ctx->landing[i] = *end;
+        if (m[i].landing == COLLC_CUDA_SCRATCH) *end = collc_cuda_msg_end(ctx, &m[i], runs, *end, 0);
+    }
+    for (int i = 0; i < step->n; i++) {
+        int64_t *end = &ctx->area_end[m[i].src];
+        ctx->staging[i] = *end;
+        *end = collc_cuda_msg_end(ctx, &m[i], runs, *end, 1);
+    }
+    for (int i = 0; ctx->sizing && i < step->n; i++) {
+        const int ranks[2] = {m[i].src, m[i].dst};
+        for (int k = 0; k < 2; k++)
+            if ((size_t)ctx->area_end[ranks[k]] > ctx->scratch_need[ranks[k]])
+                ctx->scratch_need[ranks[k]] = (size_t)ctx->area_end[ranks[k]];
+    }
+}
+
+/* A step's local ops, on their ranks' streams; each such rank then records `done` (rows are sorted by rank). */
+static inline int collc_cuda_run_locals(struct collc_cuda_ctx *ctx, const struct collc_cuda_local *ops, int n,
+                                        int stamp)
+{
+    for (int i = 0; i < n; i++) {
+        const struct collc_cuda_rank *rank = &ctx->state->ranks[ops[i].rank];
+        int err = collc_cuda_local_op(ctx, &ops[i]);
+        if (err != COLLC_CUDA_OK) return err;
+        ctx->seen_at[ops[i].rank] = stamp;
+        if (i + 1 == n || ops[i + 1].rank != ops[i].rank) COLLC_CUDA_TRY(cudaEventRecord(rank->done, rank->stream));
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* Runs one step: local ops, every rank's transfers, then every rank's arrivals (see the top of this file). */
 static inline int collc_cuda_run_step(struct collc_cuda_ctx *ctx, const struct collc_cuda_step *step,
-                                      const struct collc_cuda_msg *msgs, const struct collc_cuda_run *runs)
+                                      const struct collc_cuda_msg *msgs, const struct collc_cuda_run *runs,
+                                      const struct collc_cuda_local *locals)
 {
     const struct collc_cuda_msg *m = msgs + step->first;
     const int stamp = step->index + 1;
     int err;
 
-    /* Scratch offsets: each receiver's scratch messages end to end, in table order (sorted by receiver). */
-    int64_t end = 0;
-    for (int i = 0; i < step->n; i++) {
-        if (i == 0 || m[i].dst != m[i - 1].dst) end = 0;
-        ctx->landing[i] = end;
-        if (m[i].landing == COLLC_CUDA_SCRATCH) end += collc_cuda_msg_bytes(ctx, &m[i], runs);
-        if (ctx->sizing && (size_t)end > ctx->scratch_need[m[i].dst]) ctx->scratch_need[m[i].dst] = (size_t)end;
-    }
+    collc_cuda_step_layout(ctx, step, m, runs);
     if (ctx->sizing) return COLLC_CUDA_OK;
+
+    /* 0. Local ops, at the start of the step. */
+    if ((err = collc_cuda_run_locals(ctx, locals + step->first_local, step->nlocal, stamp)) != COLLC_CUDA_OK)
+        return err;
 
     /* 1. Transfers, on the senders' streams. */
     for (int i = 0; i < step->n; i++) {
         if (collc_cuda_msg_bytes(ctx, &m[i], runs) == 0) continue;
-        if ((err = collc_cuda_transfer(ctx, &m[i], runs, ctx->landing[i])) != COLLC_CUDA_OK) return err;
+        err = collc_cuda_transfer(ctx, &m[i], runs, ctx->landing[i], ctx->staging[i]);
+        if (err != COLLC_CUDA_OK) return err;
         ctx->sent_at[m[i].src] = ctx->seen_at[m[i].src] = ctx->seen_at[m[i].dst] = stamp;
     }
     for (int r = 0; r < ctx->sched->nranks; r++) {
@@ -357,10 +481,11 @@ static inline int collc_cuda_run_step(struct collc_cuda_ctx *ctx, const struct c
 
 /* Runs steps[0 .. nsteps-1] of a phase, in order. */
 static inline int collc_cuda_run_phase(struct collc_cuda_ctx *ctx, const struct collc_cuda_step *steps, int nsteps,
-                                       const struct collc_cuda_msg *msgs, const struct collc_cuda_run *runs)
+                                       const struct collc_cuda_msg *msgs, const struct collc_cuda_run *runs,
+                                       const struct collc_cuda_local *locals)
 {
     for (int i = 0; i < nsteps; i++) {
-        int err = collc_cuda_run_step(ctx, &steps[i], msgs, runs);
+        int err = collc_cuda_run_step(ctx, &steps[i], msgs, runs, locals);
         if (err != COLLC_CUDA_OK) return err;
     }
     return COLLC_CUDA_OK;
@@ -382,6 +507,7 @@ static inline void collc_cuda_drop_rank(struct collc_cuda_rank *r)
     cudaEventDestroy(r->sent);
     cudaEventDestroy(r->done);
     cudaFree(r->scratch);
+    cudaFree(r->bad);
     memset(r, 0, sizeof *r);
     r->device = -1;
 }
@@ -414,6 +540,7 @@ static inline int collc_cuda_place_rank(struct collc_cuda_rank *r, int device)
     COLLC_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking));
     COLLC_CUDA_TRY(cudaEventCreateWithFlags(&r->sent, cudaEventDisableTiming));
     COLLC_CUDA_TRY(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    COLLC_CUDA_TRY(cudaMalloc((void **)&r->bad, sizeof *r->bad));
     COLLC_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     r->max_blocks = 4 * (sms > 0 ? sms : 1);
     return COLLC_CUDA_OK;
@@ -489,6 +616,14 @@ static inline int collc_cuda_check_args(const struct collc_cuda_sched *s, int64_
         return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "unknown dtype %d (0 .. %d)", dtype, COLLC_CUDA_NDTYPES - 1);
     if (op < 0 || op >= COLLC_CUDA_NOPS)
         return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "unknown op %d (0 .. %d)", op, COLLC_CUDA_NOPS - 1);
+    if (s->ncodecs > 0 && (dtype != COLLC_CUDA_FLOAT32 || op == COLLC_CUDA_PROD))
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG,
+                               "%s compresses: it runs on float32 data (dtype 0) with the ops sum, max and min, "
+                               "got dtype %d, op %d",
+                               s->algorithm, dtype, op);
+    if (s->adds_payloads && op != COLLC_CUDA_SUM)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "%s adds hq payloads: it runs with the op sum (0) only, got %d",
+                               s->algorithm, op);
     return COLLC_CUDA_OK;
 }
 
@@ -502,21 +637,30 @@ static inline int collc_cuda_ctx_init(struct collc_cuda_ctx *ctx, const struct c
     ctx->sched = s;
     ctx->layout = collc_cuda_layout_of(s, count);
     ctx->elem_bytes = collc_cuda_dtype_size[dtype];
+    ctx->op = op;
     ctx->reduce = collc_cuda_reducers[dtype][op];
     ctx->device = -1;
     ctx->landing = (int64_t *)calloc((size_t)s->max_step_messages + 1, sizeof *ctx->landing);
+    ctx->staging = (int64_t *)calloc((size_t)s->max_step_messages + 1, sizeof *ctx->staging);
+    ctx->area_end = (int64_t *)calloc((size_t)s->nranks, sizeof *ctx->area_end);
+    ctx->store_at = (int64_t *)calloc((size_t)s->nchunks + 1, sizeof *ctx->store_at);
     ctx->scratch_need = (size_t *)calloc((size_t)s->nranks, sizeof *ctx->scratch_need);
     ctx->scratch = (char **)calloc((size_t)s->nranks, sizeof *ctx->scratch);
     ctx->sent_at = (int *)calloc((size_t)s->nranks, sizeof *ctx->sent_at);
     ctx->seen_at = (int *)calloc((size_t)s->nranks, sizeof *ctx->seen_at);
-    if (!ctx->landing || !ctx->scratch_need || !ctx->scratch || !ctx->sent_at || !ctx->seen_at)
+    if (!ctx->landing || !ctx->staging || !ctx->area_end || !ctx->store_at || !ctx->scratch_need || !ctx->scratch ||
+        !ctx->sent_at || !ctx->seen_at)
         return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+    collc_cuda_store_layout(ctx);
     return COLLC_CUDA_OK;
 }
 
 static inline void collc_cuda_ctx_free(struct collc_cuda_ctx *ctx)
 {
     free(ctx->landing);
+    free(ctx->staging);
+    free(ctx->area_end);
+    free(ctx->store_at);
     free(ctx->scratch_need);
     free(ctx->scratch);
     free(ctx->sent_at);
@@ -526,8 +670,11 @@ static inline void collc_cuda_ctx_free(struct collc_cuda_ctx *ctx)
 /* The scratch bytes each rank needs for `count` elements of `dtype`: the sizing pass. */
 static inline int collc_cuda_size_scratch(struct collc_cuda_ctx *ctx)
 {
+    int err;
     ctx->sizing = 1;
-    int err = ctx->sched->run(ctx);
+    for (int r = 0; r < ctx->sched->nranks; r++) /* the payload store, whether or not the rank communicates */
+        ctx->scratch_need[r] = (size_t)ctx->store_at[ctx->sched->nchunks];
+    err = ctx->sched->run(ctx);
     ctx->sizing = 0;
     return err;
 }
@@ -559,6 +706,8 @@ static inline int collc_cuda_begin(struct collc_cuda_ctx *ctx, int device, cudaS
     COLLC_CUDA_TRY(cudaEventRecord(st->start[device], caller));
     for (int r = 0; r < ctx->sched->nranks; r++) {
         COLLC_CUDA_TRY(cudaStreamWaitEvent(st->ranks[r].stream, st->start[device], 0));
+        if (ctx->sched->ncodecs > 0) /* no refusal yet */
+            COLLC_CUDA_TRY(cudaMemsetAsync(st->ranks[r].bad, 0xFF, sizeof *st->ranks[r].bad, st->ranks[r].stream));
         COLLC_CUDA_TRY(cudaEventRecord(st->ranks[r].done, st->ranks[r].stream));
     }
     return COLLC_CUDA_OK;
@@ -649,6 +798,12 @@ static inline int collc_cuda_chunk_offsets(const struct collc_cuda_sched *s, int
     for (int c = 0; c <= s->nchunks; c++)
         offsets[c] = collc_cuda_chunk_offset(&layout, c);
     return s->nchunks;
+}
+
+/* Waits for the last run and reports a value a codec refused in it (COLLC_CUDA_ERR_CODEC), or 0. */
+static inline int collc_cuda_check(const struct collc_cuda_sched *s)
+{
+    return collc_cuda_check_codecs(s, &collc_cuda_kept);
 }
 
 static inline const char *collc_cuda_last_error(void)

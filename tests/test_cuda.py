@@ -36,12 +36,15 @@ import pytest
 import collc
 from collc import collectives
 from collc.backends import cuda, local, tables
+from collc.codecs import CODECS, parse_codec
 from collc.diagnostics import CollError
 from collc.ir import Action, Collective, OpKind, Schedule
+from collc.verify.check import check
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden" / "cuda"
 MOCK_SOURCE = HERE / "cuda" / "mock_cudart.c"
+MOCK_CODECS = HERE / "cuda" / "mock_codecs.cpp"
 MOCK_RUN = HERE / "cuda" / "mock_run.py"
 REDUCE_HOST = HERE / "cuda" / "reduce_host.cu"
 RUNTIME = HERE.parent / "runtime"
@@ -65,6 +68,20 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
 ]
 CASE_IDS = [case for case, _, _ in CASES]
 
+# Every example with compression points, and every codec with CUDA kernels: (case id, example,
+# parameters, codec overrides).  Each one runs wire compression, payload forwarding or both.
+CODEC_CASES: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
+    ("c_ring_allreduce_ebq", "compressed_ring_allreduce", {"p": 4, "k": 2}, {}),
+    ("c_ring_allreduce_fwq", "compressed_ring_allreduce", {"p": 5}, {"q": "fwq(bits=8, block=64)"}),
+    ("c_ring_reduce_scatter_bf16", "compressed_ring_reduce_scatter", {"p": 4}, {"q": "bf16"}),
+    ("c_ring_reduce_scatter_lossless", "compressed_ring_reduce_scatter", {"p": 3}, {"q": "lossless"}),
+    ("c_ring_allgather_lossless", "compressed_ring_allgather", {"p": 4}, {"q": "lossless"}),
+    ("c_ring_allgather_p2p_fp16", "compressed_ring_allgather_p2p", {"p": 3}, {"q": "fp16"}),
+    ("c_homomorphic_allreduce", "homomorphic_allreduce", {"p": 4}, {}),
+    ("c_swing_bw", "compressed_swing_bw", {"p": 6}, {}),
+]
+CODEC_CASE_IDS = [case for case, _, _, _ in CODEC_CASES]
+
 # Not an example: a schedule whose correctness needs the start-of-step rule for a copied chunk
 # that its receiver also sends in the same step (the message must land in scratch).
 SWAP = ("swap_allreduce", str(HERE / "cuda" / "swap_allreduce.coll"), {"p": 2})
@@ -81,10 +98,18 @@ MATRIX: list[tuple[str, str]] = [
 COUNTS = (0, 1, 5, 37, 1000, 4099)
 
 
-def _schedule(name: str, params: dict[str, int]) -> Schedule:
-    inst = collc.load(name).instantiate(**params)
+def _schedule(name: str, params: dict[str, int], codecs: dict[str, str] | None = None) -> Schedule:
+    inst = collc.load(name).with_codecs(codecs or {}).instantiate(**params)
     assert inst.verify().ok
     return inst.schedule
+
+
+def _case(case: str) -> tuple[str, dict[str, int], dict[str, str]]:
+    """(example, parameters, codec overrides) of a case id."""
+    for cid, name, params, *codecs in [*CASES, SWAP, *CODEC_CASES]:
+        if cid == case:
+            return name, params, (codecs[0] if codecs else {})
+    raise KeyError(case)
 
 
 def _counts(schedule: Schedule) -> list[int]:
@@ -121,8 +146,8 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
     nvcc = _nvcc()
     root = tmp_path_factory.mktemp("cuda")
     jobs = {}
-    for case, name, params in [*CASES, SWAP]:
-        schedule = _schedule(name, params)
+    for case in [*CASE_IDS, SWAP[0], *CODEC_CASE_IDS]:
+        schedule = _schedule(*_case(case))
         cuda.generate(schedule, root / case)
         jobs[case] = (schedule, root / case)
     harness = root / "reduce_host"
@@ -151,16 +176,24 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     version_script = out / "cudart.map"
     version_script.write_text("libcudart.so.13 { global: *; };\n")
     lib = out / "libmock_cudart.so"
-    cmd = ["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-Wl,-soname,libcudart.so.13"]
-    cmd += [f"-Wl,--version-script={version_script}", "-o", str(lib), str(MOCK_SOURCE), "-lm"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warn = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC"]
+    codecs = out / "mock_codecs.o"
+    compile_codecs = ["c++", "-std=c++17", *warn, "-ffp-contract=off", "-fno-strict-aliasing", "-I", str(RUNTIME)]
+    compile_codecs += ["-c", "-o", str(codecs), str(MOCK_CODECS)]
+    cmd = ["cc", *warn, "-shared", "-Wl,-soname,libcudart.so.13", f"-Wl,--version-script={version_script}"]
+    cmd += ["-o", str(lib), str(MOCK_SOURCE), str(codecs), "-lstdc++", "-lm"]
+    for command in (compile_codecs, cmd):
+        proc = subprocess.run(command, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
     return lib
 
 
-def mock_run(mock: Path, b: Built, name: str, params: dict[str, int], cases: list[dict]) -> list[dict]:
+def mock_run(
+    mock: Path, b: Built, name: str, params: dict[str, int], cases: list[dict], codecs: dict[str, str] | None = None
+) -> list[dict]:
     """Run ``cases`` on the mock runtime in a subprocess; one result per case."""
     args = [sys.executable, str(MOCK_RUN), str(mock), str(b.lib), name, json.dumps(params), json.dumps(cases)]
+    args.append(json.dumps(codecs or {}))
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
@@ -171,7 +204,7 @@ def mock_run(mock: Path, b: Built, name: str, params: dict[str, int], cases: lis
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw"])
+@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw", "compressed_ring_allreduce"])
 def test_golden(name: str, tmp_path: Path) -> None:
     schedule = _schedule(name, {"p": 4})
     cuda.generate(schedule, tmp_path)
@@ -201,11 +234,13 @@ def test_generated_files(tmp_path: Path) -> None:
 
 
 def ir_facts(schedule: Schedule) -> set[tuple[int, int, int, int, str]]:
-    """(step, src, dst, chunk, action) straight from the IR's ops."""
+    """(step, src, dst, chunk, action) straight from the IR's ops (local ops move nothing)."""
     facts = set()
     for step in schedule.steps:
         for op in step.ops:
             for c in op.chunks.ids().tolist():
+                if op.kind.local:
+                    continue
                 if op.kind is OpKind.SEND:
                     facts.add((step.index, op.rank, op.peer, c, "send"))
                 else:
@@ -231,38 +266,68 @@ def direct_messages(facts: set[tuple[int, int, int, int, str]]) -> set[tuple[int
 
 
 _ARRAY = re.compile(
-    r"static const struct collc_cuda_(run|msg|step) (\w+)_(?:runs|msgs|steps)\[\] = \{\n(.*?)\n\};", re.S
+    r"static const struct collc_cuda_(run|msg|step|local) (\w+)_(?:runs|msgs|steps|locals)\[\] = \{\n(.*?)\n\};",
+    re.S,
 )
 _ROW = re.compile(r"^\s*\{ ([^}]*) \},", re.M)
 
 
-def source_tables(text: str) -> tuple[set[tuple[int, int, int, int, str]], set[tuple[int, int, int]]]:
-    """Read the tables back out of a generated .cu: the facts they move, and their direct messages."""
+@dataclass
+class SourceTables:
+    """What the tables of a generated .cu say, read back out of its text."""
+
+    facts: set[tuple[int, int, int, int, str]]  # (step, src, dst, chunk, send | copy | reduce)
+    direct: set[tuple[int, int, int]]  # (step, src, dst) of the direct messages
+    wire: set[tuple[int, int, int, int, str]]  # (step, src, dst, chunk, codec) compressed on the wire
+    payload: set[tuple[int, int, int, int, str]]  # (step, src, dst, chunk, codec) forwarded as payloads
+    local: set[tuple[int, int, int, str]]  # (step, rank, chunk, compress | decompress)
+
+
+def _covers(steps: list[list[str]], rows: list[list[str]], first: int, count: int) -> None:
+    """The step table covers ``rows`` exactly, in order, each row in its step."""
+    assert [r for row in steps for r in range(int(row[first]), int(row[first]) + int(row[count]))] == list(
+        range(len(rows))
+    )
+    for row in steps:
+        assert {rows[r][0] for r in range(int(row[first]), int(row[first]) + int(row[count]))} <= {row[0]}
+
+
+def source_tables(text: str) -> SourceTables:
+    """Read the tables back out of a generated .cu."""
     arrays: dict[tuple[str, str], list[list[str]]] = {}
     for kind, phase, body in _ARRAY.findall(text):
         arrays[(kind, phase)] = [[cell.strip() for cell in row.split(",")] for row in _ROW.findall(body)]
-    facts, direct = set(), set()
+    names = (
+        re.findall(r'^    "([^"]*)",$', text.split("codec_names[] = {", 1)[1].split("};")[0], re.M)
+        if ("codec_names[] = {" in text)
+        else []
+    )
+    out = SourceTables(set(), set(), set(), set(), set())
     for (kind, phase), rows in arrays.items():
+        steps = arrays[("step", phase)]
+        if kind == "local":
+            _covers(steps, rows, 3, 4)
+            for step, rank, lo, hi, what, _codec in rows:
+                verb = "decompress" if what == "COLLC_CUDA_DECOMPRESS" else "compress"
+                out.local.update((int(step), int(rank), c, verb) for c in range(int(lo), int(hi)))
         if kind != "msg":
             continue
         runs = arrays[("run", phase)]
-        steps = arrays[("step", phase)]
-        # The step table covers the message rows exactly, in order.
-        assert [r for index, first, n in steps for r in range(int(first), int(first) + int(n))] == list(
-            range(len(rows))
-        )
-        for index, first, n in steps:
-            assert {rows[r][0] for r in range(int(first), int(first) + int(n))} == {index}
+        _covers(steps, rows, 1, 2)
         for step, src, dst, landing, first_run, nruns in rows:
             s, a, b = int(step), int(src), int(dst)
             if landing == "COLLC_CUDA_DIRECT":
-                direct.add((s, a, b))
-            for lo, hi, action in runs[int(first_run) : int(first_run) + int(nruns)]:
+                out.direct.add((s, a, b))
+            for lo, hi, action, how, codec in runs[int(first_run) : int(first_run) + int(nruns)]:
                 act = "reduce" if action == "COLLC_CUDA_REDUCE" else "copy"
                 for c in range(int(lo), int(hi)):
-                    facts.add((s, a, b, c, "send"))
-                    facts.add((s, a, b, c, act))
-    return facts, direct
+                    out.facts.add((s, a, b, c, "send"))
+                    out.facts.add((s, a, b, c, act))
+                    if how == "COLLC_CUDA_WIRE":
+                        out.wire.add((s, a, b, c, names[int(codec)]))
+                    elif how == "COLLC_CUDA_PAYLOAD":
+                        out.payload.add((s, a, b, c, names[int(codec)]))
+    return out
 
 
 @pytest.mark.parametrize(
@@ -272,13 +337,40 @@ def source_tables(text: str) -> tuple[set[tuple[int, int, int, int, str]], set[t
 def test_generated_tables_are_the_verified_schedule(name: str, params: dict[str, int], tmp_path: Path) -> None:
     schedule = _schedule(name, params)
     cuda.generate(schedule, tmp_path)
-    facts, direct = source_tables((tmp_path / cuda.source_names(schedule)[0]).read_text())
-    assert facts == ir_facts(schedule)
-    assert direct == direct_messages(ir_facts(schedule))
+    got = source_tables((tmp_path / cuda.source_names(schedule)[0]).read_text())
+    assert got.facts == ir_facts(schedule)
+    assert got.direct == direct_messages(ir_facts(schedule))
+    assert not got.wire and not got.payload and not got.local
     t = tables.from_schedule(schedule)
-    assert direct >= {
+    assert got.direct >= {
         (rs.step, m.peer, r) for r, steps in enumerate(t.ranks) for rs in steps for m in rs.recvs if m.direct
     }
+
+
+@pytest.mark.parametrize("case", CODEC_CASE_IDS)
+def test_generated_codec_tables_are_the_verified_schedule(case: str, tmp_path: Path) -> None:
+    """Compressed schedules: the same facts, plus how each chunk travels and the local ops, against the IR."""
+    schedule = _schedule(*_case(case))
+    cuda.generate(schedule, tmp_path)
+    got = source_tables((tmp_path / cuda.source_names(schedule)[0]).read_text())
+    assert got.facts == ir_facts(schedule)
+    wire, local = set(), set()
+    for step in schedule.steps:
+        for op in step.ops:
+            for c in op.chunks.ids().tolist():
+                if op.kind is OpKind.SEND and op.codec is not None:
+                    wire.add((step.index, op.rank, op.peer, c, op.codec))
+                elif op.kind.local:
+                    local.add((step.index, op.rank, c, op.kind.value))
+    assert got.wire == wire  # a send names a codec exactly when the sender compresses on the wire
+    assert got.local == local
+    # a payload is forwarded by a send that names no codec, of a chunk its sender compressed before
+    compressed_before = {(rank, c) for step, rank, c, what in local if what == "compress"}
+    for step, src, dst, c, _codec in got.payload:
+        assert ((step, src, dst, c, "send") in got.facts and (src, c) in compressed_before) or any(
+            f[2] == src and f[3] == c and f[0] < step for f in got.payload
+        )
+    assert not {f[:4] for f in got.payload} & {f[:4] for f in got.wire} and not got.direct
 
 
 def test_swap_lands_in_scratch() -> None:
@@ -295,18 +387,29 @@ def test_messages_are_sorted_by_receiver() -> None:
         assert [(m.dst, m.src) for m in msgs] == sorted((m.dst, m.src) for m in msgs)
 
 
-def test_every_example_is_covered(tmp_path: Path) -> None:
-    """CASES holds every example without compression points; the others are refused (not supported yet)."""
-    plain = set()
+def test_every_example_is_covered() -> None:
+    """CASES holds every example without compression points, CODEC_CASES every one with them."""
+    plain, compressed = set(), set()
     for path in sorted(EXAMPLES.glob("*.coll")) + sorted(EXAMPLES.glob("compression/*.coll")):
         schedule = collc.load(str(path)).instantiate(p=4).schedule
-        if not schedule.compresses():
-            plain.add(path.stem)
-            continue
-        with pytest.raises(CollError, match="compression points are not supported"):
-            cuda.generate(schedule, tmp_path / path.stem)
-        assert not (tmp_path / path.stem).exists()
+        (compressed if schedule.compresses() else plain).add(path.stem)
     assert {name for _, name, _ in CASES} == plain
+    assert {name for _, name, _, _ in CODEC_CASES} == compressed
+    kinds = {parse_codec(codecs.get("q", "ebq(eb=1e-3)")).name for _, _, _, codecs in CODEC_CASES}
+    assert kinds | {"hq"} == {name for name, cls in CODECS.items() if cls.cuda_kernels}
+
+
+def test_codec_without_kernels_is_refused(tmp_path: Path) -> None:
+    schedule = _schedule("compressed_ring_allgather", {"p": 3}, {"q": "zfp(rate=8)"})
+    with pytest.raises(CollError, match=r"zfp\(rate=8\) has no CUDA kernels"):
+        cuda.generate(schedule, tmp_path / "zfp")
+    assert not (tmp_path / "zfp").exists()
+
+
+def test_mpi_targets_still_refuse_compression() -> None:
+    schedule = _schedule("compressed_ring_allreduce", {"p": 3})
+    with pytest.raises(CollError, match="not supported by the mpi-py/mpi-c targets"):
+        tables.from_schedule(schedule)
 
 
 # --------------------------------------------------------------------------
@@ -416,14 +519,17 @@ def _mock_cases(schedule: Schedule) -> list[dict]:
     p = schedule.nranks
     counts = _counts(schedule)
     cases = []
-    for i, (dtype, op) in enumerate(MATRIX):
+    matrix = MATRIX
+    if schedule.compresses():  # float32; hq payloads add, so that schedule runs with sum only
+        adds = cuda.adds_payloads(tables.from_schedule(schedule, compression=True))
+        matrix = [("float32", op) for op in (["sum"] if adds else ["sum", "max", "min"])]
+    for i, (dtype, op) in enumerate(matrix):
         for j, count in enumerate(counts):
             devices = [r % 2 for r in range(p)] if (i + j) % 2 else None
             cases.append({"dtype": dtype, "op": op, "count": count, "seed": 10 * i + j, "devices": devices})
     # Scratch space from the caller.
-    cases += [
-        {"dtype": "int32", "op": "sum", "count": c, "seed": 50, "devices": None, "own_scratch": True} for c in counts
-    ]
+    own = "float32" if schedule.compresses() else "int32"
+    cases += [{"dtype": own, "op": "sum", "count": c, "seed": 50, "devices": None, "own_scratch": True} for c in counts]
     # The same size under many orders of the queued work.
     cases += [
         {"dtype": "float32", "op": "sum", "count": 999 - 999 % p, "seed": 100 + s, "devices": None} for s in range(8)
@@ -431,20 +537,47 @@ def _mock_cases(schedule: Schedule) -> list[dict]:
     return cases
 
 
-@pytest.mark.parametrize("case", [*CASE_IDS, SWAP[0]])
+@pytest.mark.parametrize("case", [*CASE_IDS, SWAP[0], *CODEC_CASE_IDS])
 def test_driver_on_mock_runtime(built: dict[str, Built], mock: Path, case: str) -> None:
-    _, name, params = next(c for c in [*CASES, SWAP] if c[0] == case)
+    """Every case, dtype, op and size, on one and two devices, under random valid orders of the queued work.
+
+    Compressed schedules: bit for bit the numpy executor's result, within the verifier's bound.
+    """
+    name, params, codecs = _case(case)
     b = built[case]
     cases = _mock_cases(b.schedule)
-    results = mock_run(mock, b, name, params, cases)
+    results = mock_run(mock, b, name, params, cases, codecs)
     assert len(results) == len(cases)
     for spec, result in zip(cases, results, strict=True):
         assert "error" not in result, (spec, result)
         assert result["wrong"] == 0 and result["layout_ok"], (spec, result)
+        lossy = b.schedule.compresses() and parse_codec(b.schedule.codecs[0][1]).lossy
+        if lossy and spec["count"] >= 4 * b.schedule.nchunks:  # the codec's error shows
+            assert result["max_abs_error"] > 0, (spec, result)
         if b.schedule.collective.reduces and spec["count"] >= b.schedule.nchunks:
             assert result["launches"] > 0, (spec, result)
         if spec["devices"] is not None and spec["count"] >= b.schedule.nchunks:
             assert result["peer_copies"] > 0, (spec, result)
+
+
+def test_codec_refusal_on_mock_runtime(mock: Path, tmp_path: Path) -> None:
+    """A value the codec cannot encode (|x| <= 1 is beyond ebq(eb=1e-5)'s grid) is reported after the run."""
+    codecs = {"q": "ebq(eb=1e-5)"}
+    schedule = collc.load("compressed_ring_allgather").with_codecs(codecs).instantiate(p=3).schedule
+    assert not schedule_ok(schedule)  # the verifier says so too (codec-range)
+    cuda.generate(schedule, tmp_path)
+    b = Built(schedule, tmp_path, cuda.build(tmp_path, schedule, flags=("-cudart", "shared")))
+    ok = {"dtype": "float32", "op": "sum", "count": 0, "seed": 1, "devices": None}
+    bad = {"dtype": "float32", "op": "sum", "count": 300, "seed": 1, "devices": None}
+    wrong_op = {"dtype": "float64", "op": "sum", "count": 30, "seed": 1, "devices": None}
+    results = mock_run(mock, b, "compressed_ring_allgather", {"p": 3}, [ok, bad, wrong_op], codecs)
+    assert "error" not in results[0]
+    assert "a codec refused a value" in results[1]["error"] and "rank 0, element 2: ebq(eb=1e-5) cannot encode" in results[1]["error"]
+    assert "runs on float32 data" in results[2]["error"]
+
+
+def schedule_ok(schedule: Schedule) -> bool:
+    return check(schedule).ok
 
 
 def test_driver_rejects_bad_arguments_on_mock_runtime(built: dict[str, Built], mock: Path) -> None:

@@ -36,11 +36,16 @@ from types import ModuleType
 import jinja2
 import numpy as np
 
-from collc.backends import local, tables
+from collc import collectives
+from collc.backends import local, local_codecs, tables
 from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
+from collc.codecs import parse_codec
+from collc.codecs.fwq import Fwq
+from collc.codecs.grid import GridCodec, grid_constants
 from collc.diagnostics import CollError
-from collc.ir import Schedule
+from collc.ir import Schedule, format_id_set
 from collc.resources import data_dir
+from collc.verify.compression import analyse
 
 __all__ = [
     "BASE_FLAGS",
@@ -66,7 +71,13 @@ BASE_FLAGS: tuple[str, ...] = ("-O3", "-Xcompiler", "-fPIC", "-shared")
 
 DEFAULT_ARCH = "sm_90"
 
-RUNTIME_HEADERS: tuple[str, ...] = ("collc_cuda.cuh", "collc_cuda_reduce.cuh")
+RUNTIME_HEADERS: tuple[str, ...] = (
+    "collc_cuda.cuh",
+    "collc_cuda_slots.cuh",
+    "collc_cuda_codec.cuh",
+    "collc_codecs.cuh",
+    "collc_cuda_reduce.cuh",
+)
 
 DTYPES: dict[str, int] = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
 """The ``dtype`` argument of the C API (``enum collc_cuda_dtype``)."""
@@ -74,7 +85,7 @@ DTYPES: dict[str, int] = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 
 OPS: dict[str, int] = {"sum": 0, "prod": 1, "max": 2, "min": 3}
 """The ``op`` argument of the C API (``enum collc_cuda_op``)."""
 
-ERRORS: dict[int, str] = {-1: "bad argument", -2: "CUDA error"}
+ERRORS: dict[int, str] = {-1: "bad argument", -2: "CUDA error", -3: "a codec refused a value"}
 """Return values of ``collc_<algorithm>_cuda_run`` other than 0."""
 
 NO_GPU = "the cuda backend needs a GPU and cupy"
@@ -90,6 +101,21 @@ class RunRow:
     lo: int
     hi: int
     action: str  # COLLC_CUDA_COPY | COLLC_CUDA_REDUCE
+    how: str  # COLLC_CUDA_VALUES | COLLC_CUDA_WIRE | COLLC_CUDA_PAYLOAD
+    codec: int  # index into the plan's codecs (0 for raw values)
+    note: str  # the codec, for people
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRow:
+    cells: str  # "step, rank, lo, hi, what, codec", aligned
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class CodecRow:
+    cells: str  # the struct collc_cuda_codec initializer
+    spec: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +130,8 @@ class StepBlock:
     where: str  # the .coll lines the step came from
     first: int  # its first row in the phase's message table
     msgs: tuple[MsgRow, ...]
+    first_local: int  # its first row in the phase's local-op table
+    locals: tuple[LocalRow, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +143,10 @@ class PhasePlan:
     sources: tuple[SourceLine, ...]
     runs: tuple[RunRow, ...]
     steps: tuple[StepBlock, ...]
+
+    @property
+    def has_locals(self) -> bool:
+        return any(step.locals for step in self.steps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +164,9 @@ class Plan:
     root: int
     max_step_messages: int
     phases: tuple[PhasePlan, ...]
+    codecs: tuple[CodecRow, ...]
+    stores: bool  # some local op compresses
+    adds_payloads: bool  # some reduce adds homomorphic payloads (op sum only)
     runtime_headers: tuple[str, ...]
     arch: str
     base_flags: str
@@ -172,7 +207,8 @@ def step_messages(t: tables.Tables) -> dict[int, list[Message]]:
             for m in rs.sends:
                 sent |= _chunk_bits(m.runs)
             for m in rs.recvs:
-                direct = not any(r.reduce for r in m.runs) and _chunk_bits(m.runs) & sent == 0
+                raw_copies = not any(r.reduce or r.codec is not None for r in m.runs)
+                direct = raw_copies and _chunk_bits(m.runs) & sent == 0
                 steps[rs.step].append(Message(m.peer, dst, m.runs, direct))
     return {index: sorted(msgs, key=lambda m: (m.dst, m.src)) for index, msgs in steps.items()}
 
@@ -181,35 +217,85 @@ def _phase_plan(
     phase: tables.Phase,
     ident: str,
     messages: dict[int, list[Message]],
+    locals_: dict[int, list[tuple[int, tables.LocalRun]]],
+    codecs: dict[str, int],
     sources: Sources,
     where: dict[int, str],
 ) -> PhasePlan:
     runs: list[RunRow] = []
     seen: dict[tuple[tables.Run, ...], int] = {}
     steps: list[StepBlock] = []
-    first = 0
+    first = first_local = 0
     for index in range(phase.first, phase.last + 1):
         rows: list[MsgRow] = []
         for m in messages[index]:
             if m.runs not in seen:
                 seen[m.runs] = len(runs)
-                runs.extend(RunRow(r.lo, r.hi, "COLLC_CUDA_REDUCE" if r.reduce else "COLLC_CUDA_COPY") for r in m.runs)
+                runs.extend(_run_row(r, codecs) for r in m.runs)
             landing = "COLLC_CUDA_DIRECT," if m.direct else "COLLC_CUDA_SCRATCH,"
             cells = f"{index}, {m.src}, {m.dst}, {landing:<19} {seen[m.runs]}, {len(m.runs)}"
             note = f"{m.src} -> {m.dst}: {runs_text(m.runs, True)}{' (direct)' if m.direct else ''}"
             rows.append(MsgRow(cells, note))
-        if rows:
-            steps.append(StepBlock(index, where[index], first, tuple(rows)))
+        local_rows = []
+        for rank, op in locals_.get(index, []):
+            what = "COLLC_CUDA_DECOMPRESS," if op.decompress else "COLLC_CUDA_COMPRESS,"
+            cells = f"{index}, {rank}, {op.lo}, {op.hi}, {what:<22} {codecs[op.codec]}"
+            verb = "decompress" if op.decompress else f"compress with {op.codec}"
+            local_rows.append(LocalRow(cells, f"rank {rank}: {verb} {format_id_set([(op.lo, op.hi)])}"))
+        if rows or local_rows:
+            steps.append(StepBlock(index, where[index], first, tuple(rows), first_local, tuple(local_rows)))
             first += len(rows)
+            first_local += len(local_rows)
     return PhasePlan(phase.name, ident, phase.first, phase.last, sources.quote(phase.lines), tuple(runs), tuple(steps))
+
+
+def _run_row(run: tables.Run, codecs: dict[str, int]) -> RunRow:
+    action = "COLLC_CUDA_REDUCE" if run.reduce else "COLLC_CUDA_COPY"
+    if run.codec is None:
+        return RunRow(run.lo, run.hi, action, "COLLC_CUDA_VALUES", 0, "")
+    how = "COLLC_CUDA_PAYLOAD" if run.payload else "COLLC_CUDA_WIRE"
+    note = f"payload of {run.codec}" if run.payload else f"compressed with {run.codec}"
+    return RunRow(run.lo, run.hi, action, how, codecs[run.codec], note)
+
+
+def adds_payloads(t: tables.Tables) -> bool:
+    """Whether some reduce adds homomorphic payloads (then the op must be sum)."""
+    return any(r.payload and r.reduce for ranks in t.ranks for rs in ranks for m in rs.recvs for r in m.runs)
+
+
+def _c_float(value: np.float32) -> str:
+    """A float32 as an exact C hexadecimal literal."""
+    mantissa, _, exponent = float(value).hex().partition("p")
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"
+
+
+def codec_row(spec: str) -> CodecRow:
+    """The ``struct collc_cuda_codec`` of a codec spec; CollError for a codec without CUDA kernels."""
+    codec = parse_codec(spec)
+    if not codec.cuda_kernels:
+        raise CollError(f"the codec {spec} has no CUDA kernels: the cuda target cannot run it (use --backend local)")
+    step = inv2eb = np.float32(0.0)
+    bits = block = 0
+    if isinstance(codec, GridCodec):
+        step, inv2eb = grid_constants(codec.eb)
+    if isinstance(codec, Fwq):
+        bits, block = codec.bits, codec.block
+    kind = f"COLLC_CUDA_{codec.name.upper()},"
+    return CodecRow(f"{kind:<21} {_c_float(step)}, {_c_float(inv2eb)}, {bits}, {block}", spec)
 
 
 def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
     """The data the templates render for ``schedule`` (which must have passed verification)."""
-    t = tables.from_schedule(schedule)
+    t = tables.from_schedule(schedule, compression=True)
     sources = Sources(t.source)
     where = {info.index: sources.where(info.lines) for info in t.steps}
     messages = step_messages(t)
+    codecs = {spec: k for k, spec in enumerate(t.codecs)}
+    codec_rows = tuple(codec_row(spec) for spec in t.codecs)
+    locals_: dict[int, list[tuple[int, tables.LocalRun]]] = {}
+    for rank, rank_steps in enumerate(t.ranks):
+        for rs in rank_steps:
+            locals_.setdefault(rs.step, []).extend((rank, op) for op in rs.local)
     idents: dict[str, int] = {}
     phases = []
     for phase in t.phases:
@@ -217,7 +303,7 @@ def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
         idents[ident] = idents.get(ident, 0) + 1
         if idents[ident] > 1:
             ident = f"{ident}_{idents[ident]}"
-        phases.append(_phase_plan(phase, ident, messages, sources, where))
+        phases.append(_phase_plan(phase, ident, messages, locals_, codecs, sources, where))
     params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
     return Plan(
         algorithm=schedule.algorithm,
@@ -231,6 +317,9 @@ def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
         root=schedule.root if schedule.root is not None else -1,
         max_step_messages=max((len(m) for m in messages.values()), default=0),
         phases=tuple(phases),
+        codecs=codec_rows,
+        stores=any(not op.decompress for ops in locals_.values() for _, op in ops),
+        adds_payloads=adds_payloads(t),
         runtime_headers=RUNTIME_HEADERS,
         arch=arch,
         base_flags=" ".join(BASE_FLAGS),
@@ -360,6 +449,8 @@ class Library:
         self._release.restype = None
         self._error = getattr(lib, f"{prefix}_last_error")
         self._error.restype = ctypes.c_char_p
+        self._check = getattr(lib, f"{prefix}_check")
+        self._check.restype = ctypes.c_int
 
     def last_error(self) -> str:
         return (self._error() or b"").decode("utf-8", "replace")
@@ -399,6 +490,12 @@ class Library:
         if code != 0:
             raise CollError(f"{self.path.name}: {ERRORS.get(code, f'error {code}')}: {self.last_error()}")
 
+    def check(self) -> None:
+        """Wait for the last run; CollError when a codec refused a value in it (or the GPU work failed)."""
+        code = self._check()
+        if code != 0:
+            raise CollError(f"{self.path.name}: {ERRORS.get(code, f'error {code}')}: {self.last_error()}")
+
     def release(self) -> None:
         """Free the streams, events and scratch space the library keeps between calls."""
         self._release()
@@ -406,7 +503,14 @@ class Library:
 
 @dataclass(frozen=True, slots=True)
 class CudaRow:
-    """One size: CUDA-event times of the timed iterations and the wrong elements of the last one."""
+    """One size: CUDA-event times of the timed iterations and the wrong elements of the last one.
+
+    For a schedule with compression points, ``wrong`` counts the elements that
+    differ from the numpy executor (`local_codecs.execute`: the codecs are
+    bit-exact, so the results must be identical) or that exceed the verifier's
+    error bound, whichever is more; ``max_abs_error`` and ``error_bound`` are
+    as in `local.RunResult`.
+    """
 
     impl: str
     count: int
@@ -416,6 +520,8 @@ class CudaRow:
     max_us: float
     iters: int
     wrong: int
+    max_abs_error: float | None = None
+    error_bound: float | None = None
 
 
 def cupy_module() -> ModuleType:
@@ -452,7 +558,7 @@ def run(
     The library is built for the architecture of rank 0's device, in
     ``workdir`` (default: a temporary folder).  See `run_library`.
     """
-    _check_run_args(dtype, op, iters, warmup)
+    _check_run_args(dtype, op, iters, warmup, schedule)
     placement = _placement(schedule, devices)
     arch = gpu_arch(placement[0])
     with tempfile.TemporaryDirectory(prefix="collc-cuda-") as tmp:
@@ -482,17 +588,25 @@ def run_library(
     from them and is timed with CUDA events on the current stream of rank 0's
     device; the last result is checked with `local.count_wrong`.
     """
-    _check_run_args(dtype, op, iters, warmup)
+    _check_run_args(dtype, op, iters, warmup, lib.schedule)
     cp = cupy_module()
     placement = _placement(lib.schedule, devices)
     return [_run_count(cp, lib, count, dtype, op, iters, warmup, seed, placement) for count in counts]
 
 
-def _check_run_args(dtype: str, op: str, iters: int, warmup: int) -> None:
+def _check_run_args(dtype: str, op: str, iters: int, warmup: int, schedule: Schedule) -> None:
     if dtype not in DTYPES or op not in OPS:
         raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(DTYPES)}; ops: {', '.join(OPS)}")
     if iters < 1 or warmup < 0:
         raise CollError(f"iters must be >= 1 and warmup >= 0, got {iters} and {warmup}")
+    if not schedule.compresses():
+        return
+    ops = ("sum",) if adds_payloads(tables.from_schedule(schedule, compression=True)) else local_codecs.OPS
+    if dtype != "float32" or op not in ops:
+        raise CollError(
+            f"{schedule.algorithm} compresses: the cuda backend runs it on float32 data with the op(s) "
+            f"{', '.join(ops)}, not {dtype}/{op}"
+        )
 
 
 def _placement(schedule: Schedule, devices: Sequence[int] | None) -> list[int]:
@@ -541,11 +655,38 @@ def _run_count(
                 stop.synchronize()
             except cp.cuda.runtime.CUDARuntimeError as err:
                 raise CollError(f"{lib.path.name}: the GPU work failed: {err}") from None
+            lib.check()
             if i >= warmup:
                 times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
     result = np.stack([cp.asnumpy(w) for w in work]).view(inputs.dtype)
+    itemsize = inputs.dtype.itemsize
+    timing = ("cuda", count, count * itemsize, sum(times) / len(times), min(times), max(times), iters)
+    if schedule.compresses():
+        wrong, worst, bound = judge_compressed(schedule, result, inputs, op, count)
+        return CudaRow(*timing, wrong, worst, bound)
     values, mask = local.expected(schedule, inputs, op)
     p = schedule.nranks
     wrong = local.count_wrong(result, values, mask, dtype, op, p, reduces=schedule.collective.reduces)
-    itemsize = inputs.dtype.itemsize
-    return CudaRow("cuda", count, count * itemsize, sum(times) / len(times), min(times), max(times), iters, wrong)
+    return CudaRow(*timing, wrong)
+
+
+def judge_compressed(
+    schedule: Schedule, result: np.ndarray, inputs: np.ndarray, op: str, count: int
+) -> tuple[int, float, float]:
+    """(wrong elements, the largest absolute error, the largest bound) of a compressed schedule's result.
+
+    Wrong: the elements of the output that differ bit for bit from the numpy
+    executor's (`local_codecs.execute` on the same inputs), or that are
+    further from the exact result than the verifier's bound for inputs in
+    [-1, 1], whichever count is larger.
+    """
+    p, n = schedule.nranks, schedule.nchunks
+    offsets = collectives.element_offsets(schedule.collective, p, n, count)
+    reference = inputs.copy()
+    local_codecs.execute(schedule, reference, op, offsets)
+    _, mask = local.expected(schedule, inputs, op)
+    mask = np.asarray(mask, dtype=bool)
+    differ = result.view(np.uint32) != reference.view(np.uint32)
+    bounds = analyse(schedule, input_bound=1.0, dtype=str(inputs.dtype)).bound
+    beyond, worst, bound = local_codecs.judge(schedule, result, inputs, op, count, bounds)
+    return max(int(np.count_nonzero(differ & mask)), beyond), worst, bound

@@ -19,6 +19,17 @@ contiguous copy that the rank does not also send in that step: it may then be
 received straight into the buffer; every other receive goes through scratch
 space and is applied after the step's messages complete.
 
+Compression points (docs/compression.md) are static facts too: which slots
+are compressed, and with what, follows from the ops alone (the verifier has
+checked that every use is legal).  With ``compression=True`` a run also says
+how its chunks travel: raw, compressed on the wire by the sender (``codec``)
+and decompressed by the receiver, or as the payload of a compressed slot
+(``payload``: forwarded unchanged; a copy leaves the receiving slot compressed,
+a reduce adds two homomorphic payloads).  Every chunk is a payload of its own.
+A rank's local ``compress`` / ``decompress`` ops of a step are `LocalRun`s,
+applied at the start of the step.  Only the cuda target executes these; the
+MPI targets refuse compressed schedules.
+
 `transfers` turns tables back into (step, src, dst, chunk, action) facts; the
 round-trip test compares them with the IR's ops.
 """
@@ -31,6 +42,7 @@ from collc.diagnostics import CollError
 from collc.ir import Action, ChunkSet, Collective, OpKind, ParamValue, Schedule
 
 __all__ = [
+    "LocalRun",
     "Message",
     "Phase",
     "RankStep",
@@ -44,11 +56,29 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """Chunks ``lo .. hi-1`` of a message; ``reduce`` tells a receiver what to do with them."""
+    """Chunks ``lo .. hi-1`` of a message; ``reduce`` tells a receiver what to do with them.
+
+    ``codec`` (a canonical codec spec) is None for raw data; otherwise each
+    chunk travels as a payload of that codec: compressed by the sender on the
+    wire, or, when ``payload`` is set, the sender's compressed slot forwarded.
+    """
 
     lo: int
     hi: int
     reduce: bool = False
+    codec: str | None = None
+    payload: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRun:
+    """A local op of one rank on chunks ``lo .. hi-1``: compress with ``codec``, or decompress
+    (``decompress``; ``codec`` is then the codec the slots were compressed with)."""
+
+    lo: int
+    hi: int
+    codec: str
+    decompress: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +107,7 @@ class RankStep:
     step: int
     sends: tuple[Message, ...]
     recvs: tuple[Message, ...]
+    local: tuple[LocalRun, ...] = ()  # compress / decompress at the start of the step, in program order
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +143,7 @@ class Tables:
     steps: tuple[StepInfo, ...]
     phases: tuple[Phase, ...]
     ranks: tuple[tuple[RankStep, ...], ...]  # ranks[r]: the steps rank r takes part in, in order
+    codecs: tuple[str, ...] = ()  # every codec spec the runs and local ops name, in order of first use
 
     @property
     def max_messages(self) -> int:
@@ -119,18 +151,55 @@ class Tables:
         return max((len(s.sends) + len(s.recvs) for steps in self.ranks for s in steps), default=0)
 
 
-def _runs(copy: int, reduce: int) -> tuple[Run, ...]:
-    """Disjoint ascending runs of ``copy | reduce``, split where the action changes."""
+_Mode = tuple[str | None, bool]  # (codec, payload) of a chunk in a message
+_RAW: _Mode = (None, False)
+
+
+def _runs(copy: int, reduce: int, modes: dict[int, _Mode] | None = None) -> tuple[Run, ...]:
+    """Disjoint ascending runs of ``copy | reduce``, split where the action or the chunk's mode changes."""
+    modes = modes or {}
     out: list[Run] = []
     for lo, hi in ChunkSet(copy | reduce).intervals():
         c = lo
         while c < hi:
-            red = (reduce >> c) & 1 == 1
+            red, mode = (reduce >> c) & 1 == 1, modes.get(c, _RAW)
             end = c + 1
-            while end < hi and ((reduce >> end) & 1 == 1) == red:
+            while end < hi and ((reduce >> end) & 1 == 1) == red and modes.get(end, _RAW) == mode:
                 end += 1
-            out.append(Run(c, end, red))
+            out.append(Run(c, end, red, *mode))
             c = end
+    return tuple(out)
+
+
+def _modes(
+    state: dict[tuple[int, int], str],
+    wire: dict[tuple[int, int, int], str],
+    codecs: dict[str, None],
+    src: int,
+    dst: int,
+    bits: int,
+) -> dict[int, _Mode]:
+    """How each chunk of ``bits`` travels from ``src`` to ``dst``: a compressed slot as its payload, a send
+    with a codec compressed on the wire; raw chunks are left out.  Records the codecs in ``codecs``."""
+    out: dict[int, _Mode] = {}
+    for c in ChunkSet(bits):
+        held = state.get((src, c))
+        mode: _Mode = (held, True) if held is not None else (wire.get((src, dst, c)), False)
+        if mode[0] is not None:
+            codecs.setdefault(mode[0], None)
+            out[c] = mode
+    return out
+
+
+def _local_runs(ops: list[tuple[int, str, bool]]) -> tuple[LocalRun, ...]:
+    """(chunk, codec, decompress) in program order -> runs of consecutive chunks with the same op."""
+    out: list[LocalRun] = []
+    for c, codec, dec in ops:
+        last = out[-1] if out else None
+        if last is not None and last.hi == c and last.codec == codec and last.decompress == dec:
+            out[-1] = LocalRun(last.lo, c + 1, codec, dec)
+        else:
+            out.append(LocalRun(c, c + 1, codec, dec))
     return tuple(out)
 
 
@@ -138,47 +207,83 @@ def _line(file: str, line: int) -> str:
     return f"{file}:{line}"
 
 
-def from_schedule(schedule: Schedule) -> Tables:
-    """Tables of ``schedule``, which must have passed `collc.verify.check.check`."""
-    if schedule.compresses():
+def from_schedule(schedule: Schedule, *, compression: bool = False) -> Tables:
+    """Tables of ``schedule``, which must have passed `collc.verify.check.check`.
+
+    A schedule with compression points needs ``compression=True`` (the
+    executor knows what to do with codecs); otherwise it is a CollError.
+    """
+    if schedule.compresses() and not compression:
         raise CollError(
             f"{schedule.algorithm}: compression points are not supported by the mpi-py/mpi-c targets yet; "
-            "run it with --backend local"
+            "run it with --backend local or --backend cuda"
         )
     p = schedule.nranks
     per_rank: list[list[RankStep]] = [[] for _ in range(p)]
     infos: list[StepInfo] = []
+    state: dict[tuple[int, int], str] = {}  # compressed slots (rank, chunk) -> codec
+    codecs: dict[str, None] = {}
     for step in schedule.steps:
         sends: dict[tuple[int, int], int] = {}
+        wire: dict[tuple[int, int, int], str] = {}  # (src, dst, chunk) -> the send's codec
         copies: dict[tuple[int, int], int] = {}
         reduces: dict[tuple[int, int], int] = {}
+        local: dict[int, list[tuple[int, str, bool]]] = {}
         lines: dict[str, None] = {}
         for op in step.ops:
             lines.setdefault(_line(op.span.file, op.span.line), None)
-            if op.kind is OpKind.SEND:
+            if op.kind.local:
+                for c in op.chunks:
+                    key = (op.rank, c)
+                    if op.kind is OpKind.COMPRESS and op.codec is not None:
+                        state[key] = op.codec
+                        local.setdefault(op.rank, []).append((c, op.codec, False))
+                    elif op.kind is OpKind.DECOMPRESS and key in state:
+                        local.setdefault(op.rank, []).append((c, state.pop(key), True))
+            elif op.kind is OpKind.SEND:
                 key = (op.rank, op.peer)
                 sends[key] = sends.get(key, 0) | op.chunks.bits
+                if op.codec is not None:
+                    wire.update(((op.rank, op.peer, c), op.codec) for c in op.chunks)
             else:
                 key = (op.peer, op.rank)
                 table = reduces if op.action is Action.REDUCE else copies
                 table[key] = table.get(key, 0) | op.chunks.bits
+        for _, codec, _dec in (x for ops in local.values() for x in ops):
+            codecs.setdefault(codec, None)
         infos.append(StepInfo(step.index, step.phase, tuple(sorted(lines, key=_line_key))))
+
         sent_by: dict[int, int] = {}
         for (src, _dst), bits in sends.items():
             sent_by[src] = sent_by.get(src, 0) | bits
         out: dict[int, tuple[list[Message], list[Message]]] = {}
         for (src, dst), bits in sorted(sends.items()):
             if bits:
-                out.setdefault(src, ([], []))[0].append(Message(dst, _runs(bits, 0)))
+                runs = _runs(bits, 0, _modes(state, wire, codecs, src, dst, bits))
+                out.setdefault(src, ([], []))[0].append(Message(dst, runs))
+        landed: dict[tuple[int, int], str | None] = {}  # the receivers' slots after the step
         for src, dst in sorted(set(copies) | set(reduces), key=lambda k: (k[1], k[0])):
             copy, red = copies.get((src, dst), 0), reduces.get((src, dst), 0)
             if not copy | red:
                 continue
-            runs = _runs(copy & ~red, red)
-            direct = len(runs) == 1 and not runs[0].reduce and (sent_by.get(dst, 0) & copy) == 0
+            chunk_modes = _modes(state, wire, codecs, src, dst, copy | red)
+            runs = _runs(copy & ~red, red, chunk_modes)
+            direct = (
+                len(runs) == 1 and not runs[0].reduce and runs[0].codec is None and (sent_by.get(dst, 0) & copy) == 0
+            )
             out.setdefault(dst, ([], []))[1].append(Message(src, runs, direct))
+            for c in ChunkSet(copy & ~red):
+                codec, payload = chunk_modes.get(c, _RAW)
+                landed[dst, c] = codec if payload else None
+        for key, codec in landed.items():
+            if codec is None:
+                state.pop(key, None)
+            else:
+                state[key] = codec
+        for rank in local:
+            out.setdefault(rank, ([], []))
         for rank, (s, r) in sorted(out.items()):
-            per_rank[rank].append(RankStep(step.index, tuple(s), tuple(r)))
+            per_rank[rank].append(RankStep(step.index, tuple(s), tuple(r), _local_runs(local.get(rank, []))))
     phases: list[Phase] = []
     for info in infos:
         if phases and phases[-1].name == info.phase:
@@ -198,6 +303,7 @@ def from_schedule(schedule: Schedule) -> Tables:
         steps=tuple(infos),
         phases=tuple(phases),
         ranks=tuple(tuple(steps) for steps in per_rank),
+        codecs=tuple(codecs),
     )
 
 

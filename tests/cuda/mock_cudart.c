@@ -8,7 +8,11 @@
  *
  *   - "device memory" is host memory: cudaMalloc is malloc (filled with 0xAB),
  *     copies are memcpy, a launch of collc_reduce_kernel<T, Op> reduces on the
- *     CPU (T and Op read from the kernel's mangled name);
+ *     CPU (T and Op read from the kernel's mangled name), and the kernels of
+ *     compressed schedules run through mock_codecs.cpp: a codec job item by
+ *     item (collc_cuda_job_item, the function the kernel runs), a payload
+ *     copy, and the scans (the apply kernel does the whole scan; the reduce
+ *     and spine kernels do nothing);
  *   - streams are queues: nothing runs when it is enqueued.  mock_cuda_drain()
  *     runs every queued operation in a random order that respects only what
  *     CUDA guarantees: the order within a stream, and cudaStreamWaitEvent
@@ -49,7 +53,15 @@ enum {
  * Streams and operations
  * ------------------------------------------------------------------------- */
 
-enum mock_kind { MOCK_COPY, MOCK_REDUCE, MOCK_RECORD, MOCK_WAIT };
+enum mock_kind { MOCK_COPY, MOCK_REDUCE, MOCK_RECORD, MOCK_WAIT, MOCK_MEMSET, MOCK_JOB, MOCK_PAYLOAD, MOCK_SCAN64,
+                 MOCK_SCAN32, MOCK_NOP };
+
+/* mock_codecs.cpp: the codec kernels of runtime/collc_cuda_codec.cuh, on the CPU. */
+size_t mock_codec_job_size(void);
+void mock_codec_job(const void *job);
+void mock_payload_copy(void *to, const void *from);
+void mock_scan_u64(void *data, uint64_t count);
+void mock_scan_u32(void *data, uint64_t count);
 
 struct mock_op {
     enum mock_kind kind;
@@ -60,6 +72,7 @@ struct mock_op {
     int64_t n;
     struct mock_stream *wait_on;    /* waits: the stream and position of the awaited record */
     long wait_until;
+    void *job;                      /* codec jobs: a copy of the kernel's argument */
 };
 
 struct mock_stream {
@@ -74,7 +87,7 @@ struct mock_event {
     long position;              /* the record is complete when stream->done >= position */
 };
 
-enum { MAX_STREAMS = 4096, MAX_DEVICES = 16, MAX_KERNELS = 64 };
+enum { MAX_STREAMS = 4096, MAX_DEVICES = 16, MAX_KERNELS = 256 };
 
 static struct mock_stream *streams[MAX_STREAMS];
 static int nstreams;
@@ -237,8 +250,19 @@ static int runnable(const struct mock_stream *s)
 static void execute(struct mock_stream *s)
 {
     struct mock_op *o = &s->ops[s->done];
-    if (o->kind == MOCK_COPY) memmove(o->dst, o->src, o->bytes);
-    if (o->kind == MOCK_REDUCE) reduce(o);
+    switch (o->kind) {
+    case MOCK_COPY: memmove(o->dst, o->src, o->bytes); break;
+    case MOCK_REDUCE: reduce(o); break;
+    case MOCK_MEMSET: memset(o->dst, o->op, o->bytes); break;
+    case MOCK_JOB:
+        mock_codec_job(o->job);
+        free(o->job);
+        break;
+    case MOCK_PAYLOAD: mock_payload_copy(o->dst, o->src); break;
+    case MOCK_SCAN64: mock_scan_u64(o->dst, (uint64_t)o->n); break;
+    case MOCK_SCAN32: mock_scan_u32(o->dst, (uint64_t)o->n); break;
+    default: break;
+    }
     s->done++;
     executed++;
 }
@@ -390,7 +414,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
     struct mock_stream *s = stream_of(stream);
-    struct mock_op op = {MOCK_RECORD, NULL, NULL, 0, 0, 0, 0, NULL, 0};
+    struct mock_op op = {MOCK_RECORD, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL};
     if (s->device != event->device) return fail(cudaErrorInvalidResourceHandle);
     push(s, op);
     event->stream = s;
@@ -401,7 +425,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
 {
     struct mock_stream *s = stream_of(stream);
-    struct mock_op op = {MOCK_WAIT, NULL, NULL, 0, 0, 0, 0, event->stream, event->position};
+    struct mock_op op = {MOCK_WAIT, NULL, NULL, 0, 0, 0, 0, event->stream, event->position, NULL};
     (void)flags;
     if (event->stream != NULL) push(s, op);
     return cudaSuccess;
@@ -409,16 +433,32 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, int kind, cudaStream_t stream)
 {
-    struct mock_op op = {MOCK_COPY, dst, src, bytes, 0, 0, 0, NULL, 0};
+    struct mock_op op = {MOCK_COPY, dst, src, bytes, 0, 0, 0, NULL, 0, NULL};
     (void)kind;
     push(stream_of(stream), op);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream)
+{
+    struct mock_op op = {MOCK_MEMSET, dst, NULL, bytes, 0, value & 0xFF, 0, NULL, 0, NULL};
+    push(stream_of(stream), op);
+    return cudaSuccess;
+}
+
+/* Synchronous: everything queued runs first. */
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, int kind)
+{
+    (void)kind;
+    if (mock_cuda_drain(0) < 0) return fail(cudaErrorInvalidValue);
+    memmove(dst, src, bytes);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t bytes,
                                 cudaStream_t stream)
 {
-    struct mock_op op = {MOCK_COPY, dst, src, bytes, 0, 0, 0, NULL, 0};
+    struct mock_op op = {MOCK_COPY, dst, src, bytes, 0, 0, 0, NULL, 0, NULL};
     if (dst_device == src_device) return fail(cudaErrorInvalidValue);
     peer_copies++;
     push(stream_of(stream), op);
@@ -503,18 +543,53 @@ static int kernel_of(const void *host, int *op)
     return -1;
 }
 
+/* The registered name of a kernel's host stub; NULL when it was not registered. */
+static const char *name_of(const void *host)
+{
+    for (int k = 0; k < nkernels; k++)
+        if (kernels[k].host == host) return kernels[k].name;
+    return NULL;
+}
+
+/* The codec kernels (extern "C": their names are plain); 0 when `name` is not one. */
+static int codec_kernel(const char *name, void **args, struct mock_op *op)
+{
+    if (strcmp(name, "collc_cuda_job_kernel") == 0) {
+        op->kind = MOCK_JOB;
+        op->job = malloc(mock_codec_job_size());
+        memcpy(op->job, args[0], mock_codec_job_size());
+    } else if (strcmp(name, "collc_cuda_payload_copy") == 0) {
+        op->kind = MOCK_PAYLOAD;
+        op->dst = *(void **)args[0];
+        op->src = *(const void **)args[1];
+    } else if (strcmp(name, "collc_scan_u64_apply") == 0 || strcmp(name, "collc_scan_u32_apply") == 0) {
+        op->kind = name[12] == '6' ? MOCK_SCAN64 : MOCK_SCAN32;
+        op->dst = *(void **)args[0];
+        op->n = (int64_t) * (const uint64_t *)args[1];
+    } else if (strncmp(name, "collc_scan_u", 12) == 0) {
+        op->kind = MOCK_NOP; /* reduce, spine: the apply kernel scans */
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
                                cudaStream_t stream)
 {
     struct mock_stream *s = stream_of(stream);
-    struct mock_op op = {MOCK_REDUCE, NULL, NULL, 0, 0, 0, 0, NULL, 0};
+    struct mock_op op = {MOCK_REDUCE, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL};
+    const char *name = name_of(kernel);
     (void)shared;
-    op.dtype = kernel_of(kernel, &op.op);
-    if (op.dtype < 0 || grid.x < 1 || block.x < 1) return fail(cudaErrorInvalidValue);
+    if (grid.x < 1 || block.x < 1 || name == NULL) return fail(cudaErrorInvalidValue);
     if (s->device != current_device) return fail(cudaErrorInvalidResourceHandle);
-    op.dst = *(void **)args[0];
-    op.src = *(const void **)args[1];
-    op.n = *(const int64_t *)args[2];
+    if (!codec_kernel(name, args, &op)) {
+        op.dtype = kernel_of(kernel, &op.op);
+        if (op.dtype < 0) return fail(cudaErrorInvalidValue);
+        op.dst = *(void **)args[0];
+        op.src = *(const void **)args[1];
+        op.n = *(const int64_t *)args[2];
+    }
     launches++;
     push(s, op);
     return cudaSuccess;

@@ -1,6 +1,6 @@
 """Run a generated cuda library on the CPU stand-in for the CUDA runtime (``mock_cudart.c``).
 
-    python mock_run.py LIBMOCK LIBCOLLC EXAMPLE PARAMS_JSON CASES_JSON
+    python mock_run.py LIBMOCK LIBCOLLC EXAMPLE PARAMS_JSON CASES_JSON [CODECS_JSON]
 
 loads LIBMOCK (soname libcudart.so.13) first, so that LIBCOLLC (built with
 ``nvcc -cudart shared``) binds to it, then runs every case
@@ -8,7 +8,8 @@ loads LIBMOCK (soname libcudart.so.13) first, so that LIBCOLLC (built with
 pass scratch space of the library's ``scratch_bytes``) on numpy buffers
 standing in for device memory, drains the mock's queues in a random valid
 order (seeded by the case) and prints one JSON object per case: the wrong elements
-(`local.count_wrong`), whether the library's chunk layout is collc's, and
+(`local.count_wrong`; for a schedule that compresses, `cuda.judge_compressed`:
+bit for bit against the numpy executor, and within the error bound), whether the library's chunk layout is collc's, and
 the kernel launches and peer copies it took.  Run in a subprocess: the mock
 must not meet a real CUDA runtime.
 """
@@ -25,6 +26,7 @@ import numpy as np
 
 def main() -> int:
     mock_path, lib_path, example, params, cases = sys.argv[1:6]
+    codecs = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
     mock = ctypes.CDLL(mock_path, mode=ctypes.RTLD_GLOBAL)
     mock.mock_cuda_drain.restype = ctypes.c_long
     mock.mock_cuda_drain.argtypes = [ctypes.c_uint]
@@ -36,7 +38,7 @@ def main() -> int:
     from collc.backends import cuda, local
     from collc.diagnostics import CollError
 
-    schedule = collc.load(example).instantiate(**json.loads(params)).schedule
+    schedule = collc.load(example).with_codecs(codecs).instantiate(**json.loads(params)).schedule
     lib = cuda.Library(Path(lib_path), schedule)
     for case in json.loads(cases):
         dtype, op, count, seed, devices = case["dtype"], case["op"], case["count"], case["seed"], case["devices"]
@@ -56,11 +58,21 @@ def main() -> int:
         if mock.mock_cuda_drain(seed + 1) < 0:
             print(json.dumps({"error": "deadlock: queued work waits for an event that is never reached"}))
             continue
-        values, mask = local.expected(schedule, inputs, op)
+        try:
+            lib.check()
+        except CollError as err:
+            print(json.dumps({"error": str(err)}), flush=True)
+            continue
         result = np.stack(buffers)
-        wrong = local.count_wrong(result, values, mask, dtype, op, schedule.nranks, reduces=schedule.collective.reduces)
+        row = {}
+        if schedule.compresses():
+            wrong, row["max_abs_error"], row["error_bound"] = cuda.judge_compressed(schedule, result, inputs, op, count)
+        else:
+            values, mask = local.expected(schedule, inputs, op)
+            p, reduces = schedule.nranks, schedule.collective.reduces
+            wrong = local.count_wrong(result, values, mask, dtype, op, p, reduces=reduces)
         offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
-        row = {
+        row |= {
             "wrong": wrong,
             "layout_ok": lib.layout(count).tolist() == offsets.tolist(),
             "launches": mock.mock_cuda_launches() - launches,

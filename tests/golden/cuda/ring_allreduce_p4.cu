@@ -4,13 +4,14 @@
  * The vector is cut into 4 chunks; the tables below are the verified
  * schedule regrouped by step: for each phase, its steps, one row per message
  * (sender, receiver, where it lands, its chunk runs), and the chunk runs the
- * messages carry.  runtime/collc_cuda.cuh runs them: all 4 ranks in
- * this process, each with its own device buffer and stream.
+ * messages carry.  runtime/collc_cuda.cuh runs them:
+ * all 4 ranks in this process, each with its own device buffer and stream.
  *
  * API: collc_ring_allreduce_cuda.h.  Build: make, or
  *   nvcc -O3 -arch=sm_90 -Xcompiler -fPIC -shared -I. -o libcollc_ring_allreduce_cuda.so collc_ring_allreduce.cu
  */
 #include "collc_ring_allreduce_cuda.h"
+#define COLLC_CUDA_NO_CODECS /* no compression points: no codec kernels */
 #include "collc_cuda.cuh"
 
 enum { NRANKS = 4, NCHUNKS = 4, MAX_STEP_MESSAGES = 4 };
@@ -21,12 +22,12 @@ enum { NRANKS = 4, NCHUNKS = 4, MAX_STEP_MESSAGES = 4 };
  *   lib/ring.coll:8: recv block((rank - s - 2) mod p, k) from ring_prev(rank) reduce
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
 static const struct collc_cuda_run reduce_scatter_runs[] = {
-    { 2, 3, COLLC_CUDA_REDUCE }, /* 0 */
-    { 3, 4, COLLC_CUDA_REDUCE }, /* 1 */
-    { 0, 1, COLLC_CUDA_REDUCE }, /* 2 */
-    { 1, 2, COLLC_CUDA_REDUCE }, /* 3 */
+    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 0 */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 1 */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 2 */
+    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 3 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
@@ -48,17 +49,18 @@ static const struct collc_cuda_msg reduce_scatter_msgs[] = {
     { 2, 2, 3, COLLC_CUDA_SCRATCH, 1, 1 }, /* 2 -> 3: reduce {3} */
 };
 
-/* The phase's steps: index, first row of reduce_scatter_msgs, number of rows. */
+/* The phase's steps: index, first message row, messages, first local-op row, local ops. */
 static const struct collc_cuda_step reduce_scatter_steps[] = {
-    { 0, 0, 4 },
-    { 1, 4, 4 },
-    { 2, 8, 4 },
+    { 0, 0, 4, 0, 0 },
+    { 1, 4, 4, 0, 0 },
+    { 2, 8, 4, 0, 0 },
 };
 
 /* Phase reduce_scatter: steps 0 .. 2, every rank. */
 static int phase_reduce_scatter(struct collc_cuda_ctx *ctx)
 {
-    return collc_cuda_run_phase(ctx, reduce_scatter_steps, 3, reduce_scatter_msgs, reduce_scatter_runs);
+    return collc_cuda_run_phase(ctx, reduce_scatter_steps, 3, reduce_scatter_msgs, reduce_scatter_runs,
+                                NULL);
 }
 
 /* ===========================================================================
@@ -67,12 +69,12 @@ static int phase_reduce_scatter(struct collc_cuda_ctx *ctx)
  *   lib/ring.coll:14: recv block((rank - s - 1) mod p, k) from ring_prev(rank) copy
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
 static const struct collc_cuda_run allgather_runs[] = {
-    { 3, 4, COLLC_CUDA_COPY }, /* 0 */
-    { 0, 1, COLLC_CUDA_COPY }, /* 1 */
-    { 1, 2, COLLC_CUDA_COPY }, /* 2 */
-    { 2, 3, COLLC_CUDA_COPY }, /* 3 */
+    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 0 */
+    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 1 */
+    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 2 */
+    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 3 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
@@ -94,17 +96,18 @@ static const struct collc_cuda_msg allgather_msgs[] = {
     { 5, 2, 3, COLLC_CUDA_DIRECT,  1, 1 }, /* 2 -> 3: copy {0} (direct) */
 };
 
-/* The phase's steps: index, first row of allgather_msgs, number of rows. */
+/* The phase's steps: index, first message row, messages, first local-op row, local ops. */
 static const struct collc_cuda_step allgather_steps[] = {
-    { 3, 0, 4 },
-    { 4, 4, 4 },
-    { 5, 8, 4 },
+    { 3, 0, 4, 0, 0 },
+    { 4, 4, 4, 0, 0 },
+    { 5, 8, 4, 0, 0 },
 };
 
 /* Phase allgather: steps 3 .. 5, every rank. */
 static int phase_allgather(struct collc_cuda_ctx *ctx)
 {
-    return collc_cuda_run_phase(ctx, allgather_steps, 3, allgather_msgs, allgather_runs);
+    return collc_cuda_run_phase(ctx, allgather_steps, 3, allgather_msgs, allgather_runs,
+                                NULL);
 }
 
 /* ===========================================================================
@@ -127,6 +130,11 @@ static const struct collc_cuda_sched schedule = {
     NCHUNKS,
     MAX_STEP_MESSAGES,
     run_schedule,
+    NULL, /* no codecs */
+    NULL,
+    0,
+    0,
+    0,
 };
 
 /* ===========================================================================
@@ -152,6 +160,11 @@ extern "C" int collc_ring_allreduce_cuda_layout(int64_t count, int64_t *offsets)
 extern "C" void collc_ring_allreduce_cuda_release(void)
 {
     collc_cuda_release_all();
+}
+
+extern "C" int collc_ring_allreduce_cuda_check(void)
+{
+    return collc_cuda_check(&schedule);
 }
 
 extern "C" const char *collc_ring_allreduce_cuda_last_error(void)

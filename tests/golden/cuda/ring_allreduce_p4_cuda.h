@@ -32,6 +32,11 @@
  *       -2  a CUDA call failed (no device, out of memory, ...)
  *     with collc_ring_allreduce_cuda_last_error() saying what happened.
  *
+ * collc_ring_allreduce_cuda_check()
+ *     waits for the last run; returns 0, -2, or -3 when a codec refused a
+ *     value (not finite, or beyond its range; last_error names the rank and
+ *     element).  Always 0 for a schedule without compression points.
+ *
  * Streams, events and scratch space are created at the first call and kept
  * until collc_ring_allreduce_cuda_release().  Not thread-safe: calls must not run
  * concurrently in several threads.
@@ -57,6 +62,9 @@ int64_t collc_ring_allreduce_cuda_scratch_bytes(int64_t count, int dtype, int ra
 /* The element offset of every chunk, offsets[0 .. 4], for count elements;
  * returns the number of chunks, or -1 for a bad count. */
 int collc_ring_allreduce_cuda_layout(int64_t count, int64_t *offsets);
+
+/* Waits for the last run; -3 when a codec refused a value in it (see above). */
+int collc_ring_allreduce_cuda_check(void);
 
 /* Waits for the kept streams, then frees them, their events and the scratch space. */
 void collc_ring_allreduce_cuda_release(void);

@@ -4,13 +4,14 @@
  * The vector is cut into 4 chunks; the tables below are the verified
  * schedule regrouped by step: for each phase, its steps, one row per message
  * (sender, receiver, where it lands, its chunk runs), and the chunk runs the
- * messages carry.  runtime/collc_cuda.cuh runs them: all 4 ranks in
- * this process, each with its own device buffer and stream.
+ * messages carry.  runtime/collc_cuda.cuh runs them:
+ * all 4 ranks in this process, each with its own device buffer and stream.
  *
  * API: collc_swing_bw_cuda.h.  Build: make, or
  *   nvcc -O3 -arch=sm_90 -Xcompiler -fPIC -shared -I. -o libcollc_swing_bw_cuda.so collc_swing_bw.cu
  */
 #include "collc_swing_bw_cuda.h"
+#define COLLC_CUDA_NO_CODECS /* no compression points: no codec kernels */
 #include "collc_cuda.cuh"
 
 enum { NRANKS = 4, NCHUNKS = 4, MAX_STEP_MESSAGES = 4 };
@@ -20,15 +21,15 @@ enum { NRANKS = 4, NCHUNKS = 4, MAX_STEP_MESSAGES = 4 };
  *   swing_bw.coll:25: exchange with peer(rank, s): send blocks(rank, s); recv blocks(peer(rank, s), s) reduce
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
 static const struct collc_cuda_run reduce_scatter_runs[] = {
-    { 0, 1, COLLC_CUDA_REDUCE }, /* 0 */
-    { 3, 4, COLLC_CUDA_REDUCE }, /* 1 */
-    { 1, 3, COLLC_CUDA_REDUCE }, /* 2 */
-    { 0, 1, COLLC_CUDA_REDUCE }, /* 3 */
-    { 1, 2, COLLC_CUDA_REDUCE }, /* 4 */
-    { 2, 3, COLLC_CUDA_REDUCE }, /* 5 */
-    { 3, 4, COLLC_CUDA_REDUCE }, /* 6 */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 0 */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 1 */
+    { 1, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 2 */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 3 */
+    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 4 */
+    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 5 */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 6 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
@@ -45,16 +46,17 @@ static const struct collc_cuda_msg reduce_scatter_msgs[] = {
     { 1, 0, 3, COLLC_CUDA_SCRATCH, 6, 1 }, /* 0 -> 3: reduce {3} */
 };
 
-/* The phase's steps: index, first row of reduce_scatter_msgs, number of rows. */
+/* The phase's steps: index, first message row, messages, first local-op row, local ops. */
 static const struct collc_cuda_step reduce_scatter_steps[] = {
-    { 0, 0, 4 },
-    { 1, 4, 4 },
+    { 0, 0, 4, 0, 0 },
+    { 1, 4, 4, 0, 0 },
 };
 
 /* Phase reduce_scatter: steps 0 .. 1, every rank. */
 static int phase_reduce_scatter(struct collc_cuda_ctx *ctx)
 {
-    return collc_cuda_run_phase(ctx, reduce_scatter_steps, 2, reduce_scatter_msgs, reduce_scatter_runs);
+    return collc_cuda_run_phase(ctx, reduce_scatter_steps, 2, reduce_scatter_msgs, reduce_scatter_runs,
+                                NULL);
 }
 
 /* ===========================================================================
@@ -62,15 +64,15 @@ static int phase_reduce_scatter(struct collc_cuda_ctx *ctx)
  *   swing_bw.coll:34: exchange with peer(rank, s): send blocks(peer(rank, s), s); recv blocks(rank, s) copy
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
 static const struct collc_cuda_run allgather_runs[] = {
-    { 3, 4, COLLC_CUDA_COPY }, /* 0 */
-    { 2, 3, COLLC_CUDA_COPY }, /* 1 */
-    { 1, 2, COLLC_CUDA_COPY }, /* 2 */
-    { 0, 1, COLLC_CUDA_COPY }, /* 3 */
-    { 1, 3, COLLC_CUDA_COPY }, /* 4 */
-    { 0, 1, COLLC_CUDA_COPY }, /* 5 */
-    { 3, 4, COLLC_CUDA_COPY }, /* 6 */
+    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 0 */
+    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 1 */
+    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 2 */
+    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 3 */
+    { 1, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 4 */
+    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 5 */
+    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 6 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
@@ -87,16 +89,17 @@ static const struct collc_cuda_msg allgather_msgs[] = {
     { 3, 2, 3, COLLC_CUDA_DIRECT,  4, 1 }, /* 2 -> 3: copy {1..2} (direct) */
 };
 
-/* The phase's steps: index, first row of allgather_msgs, number of rows. */
+/* The phase's steps: index, first message row, messages, first local-op row, local ops. */
 static const struct collc_cuda_step allgather_steps[] = {
-    { 2, 0, 4 },
-    { 3, 4, 4 },
+    { 2, 0, 4, 0, 0 },
+    { 3, 4, 4, 0, 0 },
 };
 
 /* Phase allgather: steps 2 .. 3, every rank. */
 static int phase_allgather(struct collc_cuda_ctx *ctx)
 {
-    return collc_cuda_run_phase(ctx, allgather_steps, 2, allgather_msgs, allgather_runs);
+    return collc_cuda_run_phase(ctx, allgather_steps, 2, allgather_msgs, allgather_runs,
+                                NULL);
 }
 
 /* ===========================================================================
@@ -119,6 +122,11 @@ static const struct collc_cuda_sched schedule = {
     NCHUNKS,
     MAX_STEP_MESSAGES,
     run_schedule,
+    NULL, /* no codecs */
+    NULL,
+    0,
+    0,
+    0,
 };
 
 /* ===========================================================================
@@ -144,6 +152,11 @@ extern "C" int collc_swing_bw_cuda_layout(int64_t count, int64_t *offsets)
 extern "C" void collc_swing_bw_cuda_release(void)
 {
     collc_cuda_release_all();
+}
+
+extern "C" int collc_swing_bw_cuda_check(void)
+{
+    return collc_cuda_check(&schedule);
 }
 
 extern "C" const char *collc_swing_bw_cuda_last_error(void)
