@@ -229,14 +229,17 @@ class Instance:
     ) -> local.RunResult:
         """Run on ``backend`` with random data and count the wrong elements."""
         if backend in ("mpi", "mpi-c", "cuda"):
+            errors: tuple[float | None, float | None] = (None, None)
             if backend == "cuda":
-                (row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
+                (cuda_row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
+                row: cuda.CudaRow | mpi_launch.MpiRow = cuda_row
+                errors = (cuda_row.max_abs_error, cuda_row.error_bound)
             else:
                 (row,) = self.run_mpi([count], dtype, op, backend=backend, iters=iters, seed=seed)
             dt = local.DTYPES[dtype]
             return local.RunResult(
                 self.schedule.algorithm, self.nranks, count, count * dt.itemsize, dtype, op, iters, row.avg_us,
-                row.wrong,
+                row.wrong, *errors,
             )  # fmt: skip
         if backend != "local":
             raise CollError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")

@@ -513,7 +513,11 @@ def _finite(value: float | None) -> float | None:
 
 
 def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow | CudaRow) -> dict[str, Any]:
-    row = _row(s, local.RunResult(s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong))
+    errors = (r.max_abs_error, r.error_bound) if isinstance(r, CudaRow) else (None, None)
+    result = local.RunResult(
+        s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong, *errors
+    )
+    row = _row(s, result)
     row.update(min_us=r.min_us, max_us=r.max_us, iters=r.iters)
     return row
 

@@ -100,12 +100,19 @@ enum collc_cuda_how {
     COLLC_CUDA_PAYLOAD  /* the sender's compressed slots, forwarded as payloads of `codec` */
 };
 
+/* Fusions of a wire-compressed run (flags). */
+enum {
+    COLLC_CUDA_ENCODED = 1, /* the sender's payload store holds the chunks' payloads (re-encoded on arrival) */
+    COLLC_CUDA_REENCODE = 2 /* the receiver re-encodes the reduced chunks into its store for its next send */
+};
+
 /* Chunks lo .. hi-1 of a message; `codec` indexes the schedule's codecs (0 for raw values). */
 struct collc_cuda_run {
     int lo, hi;
     enum collc_cuda_action action;
     enum collc_cuda_how how;
     int codec;
+    int fuse; /* COLLC_CUDA_ENCODED | COLLC_CUDA_REENCODE */
 };
 
 /* A local op of one rank at the start of a step: its chunks lo .. hi-1 into its payload store, or back. */
@@ -297,7 +304,7 @@ static inline int64_t collc_cuda_msg_end(const struct collc_cuda_ctx *ctx, const
             if (!staging) at += collc_cuda_run_bytes(ctx, r);
             continue;
         }
-        if (staging && r->how != COLLC_CUDA_WIRE) continue;
+        if (staging && (r->how != COLLC_CUDA_WIRE || (r->fuse & COLLC_CUDA_ENCODED))) continue;
         for (int c = r->lo; c < r->hi; c++)
             at = collc_cuda_slot_end(ctx, r->codec, c, at);
     }
@@ -341,7 +348,7 @@ static inline int collc_cuda_transfer(struct collc_cuda_ctx *ctx, const struct c
             const int64_t end = collc_cuda_slot_end(ctx, r->codec, c, landing);
             const collc_u8 *from;
             if (end == landing) continue;
-            if (r->how == COLLC_CUDA_WIRE) {
+            if (r->how == COLLC_CUDA_WIRE && !(r->fuse & COLLC_CUDA_ENCODED)) {
                 staging = (int64_t)collc_cuda_align16((collc_u64)staging);
                 from = (const collc_u8 *)ctx->scratch[m->src] + staging;
                 staging += (int64_t)collc_cuda_chunk_slot(ctx, r->codec, c).bytes;

@@ -71,7 +71,9 @@ enum collc_cuda_job_what {
     COLLC_CUDA_JOB_DECODE,        /* values = decode(payload) (lossless: the deltas, into words) */
     COLLC_CUDA_JOB_DECODE_REDUCE, /* values = values op decode(payload), fused (not lossless) */
     COLLC_CUDA_JOB_REDUCE_WORDS,  /* lossless: values = values op words */
-    COLLC_CUDA_JOB_ADD            /* hq: payload = payload + other, exact integers */
+    COLLC_CUDA_JOB_ADD,           /* hq: payload = payload + other, exact integers */
+    COLLC_CUDA_JOB_FUSED_SIZES,   /* ebq, sum: pass 1 of slot = encode(values + decode(other)) (items + 1) */
+    COLLC_CUDA_JOB_FUSED_BODY     /* ebq, sum: pass 2, after the scan; values = the sums (items + 1) */
 };
 
 /* One job: a kernel's arguments, passed by value. */
@@ -86,7 +88,7 @@ struct collc_cuda_job {
     float* values;              /* the chunk in the rank's buffer */
     collc_u8* slot;             /* the payload's slot */
     collc_u64 scan, words;      /* byte offsets in the slot: scan space, lossless words */
-    const collc_u8* other;      /* ADD: the payload added */
+    const collc_u8* other;      /* ADD: the payload added; FUSED_*: the incoming payload, its offsets scanned */
     collc_u64* bad;             /* the rank's refusal word */
 };
 
@@ -252,6 +254,20 @@ COLLC_HD void collc_cuda_job_item(const struct collc_cuda_job* j, collc_u64 i) {
     case COLLC_CUDA_JOB_REDUCE_WORDS:
         j->values[i] = collc_cuda_combine(j->op, j->values[i], collc_u2f(((const collc_u32*)(j->slot + j->words))[i]));
         break;
+    case COLLC_CUDA_JOB_FUSED_SIZES:
+        collc_cuda_note(j->bad,
+                        collc_ebq_reduce_sizes_one(j->other + COLLC_CUDA_SLOT_HEADER, (const collc_u64*)(j->other + j->scan),
+                                                   j->values, j->n, j->codec.step, j->codec.inv2eb, payload, scan, i),
+                        j);
+        break;
+    case COLLC_CUDA_JOB_FUSED_BODY:
+        if (i + 1 == j->items) {
+            *(collc_u64*)j->slot = collc_align4(i) + scan[i];
+            break;
+        }
+        collc_ebq_reduce_body_one(j->other + COLLC_CUDA_SLOT_HEADER, (const collc_u64*)(j->other + j->scan), j->values,
+                                  j->n, j->codec.step, j->codec.inv2eb, payload, scan, j->values, i);
+        break;
     default: /* ADD */
         collc_cuda_note(j->bad,
                         collc_hq_add_one((const collc_i32*)payload, (const collc_i32*)(j->other + COLLC_CUDA_SLOT_HEADER),
@@ -274,6 +290,10 @@ static inline cudaError_t collc_cuda_add_payloads(struct collc_cuda_job, const c
 }
 static inline cudaError_t collc_cuda_forward(collc_u8 *, const collc_u8 *, const struct collc_cuda_codec *, collc_u64,
                                              int, cudaStream_t)
+{
+    return cudaErrorNotSupported;
+}
+static inline cudaError_t collc_cuda_reduce_encode(struct collc_cuda_job, collc_u8 *, int, int, cudaStream_t)
 {
     return cudaErrorNotSupported;
 }
@@ -395,6 +415,33 @@ static inline cudaError_t collc_cuda_decode(struct collc_cuda_job j, int op, int
     j.what = COLLC_CUDA_JOB_REDUCE_WORDS;
     if (op < 0) /* a plain decode: the words are the values */
         return cudaMemcpyAsync(j.values, j.slot + s.words, 4 * j.n, cudaMemcpyDeviceToDevice, stream);
+    return collc_cuda_launch_job(&j, max_blocks, stream);
+}
+
+/* Decompress + reduce + compress: the job's chunk op= decode(its slot), then the result encoded into slot `out`.
+ * For ebq and sum, one fused pair of kernels (collc_ebq_reduce_*: the reduced values are encoded as they are
+ * computed, and written back); otherwise the fused decompress-reduce, then an encode. */
+static inline cudaError_t collc_cuda_reduce_encode(struct collc_cuda_job j, collc_u8* out, int op, int max_blocks,
+                                                   cudaStream_t stream) {
+    const struct collc_cuda_slot s = collc_cuda_slot_of(&j.codec, j.n);
+    cudaError_t err;
+    if (j.codec.kind != COLLC_CUDA_EBQ || op != 0 /* COLLC_CUDA_SUM */) {
+        if ((err = collc_cuda_decode(j, op, max_blocks, stream)) != cudaSuccess) return err;
+        j.slot = out;
+        return collc_cuda_encode(j, max_blocks, stream);
+    }
+    j.items = s.items + 1;
+    j.what = COLLC_CUDA_JOB_DECODE_SIZES;
+    if ((err = collc_cuda_launch_job(&j, max_blocks, stream)) != cudaSuccess) return err;
+    err = collc_cuda_scan_u64((collc_u64*)(j.slot + s.scan), s.items + 1, (collc_u64*)(j.slot + s.partials), stream);
+    if (err != cudaSuccess) return err;
+    j.other = j.slot;
+    j.slot = out;
+    j.what = COLLC_CUDA_JOB_FUSED_SIZES;
+    if ((err = collc_cuda_launch_job(&j, max_blocks, stream)) != cudaSuccess) return err;
+    err = collc_cuda_scan_u64((collc_u64*)(out + s.scan), s.items + 1, (collc_u64*)(out + s.partials), stream);
+    if (err != cudaSuccess) return err;
+    j.what = COLLC_CUDA_JOB_FUSED_BODY;
     return collc_cuda_launch_job(&j, max_blocks, stream);
 }
 

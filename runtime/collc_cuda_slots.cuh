@@ -5,10 +5,12 @@
  * (collc_cuda_codec.cuh) for n > 0 values; empty chunks have no slot and
  * are skipped.  Slots start at 16-byte boundaries of the scratch space:
  *
- *   [ payload store: one slot per chunk, when the schedule compresses locally ][ step area ]
+ *   [ payload store: one slot per chunk, when the schedule compresses ahead ][ step area ]
  *
- * The store's slot of a chunk is as large as the largest slot any of the
- * schedule's codecs needs for it.  The step area holds, for each step, the
+ * The store holds what a rank compresses ahead: its chunks compressed by a
+ * local `compress` or forwarded to it, and the reduced chunks an arrival
+ * re-encodes for the next hop (COLLC_CUDA_REENCODE).  The slot of a chunk is
+ * as large as the largest slot any of the schedule's codecs needs for it.  The step area holds, for each step, the
  * rank's incoming messages end to end (raw runs as values, coded chunks as
  * slots), then the slots its wire-compressed sends are encoded into.
  */
@@ -79,7 +81,7 @@ static inline int collc_cuda_encode_wire(struct collc_cuda_ctx *ctx, const struc
     const struct collc_cuda_rank *s = &ctx->state->ranks[m->src];
     for (int k = 0; k < m->nruns; k++) {
         const struct collc_cuda_run *r = &runs[m->first_run + k];
-        if (r->how != COLLC_CUDA_WIRE) continue;
+        if (r->how != COLLC_CUDA_WIRE || (r->fuse & COLLC_CUDA_ENCODED)) continue;
         for (int c = r->lo; c < r->hi; c++) {
             int64_t end = collc_cuda_slot_end(ctx, r->codec, c, staging);
             int err;
@@ -122,6 +124,11 @@ static inline int collc_cuda_receive_slot(struct collc_cuda_ctx *ctx, int dst, c
     cudaError_t err;
     int e = collc_cuda_use_device(ctx, d->device);
     if (e != COLLC_CUDA_OK) return e;
+    if (r->how == COLLC_CUDA_WIRE && (r->fuse & COLLC_CUDA_REENCODE)) {
+        err = collc_cuda_reduce_encode(collc_cuda_chunk_job(ctx, dst, r->codec, c, slot), collc_cuda_store(ctx, dst, c),
+                                       ctx->op, d->max_blocks, d->stream);
+        return collc_cuda_check_launch(err, "decompressing, reducing and compressing");
+    }
     if (r->how == COLLC_CUDA_WIRE) {
         const int op = r->action == COLLC_CUDA_REDUCE ? ctx->op : -1;
         err = collc_cuda_decode(collc_cuda_chunk_job(ctx, dst, r->codec, c, slot), op, d->max_blocks, d->stream);

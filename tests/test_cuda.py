@@ -318,7 +318,7 @@ def source_tables(text: str) -> SourceTables:
             s, a, b = int(step), int(src), int(dst)
             if landing == "COLLC_CUDA_DIRECT":
                 out.direct.add((s, a, b))
-            for lo, hi, action, how, codec in runs[int(first_run) : int(first_run) + int(nruns)]:
+            for lo, hi, action, how, codec, _fuse in runs[int(first_run) : int(first_run) + int(nruns)]:
                 act = "reduce" if action == "COLLC_CUDA_REDUCE" else "copy"
                 for c in range(int(lo), int(hi)):
                     out.facts.add((s, a, b, c, "send"))
@@ -572,7 +572,7 @@ def test_codec_refusal_on_mock_runtime(mock: Path, tmp_path: Path) -> None:
     wrong_op = {"dtype": "float64", "op": "sum", "count": 30, "seed": 1, "devices": None}
     results = mock_run(mock, b, "compressed_ring_allgather", {"p": 3}, [ok, bad, wrong_op], codecs)
     assert "error" not in results[0]
-    assert "a codec refused a value" in results[1]["error"] and "rank 0, element 2: ebq(eb=1e-5) cannot encode" in results[1]["error"]
+    assert "a codec refused a value: rank 0, element 2: ebq(eb=1e-5) cannot encode" in results[1]["error"]
     assert "runs on float32 data" in results[2]["error"]
 
 

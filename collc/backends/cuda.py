@@ -28,7 +28,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -103,6 +103,7 @@ class RunRow:
     action: str  # COLLC_CUDA_COPY | COLLC_CUDA_REDUCE
     how: str  # COLLC_CUDA_VALUES | COLLC_CUDA_WIRE | COLLC_CUDA_PAYLOAD
     codec: int  # index into the plan's codecs (0 for raw values)
+    fuse: str  # 0, or COLLC_CUDA_ENCODED and / or COLLC_CUDA_REENCODE (FusedRun)
     note: str  # the codec, for people
 
 
@@ -174,6 +175,22 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class FusedRun(tables.Run):
+    """A run of wire-compressed chunks with the fusion of decompress + reduce + compress.
+
+    ``reencode``: the receiver reduces the chunk and sends the result on, with
+    the same codec, before anything else touches it: the arrival re-encodes
+    the reduced values into the receiver's payload store (for ebq and op sum
+    in the same kernels as the decompress and the reduction).
+    ``encoded``: the sender's payload store holds the chunk's payload already
+    (its arrival was a ``reencode``): the transfer sends it without encoding.
+    """
+
+    encoded: bool = False
+    reencode: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One message of one step, as the virtual-rank driver moves it: ``src``'s runs to ``dst``.
 
@@ -198,8 +215,10 @@ def step_messages(t: tables.Tables) -> dict[int, list[Message]]:
     """Every step's messages, sorted by receiver then sender (the runtime lays out scratch in that order).
 
     A message is the receiving end's row of the tables: the verifier has
-    checked that the sender sends exactly the same chunks.
+    checked that the sender sends exactly the same chunks.  Wire-compressed
+    runs are split into `FusedRun`s where `fusions` finds a fusion.
     """
+    reencode, encoded = fusions(t)
     steps: dict[int, list[Message]] = {info.index: [] for info in t.steps}
     for dst, rank_steps in enumerate(t.ranks):
         for rs in rank_steps:
@@ -209,8 +228,65 @@ def step_messages(t: tables.Tables) -> dict[int, list[Message]]:
             for m in rs.recvs:
                 raw_copies = not any(r.reduce or r.codec is not None for r in m.runs)
                 direct = raw_copies and _chunk_bits(m.runs) & sent == 0
-                steps[rs.step].append(Message(m.peer, dst, m.runs, direct))
+                runs = _fuse(
+                    m.runs, lambda c, s=rs.step, a=m.peer, b=dst: ((s, a, c) in encoded, (s, b, c) in reencode)
+                )
+                steps[rs.step].append(Message(m.peer, dst, runs, direct))
     return {index: sorted(msgs, key=lambda m: (m.dst, m.src)) for index, msgs in steps.items()}
+
+
+def fusions(t: tables.Tables) -> tuple[set[tuple[int, int, int]], set[tuple[int, int, int]]]:
+    """(step, rank, chunk) facts: where an arrival re-encodes a reduced chunk, and where its send then uses it.
+
+    A wire-compressed reduce of chunk c at rank r in step s, the only write
+    of (r, c) in s, is re-encoded when the next step in which r touches c
+    sends c with the same codec (as a wire payload) and does nothing else to
+    it: no local op, no receive landing before that send reads it.
+    """
+    reencode: set[tuple[int, int, int]] = set()
+    encoded: set[tuple[int, int, int]] = set()
+    for rank, rank_steps in enumerate(t.ranks):
+        pending: dict[int, tuple[str, int]] = {}  # chunk -> (codec, step of its wire reduce)
+        for rs in rank_steps:
+            for op in rs.local:
+                for c in range(op.lo, op.hi):
+                    pending.pop(c, None)
+            sent = [(c, r) for m in rs.sends for r in m.runs for c in range(r.lo, r.hi)]
+            for c, r in sent:
+                if c in pending and r.codec == pending[c][0] and not r.payload:
+                    encoded.add((rs.step, rank, c))
+                    reencode.add((pending[c][1], rank, c))
+            for c, _ in sent:
+                pending.pop(c, None)
+            writes: dict[int, list[tables.Run]] = {}
+            for m in rs.recvs:
+                for r in m.runs:
+                    for c in range(r.lo, r.hi):
+                        writes.setdefault(c, []).append(r)
+            for c, runs in writes.items():
+                pending.pop(c, None)
+                (r, *more) = runs
+                if not more and r.reduce and r.codec is not None and not r.payload:
+                    pending[c] = (r.codec, rs.step)
+    # a reencode whose send was never found is dropped above; keep only matched pairs
+    return reencode, encoded
+
+
+def _fuse(runs: tuple[tables.Run, ...], flags: Callable[[int], tuple[bool, bool]]) -> tuple[tables.Run, ...]:
+    """``runs`` split where the (encoded, reencode) flags of their wire-compressed chunks change."""
+    out: list[tables.Run] = []
+    for r in runs:
+        if r.codec is None or r.payload:
+            out.append(r)
+            continue
+        lo = r.lo
+        for c in range(r.lo, r.hi + 1):
+            if c == r.hi or flags(c) != flags(lo):
+                encoded, reencode = flags(lo)
+                out.append(FusedRun(lo, c, r.reduce, r.codec, r.payload, encoded, reencode) if encoded or reencode
+                           else tables.Run(lo, c, r.reduce, r.codec, r.payload))  # fmt: skip
+                lo = c
+    return tuple(out)
 
 
 def _phase_plan(
@@ -252,10 +328,17 @@ def _phase_plan(
 def _run_row(run: tables.Run, codecs: dict[str, int]) -> RunRow:
     action = "COLLC_CUDA_REDUCE" if run.reduce else "COLLC_CUDA_COPY"
     if run.codec is None:
-        return RunRow(run.lo, run.hi, action, "COLLC_CUDA_VALUES", 0, "")
+        return RunRow(run.lo, run.hi, action, "COLLC_CUDA_VALUES", 0, "0", "")
     how = "COLLC_CUDA_PAYLOAD" if run.payload else "COLLC_CUDA_WIRE"
     note = f"payload of {run.codec}" if run.payload else f"compressed with {run.codec}"
-    return RunRow(run.lo, run.hi, action, how, codecs[run.codec], note)
+    fuse = []
+    if isinstance(run, FusedRun) and run.encoded:
+        fuse.append("COLLC_CUDA_ENCODED")
+        note += ", encoded when it arrived"
+    if isinstance(run, FusedRun) and run.reencode:
+        fuse.append("COLLC_CUDA_REENCODE")
+        note += ", re-encoded for the next hop"
+    return RunRow(run.lo, run.hi, action, how, codecs[run.codec], " | ".join(fuse) or "0", note)
 
 
 def adds_payloads(t: tables.Tables) -> bool:
@@ -318,7 +401,7 @@ def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
         max_step_messages=max((len(m) for m in messages.values()), default=0),
         phases=tuple(phases),
         codecs=codec_rows,
-        stores=any(not op.decompress for ops in locals_.values() for _, op in ops),
+        stores=any(not op.decompress for ops in locals_.values() for _, op in ops) or bool(fusions(t)[0]),
         adds_payloads=adds_payloads(t),
         runtime_headers=RUNTIME_HEADERS,
         arch=arch,

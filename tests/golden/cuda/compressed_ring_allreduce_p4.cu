@@ -31,12 +31,21 @@ static const char *const codec_names[] = {
  *   ../lib/compressed_ring.coll:11: recv block((rank - s - 2) mod p, k) from ring_prev(rank) reduce compress q
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
+/* Chunk runs [lo, hi) of the phase's messages: what a receiver does with them, how they travel, the codec,
+ * and the fusions (ENCODED: the sender's store holds the payload; REENCODE: the receiver re-encodes the result). */
 static const struct collc_cuda_run reduce_scatter_runs[] = {
-    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0 }, /* 0: compressed with ebq(eb=0.001) */
-    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0 }, /* 1: compressed with ebq(eb=0.001) */
-    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0 }, /* 2: compressed with ebq(eb=0.001) */
-    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0 }, /* 3: compressed with ebq(eb=0.001) */
+    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_REENCODE }, /* 0: compressed with ebq(eb=0.001), re-encoded for the next hop */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_REENCODE }, /* 1: compressed with ebq(eb=0.001), re-encoded for the next hop */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_REENCODE }, /* 2: compressed with ebq(eb=0.001), re-encoded for the next hop */
+    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_REENCODE }, /* 3: compressed with ebq(eb=0.001), re-encoded for the next hop */
+    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED | COLLC_CUDA_REENCODE }, /* 4: compressed with ebq(eb=0.001), encoded when it arrived, re-encoded for the next hop */
+    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED | COLLC_CUDA_REENCODE }, /* 5: compressed with ebq(eb=0.001), encoded when it arrived, re-encoded for the next hop */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED | COLLC_CUDA_REENCODE }, /* 6: compressed with ebq(eb=0.001), encoded when it arrived, re-encoded for the next hop */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED | COLLC_CUDA_REENCODE }, /* 7: compressed with ebq(eb=0.001), encoded when it arrived, re-encoded for the next hop */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED }, /* 8: compressed with ebq(eb=0.001), encoded when it arrived */
+    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED }, /* 9: compressed with ebq(eb=0.001), encoded when it arrived */
+    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED }, /* 10: compressed with ebq(eb=0.001), encoded when it arrived */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_WIRE, 0, COLLC_CUDA_ENCODED }, /* 11: compressed with ebq(eb=0.001), encoded when it arrived */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
@@ -47,15 +56,15 @@ static const struct collc_cuda_msg reduce_scatter_msgs[] = {
     { 0, 1, 2, COLLC_CUDA_SCRATCH, 2, 1 }, /* 1 -> 2: reduce {0} */
     { 0, 2, 3, COLLC_CUDA_SCRATCH, 3, 1 }, /* 2 -> 3: reduce {1} */
     /* step 1: ../lib/compressed_ring.coll:10, 11 */
-    { 1, 3, 0, COLLC_CUDA_SCRATCH, 3, 1 }, /* 3 -> 0: reduce {1} */
-    { 1, 0, 1, COLLC_CUDA_SCRATCH, 0, 1 }, /* 0 -> 1: reduce {2} */
-    { 1, 1, 2, COLLC_CUDA_SCRATCH, 1, 1 }, /* 1 -> 2: reduce {3} */
-    { 1, 2, 3, COLLC_CUDA_SCRATCH, 2, 1 }, /* 2 -> 3: reduce {0} */
+    { 1, 3, 0, COLLC_CUDA_SCRATCH, 4, 1 }, /* 3 -> 0: reduce {1} */
+    { 1, 0, 1, COLLC_CUDA_SCRATCH, 5, 1 }, /* 0 -> 1: reduce {2} */
+    { 1, 1, 2, COLLC_CUDA_SCRATCH, 6, 1 }, /* 1 -> 2: reduce {3} */
+    { 1, 2, 3, COLLC_CUDA_SCRATCH, 7, 1 }, /* 2 -> 3: reduce {0} */
     /* step 2: ../lib/compressed_ring.coll:10, 11 */
-    { 2, 3, 0, COLLC_CUDA_SCRATCH, 2, 1 }, /* 3 -> 0: reduce {0} */
-    { 2, 0, 1, COLLC_CUDA_SCRATCH, 3, 1 }, /* 0 -> 1: reduce {1} */
-    { 2, 1, 2, COLLC_CUDA_SCRATCH, 0, 1 }, /* 1 -> 2: reduce {2} */
-    { 2, 2, 3, COLLC_CUDA_SCRATCH, 1, 1 }, /* 2 -> 3: reduce {3} */
+    { 2, 3, 0, COLLC_CUDA_SCRATCH, 8, 1 }, /* 3 -> 0: reduce {0} */
+    { 2, 0, 1, COLLC_CUDA_SCRATCH, 9, 1 }, /* 0 -> 1: reduce {1} */
+    { 2, 1, 2, COLLC_CUDA_SCRATCH, 10, 1 }, /* 1 -> 2: reduce {2} */
+    { 2, 2, 3, COLLC_CUDA_SCRATCH, 11, 1 }, /* 2 -> 3: reduce {3} */
 };
 
 /* The phase's steps: index, first message row, messages, first local-op row, local ops. */
@@ -80,12 +89,13 @@ static int phase_reduce_scatter(struct collc_cuda_ctx *ctx)
  *   ../lib/compressed_ring.coll:21: decompress 0 .. p * k
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
+/* Chunk runs [lo, hi) of the phase's messages: what a receiver does with them, how they travel, the codec,
+ * and the fusions (ENCODED: the sender's store holds the payload; REENCODE: the receiver re-encodes the result). */
 static const struct collc_cuda_run allgather_runs[] = {
-    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0 }, /* 0: payload of ebq(eb=0.001) */
-    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0 }, /* 1: payload of ebq(eb=0.001) */
-    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0 }, /* 2: payload of ebq(eb=0.001) */
-    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0 }, /* 3: payload of ebq(eb=0.001) */
+    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0, 0 }, /* 0: payload of ebq(eb=0.001) */
+    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0, 0 }, /* 1: payload of ebq(eb=0.001) */
+    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0, 0 }, /* 2: payload of ebq(eb=0.001) */
+    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_PAYLOAD, 0, 0 }, /* 3: payload of ebq(eb=0.001) */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */

@@ -22,12 +22,13 @@ enum { NRANKS = 4, NCHUNKS = 4, MAX_STEP_MESSAGES = 4 };
  *   lib/ring.coll:8: recv block((rank - s - 2) mod p, k) from ring_prev(rank) reduce
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
+/* Chunk runs [lo, hi) of the phase's messages: what a receiver does with them, how they travel, the codec,
+ * and the fusions (ENCODED: the sender's store holds the payload; REENCODE: the receiver re-encodes the result). */
 static const struct collc_cuda_run reduce_scatter_runs[] = {
-    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 0 */
-    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 1 */
-    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 2 */
-    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 3 */
+    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 0 */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 1 */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 2 */
+    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 3 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
@@ -69,12 +70,13 @@ static int phase_reduce_scatter(struct collc_cuda_ctx *ctx)
  *   lib/ring.coll:14: recv block((rank - s - 1) mod p, k) from ring_prev(rank) copy
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
+/* Chunk runs [lo, hi) of the phase's messages: what a receiver does with them, how they travel, the codec,
+ * and the fusions (ENCODED: the sender's store holds the payload; REENCODE: the receiver re-encodes the result). */
 static const struct collc_cuda_run allgather_runs[] = {
-    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 0 */
-    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 1 */
-    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 2 */
-    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 3 */
+    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 0 */
+    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 1 */
+    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 2 */
+    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 3 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */

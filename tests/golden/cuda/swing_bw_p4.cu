@@ -21,15 +21,16 @@ enum { NRANKS = 4, NCHUNKS = 4, MAX_STEP_MESSAGES = 4 };
  *   swing_bw.coll:25: exchange with peer(rank, s): send blocks(rank, s); recv blocks(peer(rank, s), s) reduce
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
+/* Chunk runs [lo, hi) of the phase's messages: what a receiver does with them, how they travel, the codec,
+ * and the fusions (ENCODED: the sender's store holds the payload; REENCODE: the receiver re-encodes the result). */
 static const struct collc_cuda_run reduce_scatter_runs[] = {
-    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 0 */
-    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 1 */
-    { 1, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 2 */
-    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 3 */
-    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 4 */
-    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 5 */
-    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0 }, /* 6 */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 0 */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 1 */
+    { 1, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 2 */
+    { 0, 1, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 3 */
+    { 1, 2, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 4 */
+    { 2, 3, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 5 */
+    { 3, 4, COLLC_CUDA_REDUCE, COLLC_CUDA_VALUES, 0, 0 }, /* 6 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
@@ -64,15 +65,16 @@ static int phase_reduce_scatter(struct collc_cuda_ctx *ctx)
  *   swing_bw.coll:34: exchange with peer(rank, s): send blocks(peer(rank, s), s); recv blocks(rank, s) copy
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, and how they travel. */
+/* Chunk runs [lo, hi) of the phase's messages: what a receiver does with them, how they travel, the codec,
+ * and the fusions (ENCODED: the sender's store holds the payload; REENCODE: the receiver re-encodes the result). */
 static const struct collc_cuda_run allgather_runs[] = {
-    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 0 */
-    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 1 */
-    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 2 */
-    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 3 */
-    { 1, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 4 */
-    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 5 */
-    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0 }, /* 6 */
+    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 0 */
+    { 2, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 1 */
+    { 1, 2, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 2 */
+    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 3 */
+    { 1, 3, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 4 */
+    { 0, 1, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 5 */
+    { 3, 4, COLLC_CUDA_COPY, COLLC_CUDA_VALUES, 0, 0 }, /* 6 */
 };
 
 /* One row per message: step, sender, receiver, landing, first run, number of runs. */
