@@ -11,7 +11,12 @@ copy (R1)
     else is compared with.
 allreduce
     the generated cuda library of ring_allreduce and swing_bw at p = --ranks,
-    all ranks on this GPU (virtual ranks), each with --size bytes of float32.
+    all ranks on this GPU (virtual ranks), each with --size bytes of float32,
+    then the compressed allreduces (compressed_ring_allreduce: ebq on every
+    reduce-scatter hop, fused decompress + reduce + compress, then a
+    collective-level allgather; homomorphic_allreduce: hq payloads added),
+    whose results must match the numpy executor bit for bit ("#wrong") and
+    whose error ("max|err|") must stay within the verifier's bound.
     floor = 2 * p * size / B_copy: every rank must read its input and write
     its result once, and the p ranks share one memory.  %floor = floor / time.
     %model = (bytes the executor moves) / B_copy / time, where a transfer
@@ -110,17 +115,18 @@ def executor_bytes(schedule: Schedule, count: int, itemsize: int) -> int:
 def allreduce(b_copy: float, ranks: int, size: int, iters: int) -> None:
     count = size // 4
     print(f"\n# allreduce: {ranks} virtual ranks on one GPU, {size / 2**20:.0f} MiB of float32 per rank")
-    print(f"  {'algorithm':<16} {'time(ms)':>10} {'busbw(GB/s)':>12} {'%floor':>7} {'%model':>7} {'#wrong':>7}")
+    header = f"{'algorithm':<26} {'time(ms)':>10} {'busbw(GB/s)':>12} {'%floor':>7} {'%model':>7} {'#wrong':>7}"
+    print(f"  {header} {'max|err|':>10} {'bound':>10}")
     floor = 2 * ranks * size / b_copy
-    for name in ("ring_allreduce", "swing_bw"):
+    for name in ("ring_allreduce", "swing_bw", "compressed_ring_allreduce", "homomorphic_allreduce"):
         schedule = collc.load(name).instantiate(p=ranks).schedule
         (row,) = cuda.run(schedule, [count], "float32", "sum", iters=iters)
         t = row.avg_us * 1e-6
-        model = executor_bytes(schedule, count, 4) / b_copy
+        model = "-" if schedule.compresses() else f"{100 * executor_bytes(schedule, count, 4) / b_copy / t:.1f}%"
         busbw = gbps(size, t) * collectives.busbw_factor(schedule.collective, ranks)
+        errors = "" if row.error_bound is None else f" {row.max_abs_error:>10.3g} {row.error_bound:>10.3g}"
         print(
-            f"  {name:<16} {t * 1e3:>10.3f} {busbw:>12.1f} {100 * floor / t:>6.1f}% {100 * model / t:>6.1f}% "
-            f"{row.wrong:>7}"
+            f"  {name:<26} {t * 1e3:>10.3f} {busbw:>12.1f} {100 * floor / t:>6.1f}% {model:>7} {row.wrong:>7}{errors}"
         )
 
 
