@@ -30,13 +30,20 @@ def test_compile_cuda_writes_the_sources(tmp_path: Path) -> None:
     assert "ring.coll:" in text  # the .coll lines travel into the generated code
 
 
-def test_compile_cuda_refuses_a_schedule_with_compression(tmp_path: Path) -> None:
+def test_compile_with_compression(tmp_path: Path) -> None:
+    """The cuda target compiles a compressed schedule; the MPI targets and a codec without kernels are refused."""
     examples = Path(__file__).resolve().parent.parent / "examples" / "compression"
-    src = examples / "compressed_ring_allgather.coll"
-    out = CliRunner().invoke(main, ["compile", str(src), "-p", "4", "--target", "cuda", "-o", str(tmp_path / "x"),
-                                    "--no-build"])  # fmt: skip
-    assert out.exit_code == 2
-    assert "compression" in out.output
+    src = str(examples / "compressed_ring_allgather.coll")
+    base = ["compile", src, "-p", "4", "--no-build"]
+    out = CliRunner().invoke(main, [*base, "--target", "cuda", "-o", str(tmp_path / "cuda")])
+    assert out.exit_code == 0, out.output
+    text = (tmp_path / "cuda" / "collc_compressed_ring_allgather.cu").read_text()
+    assert "COLLC_CUDA_PAYLOAD" in text and '"ebq(eb=0.001)"' in text
+    for target in ("mpi-py", "mpi-c"):
+        out = CliRunner().invoke(main, [*base, "--target", target, "-o", str(tmp_path / target)])
+        assert out.exit_code == 2 and "compression points are not supported" in out.output, out.output
+    out = CliRunner().invoke(main, [*base, "--target", "cuda", "--codec", "q=zfp(rate=8)", "-o", str(tmp_path / "z")])
+    assert out.exit_code == 2 and "has no CUDA kernels" in out.output, out.output
 
 
 @pytest.mark.skipif(_gpu_available(), reason="a GPU is present: the run itself is tested in test_cuda.py")

@@ -74,6 +74,7 @@ DEFAULT_ARCH = "sm_90"
 RUNTIME_HEADERS: tuple[str, ...] = (
     "collc_cuda.cuh",
     "collc_cuda_slots.cuh",
+    "collc_cuda_state.cuh",
     "collc_cuda_codec.cuh",
     "collc_codecs.cuh",
     "collc_cuda_reduce.cuh",

@@ -1,0 +1,194 @@
+"""Parameters and the driver: binding an instance's parameters and elaborating every rank into a `Schedule`.
+
+`bind_params` and `_bind` check the given values against the declared
+parameters (defaults, types, constraints); `_globals` evaluates the global
+constants; `elaborate` checks the instance (ranks, chunks, root, assertions),
+runs every rank's phases through the compiled code and assembles the steps the
+emitter collected into the `Schedule`.  `constants` stops after the globals.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Callable, Mapping
+
+from collc import collectives
+from collc.diagnostics import CollError
+from collc.elaborate.compiler import _Compiler
+from collc.elaborate.emitter import MAX_CALL_DEPTH, MAX_CHUNKS, MAX_RANKS, _Emitter
+from collc.elaborate.scope import Env, _bool
+from collc.elaborate.syntax import _assigned, _source_text
+from collc.frontend import ast
+from collc.frontend.program import Program
+from collc.ir import ParamValue, Schedule, Step
+from collc.values import LangError, Value, a_type, as_int
+
+
+def bind_params(program: Program, values: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+    """Check the given values against the declared parameters; fill in defaults."""
+    declared = {p.name: p for p in program.params}
+    for name in values:
+        if name not in declared:
+            names = ", ".join(declared) or "none"
+            raise CollError(
+                f"unknown parameter {name!r} for {program.name} (its parameters: {names})", program.header.span
+            )
+    return dict(values)
+
+
+def _bind(program: Program, values: Mapping[str, ParamValue], compiler_for: Callable[[Env], _Compiler]) -> Env:
+    bind_params(program, values)
+    globals_: Env = {}
+    compiler = compiler_for(globals_)
+    for param in program.params:
+        if param.name in values:
+            value = values[param.name]
+            if param.type == "int" and type(value) is not int:
+                raise CollError(f"parameter {param.name} is an int, got {value!r}", param.span)
+            if param.type == "dims":
+                if type(value) is int:
+                    value = (value,)
+                if not isinstance(value, tuple) or not value or not all(type(d) is int and d >= 1 for d in value):
+                    raise CollError(
+                        f"parameter {param.name} needs torus dimensions like 4x4, got {value!r}", param.span
+                    )
+        elif param.default is not None:
+            value = compiler.expr(param.default, frozenset())(globals_)  # type: ignore[assignment]
+        else:
+            flag = "-p N" if param.name == "p" else f"--param {param.name}=VALUE"
+            raise CollError(f"missing value for parameter {param.name} (pass {flag})", param.span)
+        globals_[param.name] = value
+    for param in program.params:
+        if param.constraint is not None:
+            _check_constraint(program, compiler, param, globals_)
+    return globals_
+
+
+def _conjuncts(node: ast.Expr) -> list[ast.Expr]:
+    if isinstance(node, ast.BoolOp) and node.op == "and":
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]
+
+
+def _check_constraint(program: Program, compiler: _Compiler, param: ast.Param, globals_: Env) -> None:
+    assert param.constraint is not None
+    for part in _conjuncts(param.constraint):
+        if not _bool(compiler.expr(part, frozenset())(globals_), part.span, "constraint"):
+            value = globals_[param.name]
+            shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            raise CollError(
+                f"{param.name}={shown} violates the constraint {_source_text(program, part.span)}", part.span
+            )
+
+
+def elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
+    """Instantiate ``program`` with parameter ``values`` and collect every rank's steps."""
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
+    # Elaboration makes millions of objects that live on (memos, ops) and no garbage cycles to speak
+    # of (the compiled closures are one per instance): the cyclic collector would only re-scan them.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _elaborate(program, values)
+    except RecursionError:
+        raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
+    finally:
+        sys.setrecursionlimit(old_limit)
+        if collecting:
+            gc.enable()
+
+
+def constants(program: Program, values: Mapping[str, ParamValue]) -> dict[str, Value]:
+    """The parameters and global constants of an instance (no phases are run)."""
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
+    try:
+        compiler, globals_, _ = _globals(program, values)
+        compiler.release()
+    except RecursionError:
+        raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
+    finally:
+        sys.setrecursionlimit(old_limit)
+    return dict(globals_)
+
+
+def _globals(program: Program, values: Mapping[str, ParamValue]) -> tuple[_Compiler, Env, _Emitter]:
+    emitter = _Emitter(nranks=0, nchunks=0)
+    compilers: list[_Compiler] = []
+
+    def make(globals_: Env) -> _Compiler:
+        compilers.append(_Compiler(program, globals_, emitter))
+        return compilers[-1]
+
+    globals_ = _bind(program, values, make)
+    compiler = compilers[0]
+    for let in program.lets:
+        globals_[let.name] = compiler.expr(let.value, frozenset())(globals_)
+    compiler.specialise()
+    return compiler, globals_, emitter
+
+
+def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
+    compiler, globals_, emitter = _globals(program, values)
+
+    p = globals_["p"]
+    pspan = (program.param("p") or program.header).span
+    if type(p) is not int:
+        raise CollError(f"p must be an int, got {a_type(p)}", pspan)
+    if not 1 <= p <= MAX_RANKS:
+        raise CollError(f"p={p} is out of the supported range 1..{MAX_RANKS}", pspan)
+    for a in program.asserts:
+        compiler._assert(a, frozenset())(globals_)
+
+    nchunks_v = compiler.expr(program.chunks.count, frozenset())(globals_)
+    try:
+        nchunks = as_int(nchunks_v, "the number of chunks")
+    except LangError as err:
+        raise CollError(str(err), program.chunks.span) from None
+    if not 1 <= nchunks <= MAX_CHUNKS:
+        raise CollError(f"the number of chunks ({nchunks}) must be in 1..{MAX_CHUNKS}", program.chunks.span)
+    layout = collectives.layout_error(program.collective, p, nchunks)
+    if layout is not None:
+        raise CollError(layout, program.chunks.span)
+
+    root: int | None = None
+    if program.collective.has_root:
+        root_v = globals_["root"]
+        if type(root_v) is not int or not 0 <= root_v < p:
+            rspan = (program.param("root") or program.header).span
+            raise CollError(f"root={root_v} must be a rank in 0..{p - 1}", rspan)
+        root = root_v
+
+    emitter.nranks, emitter.nchunks = p, nchunks
+    phases = []
+    for phase in program.phases:
+        local = frozenset({"rank", *_assigned(phase.body)})
+        phases.append((phase.name, compiler.block(phase.body, local)))
+    for rank in range(p):
+        emitter.rank, emitter.counter, emitter.in_step = rank, 0, None
+        try:
+            for name, body in phases:
+                emitter.phase = name
+                body({"rank": rank})
+        except CollError as err:
+            raise CollError(err.message, err.span, (*err.notes, f"while elaborating rank {rank}")) from None
+
+    compiler.release()
+    steps = []
+    for counter in sorted(emitter.ops):
+        steps.append(Step(index=len(steps), phase=emitter.phase_of[counter][0], ops=tuple(emitter.ops[counter])))
+    params = tuple((p_.name, globals_[p_.name]) for p_ in program.params)
+    return Schedule(
+        algorithm=program.name,
+        collective=program.collective,
+        params=params,  # type: ignore[arg-type]
+        nranks=p,
+        nchunks=nchunks,
+        root=root,
+        steps=tuple(steps),
+        source=program.path,
+        span=program.header.span,
+        codecs=tuple(compiler.codecs.items()),
+    )
