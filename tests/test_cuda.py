@@ -32,6 +32,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from golden_files import assert_golden
 
 import collc
 from collc import collectives
@@ -49,7 +50,6 @@ MOCK_RUN = HERE / "cuda" / "mock_run.py"
 REDUCE_HOST = HERE / "cuda" / "reduce_host.cu"
 RUNTIME = HERE.parent / "runtime"
 EXAMPLES = HERE.parent / "examples"
-REGEN = os.environ.get("COLLC_REGEN_GOLDEN", "") not in ("", "0")
 
 # Every bundled example, at a small p: (case id, example, parameters).
 CASES: list[tuple[str, str, dict[str, int]]] = [
@@ -210,13 +210,7 @@ def test_golden(name: str, tmp_path: Path) -> None:
     cuda.generate(schedule, tmp_path)
     cu_name, h_name = cuda.source_names(schedule)
     for generated, suffix in ((cu_name, ".cu"), (h_name, "_cuda.h")):
-        text = (tmp_path / generated).read_text()
-        golden = GOLDEN / f"{name}_p4{suffix}"
-        if REGEN:
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(text)
-        assert golden.is_file(), f"missing {golden}: run with COLLC_REGEN_GOLDEN=1 to create it"
-        assert text == golden.read_text(), f"{generated} differs from {golden} (COLLC_REGEN_GOLDEN=1 regenerates)"
+        assert_golden(tmp_path / generated, GOLDEN / f"{name}_p4{suffix}")
 
 
 def test_generated_files(tmp_path: Path) -> None:

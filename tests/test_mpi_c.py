@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from golden_files import assert_golden
 
 import collc
 from collc import collectives
@@ -42,7 +43,6 @@ GOLDEN = HERE / "golden" / "mpi_c"
 DRIVER = HERE / "mpi_c" / "driver.c"
 CTYPES_SCRIPT = HERE / "mpi_c" / "ctypes_allreduce.py"
 EXAMPLES = HERE.parent / "examples"
-REGEN = os.environ.get("COLLC_REGEN_GOLDEN", "") not in ("", "0")
 TIMEOUT = 120
 
 # Every bundled example, at a small p: (case id, example, parameters).
@@ -174,13 +174,7 @@ def test_golden(name: str, tmp_path: Path) -> None:
     mpi_c.generate(schedule, tmp_path)
     c_name, h_name = mpi_c.source_names(schedule)
     for generated, suffix in ((c_name, ".c"), (h_name, ".h")):
-        text = (tmp_path / generated).read_text()
-        golden = GOLDEN / f"{name}_p4{suffix}"
-        if REGEN:
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(text)
-        assert golden.is_file(), f"missing {golden}: run with COLLC_REGEN_GOLDEN=1 to create it"
-        assert text == golden.read_text(), f"{generated} differs from {golden} (COLLC_REGEN_GOLDEN=1 regenerates)"
+        assert_golden(tmp_path / generated, GOLDEN / f"{name}_p4{suffix}")
 
 
 def test_generated_files(tmp_path: Path) -> None:

@@ -269,7 +269,6 @@ def fusions(t: tables.Tables) -> tuple[set[tuple[int, int, int]], set[tuple[int,
                 (r, *more) = runs
                 if not more and r.reduce and r.codec is not None and not r.payload:
                     pending[c] = (r.codec, rs.step)
-    # a reencode whose send was never found is dropped above; keep only matched pairs
     return reencode, encoded
 
 
@@ -402,7 +401,8 @@ def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
         max_step_messages=max((len(m) for m in messages.values()), default=0),
         phases=tuple(phases),
         codecs=codec_rows,
-        stores=any(not op.decompress for ops in locals_.values() for _, op in ops) or bool(fusions(t)[0]),
+        stores=any(not op.decompress for ops in locals_.values() for _, op in ops)
+        or any(isinstance(r, FusedRun) and r.reencode for msgs in messages.values() for m in msgs for r in m.runs),
         adds_payloads=adds_payloads(t),
         runtime_headers=RUNTIME_HEADERS,
         arch=arch,
