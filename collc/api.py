@@ -34,9 +34,9 @@ TARGETS = ("mpi-py", "mpi-c", "cuda")
 """What `Instance.compile` generates."""
 
 
-EXAMPLE_FOLDERS = (".", "compression")
+EXAMPLE_FOLDERS = (".", "compression", "torus")
 """Where the bundled examples live in ``examples/``: ``compression/`` holds those with compression
-points (they run on the local backend only)."""
+points (they run on the local backend only), ``torus/`` the algorithms for tori (they take ``dims``)."""
 
 
 def example_path(name: str) -> Path | None:
@@ -56,7 +56,7 @@ def example_path(name: str) -> Path | None:
 
 
 def list_examples() -> list[Path]:
-    """The bundled examples: those of ``examples/``, then those of ``examples/compression/``."""
+    """The bundled examples: those of ``examples/``, then those of ``examples/compression/`` and ``examples/torus/``."""
     root = data_dir("examples")
     return [path for folder in EXAMPLE_FOLDERS for path in sorted((root / folder).glob("*.coll"))]
 

@@ -422,6 +422,22 @@ def _popcount(x: Value) -> int:
     return v.bit_count()
 
 
+def _shift(x: Value, k: Value) -> ChunkSet:
+    """``{e + k for e in x}`` on the bitset (a shift, not a loop over the elements)."""
+    s, by = as_set(x, "the first argument of shift"), as_int(k, "the offset of shift")
+    if not s.bits or by == 0:
+        return s
+    if by > 0:
+        top = s.bits.bit_length() - 1 + by
+        if top >= MAX_SET_ELEMENT:
+            raise LangError(f"set element {top} is beyond the limit {MAX_SET_ELEMENT}")
+        return ChunkSet(s.bits << by)
+    low = (s.bits & -s.bits).bit_length() - 1
+    if low + by < 0:
+        raise LangError(f"sets hold non-negative integers; shifting {low} by {by} gives {low + by}")
+    return ChunkSet(s.bits >> -by)
+
+
 def _set(x: Value) -> ChunkSet:
     return as_set(x, "the argument of set()")
 
@@ -453,6 +469,7 @@ BUILTINS: dict[str, tuple[int, int, Callable[..., Value], str]] = {
     "all": (1, 1, _all, "true when every element is true"),
     "any": (1, 1, _any, "true when some element is true"),
     "set": (1, 1, _set, "the set of a range, tuple or int"),
+    "shift": (2, 2, _shift, "shift(S, k): the set {x + k for x in S} (no element may become negative)"),
     "tuple": (1, 1, _tuple, "the elements in order, as a tuple"),
     "reversed": (1, 1, _reversed, "the elements in reverse order"),
     "range": (1, 3, _range, "range(hi), range(lo, hi) or range(lo, hi, step)"),

@@ -745,7 +745,8 @@ def test_examples_lists_every_example() -> None:
     assert out.code == EXIT_OK, out.text
     listed = [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
     compression = sorted(path.stem for path in EXAMPLES.glob("compression/*.coll"))
-    assert listed == sorted(path.stem for path in EXAMPLES.glob("*.coll")) + compression
+    torus = sorted(path.stem for path in EXAMPLES.glob("torus/*.coll"))
+    assert listed == sorted(path.stem for path in EXAMPLES.glob("*.coll")) + compression + torus
     assert "ring" not in listed and "fold" not in listed  # lib/ holds includes, not examples
     for line in out.stdout.splitlines():
         assert len(line.split(maxsplit=1)) == 2, f"no description: {line!r}"

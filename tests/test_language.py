@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
+from collc.diagnostics import CollError
 from collc.elaborate import constants, elaborate
 from collc.frontend.program import parse_program
 from collc.ir import ChunkSet, OpKind
@@ -124,6 +126,57 @@ def test_swing_prelude_matches_reference() -> None:
     # |S(r, s)| = p / 2^(s+1) for power-of-two p (swing.md §2)
     for s in range(4):
         assert len(as_list(value_of(f"swing_blocks(5, {s})", p=p))) == p >> (s + 1)
+
+
+def test_shift_moves_every_element_of_a_set() -> None:
+    rng = random.Random(11)
+    for _ in range(30):
+        a = set(rng.sample(range(40, 200), rng.randrange(0, 12)))
+        lit = "{" + ", ".join(map(str, sorted(a))) + "}" if a else "{}"
+        for k in (0, 3, 64, 1000, -40):
+            assert as_list(value_of(f"shift({lit}, {k})")) == sorted(x + k for x in a)
+    assert as_list(value_of("shift(2 .. 5, p)", p=16)) == [18, 19, 20]  # a range is a set too
+    assert as_list(value_of("shift(3, 1)")) == [4]
+
+
+@pytest.mark.parametrize(
+    ("expr", "phrase"),
+    [("shift({3}, -4)", "non-negative"), ("shift({1}, 1 << 40)", "beyond the limit"), ("shift(1 .. 3, {1})", "an int")],
+)
+def test_shift_errors(expr: str, phrase: str) -> None:
+    with pytest.raises(CollError, match=phrase):
+        value_of(expr)
+
+
+def test_torus_prelude_matches_the_swing_pseudo_code() -> None:
+    """The prelude's torus_dim/torus_sigma and swing_torus_peer against swing.md §1's loop."""
+
+    def reference(r: int, dims: tuple[int, ...], c: int) -> list[int]:
+        D, nxt, last, out = len(dims), [0] * len(dims), c - 1, []
+        a = [r // math.prod(dims[k + 1 :]) % dims[k] for k in range(D)]
+        while len(out) < sum((d - 1).bit_length() for d in dims):
+            k = (last + 1) % D
+            while nxt[k] >= (dims[k] - 1).bit_length():
+                k = (k + 1) % D
+            last, dist = k, (1 - (-2) ** (nxt[k] + 1)) // 3
+            nxt[k] += 1
+            dist = -dist if a[k] % 2 else dist
+            dist = -dist if c >= D else dist
+            b = list(a)
+            b[k] = (a[k] + dist) % dims[k]
+            out.append(sum(b[k] * math.prod(dims[k + 1 :]) for k in range(D)))
+        return out
+
+    for dims in ((4, 4), (2, 8), (6, 2, 4)):
+        text = f"({', '.join(map(str, dims))})"
+        steps = sum((d - 1).bit_length() for d in dims)
+        for c in range(2 * len(dims)):
+            for r in (0, 1, 5, 7):
+                got = [value_of(f"swing_torus_peer({r}, {s}, {c}, {text})") for s in range(steps)]
+                assert got == reference(r, dims, c), (dims, c, r)
+    assert value_of("torus_steps((6, 2, 4))") == 6
+    assert [value_of(f"torus_dim((2, 8), 0, {s})") for s in range(4)] == [0, 1, 1, 1]
+    assert [value_of(f"torus_sigma((2, 8), 1, {s})") for s in range(4)] == [0, 0, 1, 2]
 
 
 @pytest.mark.parametrize("dims", [(4, 4), (2, 3, 5), (8,)])

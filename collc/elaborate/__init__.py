@@ -29,17 +29,19 @@ The stage, module by module:
   paths, and the building (and caching) of generated functions;
 * `emitter`: `_Emitter`, which collects every rank's ops into steps and
   phases, and the limits of one elaboration;
+* `sampling`: `StepSampler`, which runs only some iterations of long step
+  loops, for the simulator (`elaborate_sampled`);
 * `scope`: environments and scopes, and the helpers generated code calls;
 * `syntax`: checks and walks over the AST that need no instance;
 * `collc.elaborate_codecs` (beside this package): codec tables and
   compress/decompress ops.
 """
 
-from collc.elaborate.driver import bind_params, constants, elaborate
+from collc.elaborate.driver import bind_params, constants, elaborate, elaborate_sampled
 from collc.elaborate.emitter import MAX_CALL_DEPTH as MAX_CALL_DEPTH
 from collc.elaborate.emitter import MAX_CHUNKS, MAX_RANKS
 from collc.elaborate.emitter import MAX_LOOP_ITERATIONS as MAX_LOOP_ITERATIONS
 from collc.elaborate.emitter import _Emitter as _Emitter  # the type `collc.elaborate_codecs` names
 from collc.ir import ChunkSet
 
-__all__ = ["MAX_CHUNKS", "MAX_RANKS", "ChunkSet", "bind_params", "constants", "elaborate"]
+__all__ = ["MAX_CHUNKS", "MAX_RANKS", "ChunkSet", "bind_params", "constants", "elaborate", "elaborate_sampled"]

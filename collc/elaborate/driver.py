@@ -17,6 +17,7 @@ from collc import collectives
 from collc.diagnostics import CollError
 from collc.elaborate.compiler import _Compiler
 from collc.elaborate.emitter import MAX_CALL_DEPTH, MAX_CHUNKS, MAX_RANKS, _Emitter
+from collc.elaborate.sampling import SamplingConflict, StepSampler
 from collc.elaborate.scope import Env, _bool
 from collc.elaborate.syntax import _assigned, _source_text
 from collc.frontend import ast
@@ -84,6 +85,26 @@ def _check_constraint(program: Program, compiler: _Compiler, param: ast.Param, g
 
 def elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
     """Instantiate ``program`` with parameter ``values`` and collect every rank's steps."""
+    return _guarded(program, values, None)[0]
+
+
+def elaborate_sampled(
+    program: Program, values: Mapping[str, ParamValue], limit: int
+) -> tuple[Schedule, tuple[int, ...]]:
+    """Like `elaborate`, but a ``for step`` loop of more than ``limit`` iterations runs only ``limit`` of them
+    (`collc.elaborate.sampling`): the schedule holds the steps run, and the weights say how many steps each
+    stands for.  Where the ranks do not meet the long loops alike, the schedule is exact (every weight 1)."""
+    probe = StepSampler(limit, probing=True)
+    _guarded(program, values, probe)
+    try:
+        return _guarded(program, values, StepSampler(limit, changes=probe.changes))
+    except SamplingConflict:
+        return _guarded(program, values, None)
+
+
+def _guarded(
+    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None
+) -> tuple[Schedule, tuple[int, ...]]:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
     # Elaboration makes millions of objects that live on (memos, ops) and no garbage cycles to speak
@@ -91,7 +112,7 @@ def elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _elaborate(program, values)
+        return _elaborate(program, values, sampler)
     except RecursionError:
         raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
     finally:
@@ -130,8 +151,11 @@ def _globals(program: Program, values: Mapping[str, ParamValue]) -> tuple[_Compi
     return compiler, globals_, emitter
 
 
-def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
+def _elaborate(
+    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None
+) -> tuple[Schedule, tuple[int, ...]]:
     compiler, globals_, emitter = _globals(program, values)
+    emitter.sampler = sampler
 
     p = globals_["p"]
     pspan = (program.param("p") or program.header).span
@@ -166,7 +190,8 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
     for phase in program.phases:
         local = frozenset({"rank", *_assigned(phase.body)})
         phases.append((phase.name, compiler.block(phase.body, local)))
-    for rank in range(p):
+    probing = sampler is not None and sampler.probing
+    for rank in range(1) if probing else range(p):
         emitter.rank, emitter.counter, emitter.in_step = rank, 0, None
         try:
             for name, body in phases:
@@ -176,11 +201,15 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
             raise CollError(err.message, err.span, (*err.notes, f"while elaborating rank {rank}")) from None
 
     compiler.release()
+    if sampler is not None and probing:
+        sampler.changes = StepSampler.changes_of(emitter.ops, emitter.counter)
     steps = []
-    for counter in sorted(emitter.ops):
+    counters = sorted(emitter.ops)
+    for counter in counters:
         steps.append(Step(index=len(steps), phase=emitter.phase_of[counter][0], ops=tuple(emitter.ops[counter])))
     params = tuple((p_.name, globals_[p_.name]) for p_ in program.params)
-    return Schedule(
+    weights = sampler.weights(counters) if sampler is not None else (1,) * len(steps)
+    schedule = Schedule(
         algorithm=program.name,
         collective=program.collective,
         params=params,  # type: ignore[arg-type]
@@ -192,3 +221,4 @@ def _elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
         span=program.header.span,
         codecs=tuple(compiler.codecs.items()),
     )
+    return schedule, weights

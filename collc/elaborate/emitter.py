@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collc.diagnostics import CollError
+from collc.elaborate.sampling import SKIPPED, SamplingConflict, StepSampler
 from collc.ir import Action, ChunkSet, CodecOp, Op, OpKind, Span, make_op
 from collc.values import LangError, Range, Value, a_type, as_set
 
@@ -70,6 +71,7 @@ class _Emitter:
     iterations_left: int = MAX_LOOP_ITERATIONS
     current: list[Op] | None = None  # ops[counter] while a step is open and has ops
     sets: dict[object, ChunkSet] = field(default_factory=dict)  # the chunk sets of ints and ranges, shared
+    sampler: StepSampler | None = None  # long step loops run only in part (`collc.elaborate.sampling`)
 
     def chunks(self, v: Value, span: Span) -> ChunkSet:
         """``as_set(v)`` for the chunks of an op; ops with the same int or range share one set."""
@@ -110,6 +112,8 @@ class _Emitter:
         known = self.phase_of.get(self.counter)
         if known is None:
             self.phase_of[self.counter] = (self.phase, span)
+        elif known[0] == SKIPPED:
+            raise SamplingConflict(f"rank {self.rank} reaches step {self.counter}, which a sampled loop skips")
         elif known[0] != self.phase:
             raise CollError(
                 f"rank {self.rank} reaches step {self.counter} in phase {self.phase!r}, but another rank reaches "

@@ -57,18 +57,33 @@ class _Code(_ExprCode):
     def _s_For(self, node: ast.For, local: Scope) -> None:
         values, v, left = self.expr(node.iter, local), self.temp(), self.temp()
         emitter, span = self.value(self.compiler.emitter), self.value(node.span)
+        if node.is_step and self.compiler.emitter.sampler is not None:
+            # a long step loop runs only some iterations, each at its own step counter
+            sampler, c = self.value(self.compiler.emitter.sampler), self.temp()
+            self.raise_at(f"{sampler}.loop({emitter}, {values}, {span})", f"{v}_runs", node.iter.span)
+            with self.nested(f"for {c}, {v} in {v}_runs[0]:"):
+                self.line(f"{emitter}.counter = {c}")
+                self.loop_body(node, v, left, local)
+            self.line(f"{emitter}.counter = {v}_runs[1]")
+            return
         self.raise_at(f'iterate({values}, "for loop")', f"{v}_values", node.iter.span)
         with self.nested(f"for {v} in {v}_values:"):
-            self.line(f"{left} = {emitter}.iterations_left - 1")
-            self.line(f"{emitter}.iterations_left = {left}")
-            with self.nested(f"if {left} < 0:"):
-                self.line(f"{emitter}.spend(0, {span})")
-            self.line(f"env[{node.var!r}] = {v}")
-            if node.is_step:
-                self.open_step(node.span)
-            self.block(node.body, local)
-            if node.is_step:
-                self.close_step()
+            self.loop_body(node, v, left, local)
+
+    def loop_body(self, node: ast.For, v: str, left: str, local: Scope) -> None:
+        """One iteration of a for loop: the iteration budget, the loop variable, the body (a step of its own
+        for ``for step``)."""
+        emitter, span = self.value(self.compiler.emitter), self.value(node.span)
+        self.line(f"{left} = {emitter}.iterations_left - 1")
+        self.line(f"{emitter}.iterations_left = {left}")
+        with self.nested(f"if {left} < 0:"):
+            self.line(f"{emitter}.spend(0, {span})")
+        self.line(f"env[{node.var!r}] = {v}")
+        if node.is_step:
+            self.open_step(node.span)
+        self.block(node.body, local)
+        if node.is_step:
+            self.close_step()
 
     def _s_If(self, node: ast.If, local: Scope) -> None:
         self._branches(node, local, 0)

@@ -1,0 +1,233 @@
+"""Goodput studies: algorithms x vector sizes on a topology, through the flow-level simulator.
+
+`study` loads each entry (a `.coll` file, or a named group of them of which the
+best at each size counts, as the Swing paper plots the best of a latency- and a
+bandwidth-optimal variant), binds its rank count and torus shape from the
+topology, elaborates it (long step loops sampled, `collc.elaborate.sampling`)
+and simulates it for every size.  `table_text` and `plot` show the result;
+`parse_rate` and `parse_duration` read the units people write (``400Gb/s``,
+``100ns``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from collc.api import load
+from collc.diagnostics import CollError
+from collc.elaborate import elaborate, elaborate_sampled
+from collc.ir import ParamValue, Schedule
+from collc.simulate import NetworkModel, simulate
+from collc.topology import Topology
+
+SAMPLE_LIMIT = 16
+"""Step loops longer than this run only this many iterations when simulated (`--exact` runs them all)."""
+
+_RATE_UNITS = {"b/s": 1 / 8, "kb/s": 1e3 / 8, "mb/s": 1e6 / 8, "gb/s": 1e9 / 8, "tb/s": 1e12 / 8}
+_BYTE_RATE_UNITS = {"B/s": 1, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12, "GiB/s": 1 << 30}
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_rate(text: str) -> float:
+    """``400Gb/s`` (bits) or ``50GB/s`` (bytes) -> bytes per second."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([A-Za-z]+/s)\s*", text)
+    if m:
+        value, unit = float(m.group(1)), m.group(2)
+        if unit in _BYTE_RATE_UNITS:
+            return value * _BYTE_RATE_UNITS[unit]
+        if unit[-3] == "b" and unit.lower() in _RATE_UNITS:
+            return value * _RATE_UNITS[unit.lower()]
+    raise ValueError(f"{text!r} is not a rate (examples: 400Gb/s for bits, 50GB/s for bytes per second)")
+
+
+def parse_duration(text: str) -> float:
+    """``100ns``, ``0.5us``, ``1ms`` -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([a-zµ]+)\s*", text)
+    if not m or m.group(2) not in _TIME_UNITS:
+        raise ValueError(f"{text!r} is not a duration (examples: 100ns, 0.5us, 2ms)")
+    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One curve: a name and the files whose best time at each size it plots."""
+
+    name: str
+    files: tuple[str, ...]
+
+
+def parse_entry(text: str) -> Entry:
+    """``FILE`` or ``NAME=FILE+FILE+...`` (the best of the files at each size)."""
+    name, sep, rest = text.partition("=")
+    if sep and re.fullmatch(r"[A-Za-z_][\w.-]*", name):
+        files = tuple(f for f in rest.split("+") if f)
+        if not files:
+            raise ValueError(f"{text!r}: no files after {name}=")
+        return Entry(name, files)
+    return Entry("", (text,))
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The simulated time of one entry at one size."""
+
+    algorithm: str
+    size_bytes: int
+    time_s: float
+    variant: str  # the algorithm (program name) that gave this time
+
+    @property
+    def goodput_gbps(self) -> float:
+        return self.size_bytes * 8 / self.time_s / 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """How one program was elaborated for the study."""
+
+    entry: str
+    algorithm: str
+    steps: int  # steps of the schedule
+    elaborated: int  # steps elaborated (fewer when long loops were sampled)
+    seconds: float  # elaboration and simulation
+
+
+@dataclass(frozen=True, slots=True)
+class Study:
+    topology: Topology
+    model: NetworkModel
+    sizes: tuple[int, ...]
+    points: tuple[Point, ...]
+    variants: tuple[Variant, ...]
+
+    def names(self) -> list[str]:
+        return list(dict.fromkeys(p.algorithm for p in self.points))
+
+    def point(self, name: str, size: int) -> Point:
+        for p in self.points:
+            if p.algorithm == name and p.size_bytes == size:
+                return p
+        raise KeyError((name, size))
+
+
+def bind(path: str, topology: Topology, extra: Mapping[str, ParamValue]) -> tuple[object, dict[str, ParamValue]]:
+    """Load ``path`` and give it the topology's rank count (``p``) and shape (``dims``) where it takes them."""
+    alg = load(path)
+    values: dict[str, ParamValue] = {}
+    names = alg.param_names
+    if "dims" in names:
+        dims = getattr(topology, "dims", None)
+        if dims is None:
+            raise CollError(f"{path}: {alg.name} takes a torus shape (dims), which {topology.name} does not have")
+        values["dims"] = dims
+    elif "p" in names:
+        values["p"] = topology.nodes
+    else:
+        raise CollError(f"{path}: {alg.name} takes neither p nor dims, so the topology cannot size it")
+    values.update({k: v for k, v in extra.items() if k in names})
+    return alg, values
+
+
+def schedule_for(
+    path: str, topology: Topology, extra: Mapping[str, ParamValue], exact: bool
+) -> tuple[Schedule, tuple[int, ...]]:
+    """The schedule of ``path`` on ``topology`` and the weights of its steps (all 1 when ``exact``)."""
+    alg, values = bind(path, topology, extra)
+    program = alg.program  # type: ignore[attr-defined]
+    if exact:
+        schedule = elaborate(program, values)
+        return schedule, (1,) * len(schedule.steps)
+    return elaborate_sampled(program, values, SAMPLE_LIMIT)
+
+
+def study(
+    entries: Sequence[Entry],
+    topology: Topology,
+    sizes: Sequence[int],
+    model: NetworkModel,
+    extra: Mapping[str, ParamValue] | None = None,
+    exact: bool = False,
+) -> Study:
+    """Simulate every entry at every size; an entry's time is the best of its files'."""
+    points: list[Point] = []
+    variants: list[Variant] = []
+    for entry in entries:
+        best: dict[int, tuple[float, str]] = {}
+        name = entry.name
+        for path in entry.files:
+            start = time.perf_counter()
+            schedule, weights = schedule_for(path, topology, extra or {}, exact)
+            if schedule.nranks != topology.nodes:
+                raise CollError(f"{path}: {schedule.nranks} ranks on a topology of {topology.nodes} nodes")
+            sim = simulate(schedule, topology, list(sizes), model, weights=weights)
+            name = name or schedule.algorithm
+            variants.append(
+                Variant(name, schedule.algorithm, sum(weights), len(schedule.steps), time.perf_counter() - start)
+            )
+            for row in sim.rows:
+                old = best.get(row.size_bytes)
+                if old is None or row.time_s < old[0]:
+                    best[row.size_bytes] = (row.time_s, schedule.algorithm)
+        for size in sizes:
+            t, variant = best[size]
+            points.append(Point(name, size, t, variant))
+    return Study(topology, model, tuple(sizes), tuple(points), tuple(variants))
+
+
+def size_text(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
+
+
+def table_text(result: Study) -> str:
+    """Goodput (Gb/s) per size and algorithm, the best in each row marked, times in µs below."""
+    names = result.names()
+    width = max(12, *(len(n) + 2 for n in names))
+    lines = [f"# {'size':>8}" + "".join(f"{n:>{width}}" for n in names) + "   best"]
+    for size in result.sizes:
+        pts = [result.point(n, size) for n in names]
+        best = min(pts, key=lambda p: p.time_s)
+        cells = "".join(f"{p.goodput_gbps:>{width}.2f}" for p in pts)
+        lines.append(f"  {size_text(size):>8}{cells}   {best.algorithm}")
+    lines.append("# goodput in Gb/s (vector bytes / time); time in us:")
+    for size in result.sizes:
+        cells = "".join(f"{result.point(n, size).time_s * 1e6:>{width}.2f}" for n in names)
+        lines.append(f"  {size_text(size):>8}{cells}")
+    return "\n".join(lines)
+
+
+def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path:
+    """Goodput curves (Gb/s against vector size) as PNG or SVG, by the file's suffix."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(out)
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise CollError(f"--plot {out}: the picture must be .png, .svg or .pdf")
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for name in result.names():
+        ys = [result.point(name, s).goodput_gbps for s in result.sizes]
+        ax.plot(result.sizes, ys, marker="o", markersize=3, label=name)
+    if peak_gbps is not None:
+        ax.axhline(peak_gbps, color="grey", linestyle="--", linewidth=1, label=f"peak {peak_gbps:g} Gb/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(result.sizes)[:: max(1, len(result.sizes) // 9)])
+    ax.set_xticklabels([size_text(s) for s in list(result.sizes)[:: max(1, len(result.sizes) // 9)]])
+    ax.set_xlabel("vector size")
+    ax.set_ylabel("goodput (Gb/s)")
+    ax.set_title(f"allreduce goodput on {result.topology.name}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

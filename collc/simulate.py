@@ -1,0 +1,530 @@
+"""A flow-level simulator of a Schedule on a topology: the time and goodput per vector size.
+
+The model (``docs`` and ``/reference/swing.md`` §5 give the paper's parameters):
+
+* Every SEND op of a step is one message ``op.rank -> op.peer`` carrying its chunks.  A
+  message's size in elements is the sum of its chunks' sizes for the vector being
+  simulated (`collc.collectives.element_offsets`); its bytes are ``elements * itemsize``,
+  or ``max_compressed_bytes(elements)`` of its codec when it travels compressed.
+* Messages are routed by `collc.topology` (minimal, dimension-ordered; ``adaptive``
+  splits flows evenly over minimal paths, the flow-level stand-in for minimal adaptive
+  routing).  A link's load is the bytes of all the messages crossing it, weighted by
+  their share; the messages of a step all run concurrently.
+* The time of a step is::
+
+      step_overhead
+      + max over messages of hops * (link_latency + hop_latency)
+      + max over links of load / link_bandwidth
+      + max over ranks of codec bytes / codec_bandwidth
+
+  where a rank's codec bytes are the raw bytes it encodes (sends with a codec, local
+  COMPRESS ops) plus those it decodes (receives with a codec, local DECOMPRESS ops).  A
+  step with local ops only costs the overhead and its codec time; a message of zero bytes
+  still costs its latency.  The schedule's time is the sum over steps, step i counted
+  ``weights[i]`` times (a caller may sample a long loop and let a step stand for others).
+
+Routes and link loads do not depend on the size: every step is routed once.  Chunk sizes
+are ``base`` or ``base + 1`` (`collc.collectives.chunk_offsets`), so a chunk set S holds
+``base*|S| + |S & E|`` elements, E the chunks holding an extra element; the load of a link
+is then ``base * (its chunk-count load) + (its extra-element load)``, and the second term
+is only computed for sizes where some chunk holds an extra element.
+
+What is not modelled: packets, buffers and flow control (a link shares its bandwidth
+fairly and instantly), overlap between steps (a step starts when the slowest message of
+the previous one has arrived everywhere), reduction arithmetic, and overlap of codec work
+with communication.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from collc.codecs import Codec, parse_codec
+from collc.collectives import count_error, element_offsets
+from collc.ir import ChunkSet, OpKind, Schedule
+from collc.topology import Topology
+
+__all__ = [
+    "STEP_OVERHEAD",
+    "NetworkModel",
+    "SimRow",
+    "Simulation",
+    "StepFigures",
+    "congestion_deficiency",
+    "link_message_counts",
+    "simulate",
+]
+
+STEP_OVERHEAD = 0.48e-6
+"""Seconds every step costs on top of latency and bandwidth (software and synchronisation).
+A placeholder: the value is calibrated elsewhere against the paper's small-vector runtimes."""
+
+
+@dataclass(frozen=True)
+class NetworkModel:
+    """The parameters of the flow-level model (defaults: the Swing paper's SST setup)."""
+
+    link_bandwidth: float = 50e9  # bytes/s per directed link: 400 Gb/s
+    link_latency: float = 100e-9  # s per hop on the wire
+    hop_latency: float = 300e-9  # s per hop of router processing (input + output)
+    step_overhead: float = STEP_OVERHEAD  # s per step
+    codec_bandwidth: float = 100e9  # bytes/s of raw data a rank encodes or decodes
+    adaptive: bool = True  # split flows over minimal paths (see collc.topology)
+    itemsize: int = 4  # bytes per element (float32)
+
+    def __post_init__(self) -> None:
+        for name in ("link_bandwidth", "codec_bandwidth"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"NetworkModel: {name} must be a positive number, got {value!r}")
+        for name in ("link_latency", "hop_latency", "step_overhead"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"NetworkModel: {name} must be a non-negative number, got {value!r}")
+        if isinstance(self.itemsize, bool) or not isinstance(self.itemsize, int) or self.itemsize < 1:
+            raise ValueError(f"NetworkModel: itemsize must be a positive integer, got {self.itemsize!r}")
+
+    @property
+    def per_hop(self) -> float:
+        """Seconds per hop: wire plus router."""
+        return self.link_latency + self.hop_latency
+
+
+@dataclass(frozen=True)
+class SimRow:
+    """The simulated time of one vector size."""
+
+    size_bytes: int
+    time_s: float
+    goodput_bytes_per_s: float  # size / time
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """Size-independent figures of one step, and its time at every simulated size."""
+
+    index: int  # position in schedule.steps
+    phase: str
+    messages: int
+    max_hops: int
+    max_link_chunks: float  # the most chunks (weighted by route share) on one link
+    weight: float  # how many steps this one stands for
+    times_s: tuple[float, ...]  # one per row of the simulation, unweighted
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """The result of `simulate`: one row per size, and per-step figures."""
+
+    algorithm: str
+    topology: str
+    nranks: int
+    model: NetworkModel
+    rows: tuple[SimRow, ...]
+    steps: tuple[StepFigures, ...]
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([r.size_bytes for r in self.rows], dtype=np.int64)
+
+    @property
+    def times(self) -> np.ndarray:
+        return np.array([r.time_s for r in self.rows])
+
+    @property
+    def goodputs(self) -> np.ndarray:
+        return np.array([r.goodput_bytes_per_s for r in self.rows])
+
+
+# --------------------------------------------------------------------------
+# The schedule, flattened once
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Tables:
+    """Distinct chunk sets and message kinds of a schedule.
+
+    A *set* is a distinct chunk bitset.  A *kind* is what a message's byte count depends
+    on: kind ``u < len(set_bits)`` is a raw message carrying set u, kind
+    ``len(set_bits) + j`` a compressed one, ``codec_kinds[j] = (set, codec index)``."""
+
+    set_bits: list[int] = field(default_factory=list)
+    codec_kinds: list[tuple[int, int]] = field(default_factory=list)
+    codecs: list[Codec] = field(default_factory=list)
+    _set_of_bits: dict[bytes, int] = field(default_factory=dict)
+    _set_of_id: dict[int, int] = field(default_factory=dict)
+    _codec_kind_of: dict[tuple[int, int], int] = field(default_factory=dict)
+    _codec_of: dict[str, int] = field(default_factory=dict)
+
+    def set_index(self, chunks: ChunkSet) -> int:
+        u = self._set_of_id.get(id(chunks))  # ops often share one ChunkSet object
+        if u is None:
+            bits = chunks.bits
+            # keyed by bytes, not by the int: int hashes are residues mod 2**61 - 1, which
+            # collide for shifted intervals and would make the dict quadratic
+            key = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
+            u = self._set_of_bits.get(key)
+            if u is None:
+                u = self._set_of_bits[key] = len(self.set_bits)
+                self.set_bits.append(bits)
+            self._set_of_id[id(chunks)] = u
+        return u
+
+    def codec_kind(self, u: int, codec: str) -> int:
+        """``j`` of the compressed kind (set u, codec): message kind ``len(set_bits) + j``."""
+        c = self._codec_of.get(codec)
+        if c is None:
+            c = self._codec_of[codec] = len(self.codecs)
+            self.codecs.append(parse_codec(codec))
+        j = self._codec_kind_of.get((u, c))
+        if j is None:
+            j = self._codec_kind_of[(u, c)] = len(self.codec_kinds)
+            self.codec_kinds.append((u, c))
+        return j
+
+
+@dataclass
+class _StepMessages:
+    src: np.ndarray
+    dst: np.ndarray
+    kind: np.ndarray  # kind index per message
+    codec_rank: np.ndarray  # ranks doing codec work, one entry per codec op
+    codec_set: np.ndarray  # the chunk set that codec op encodes or decodes
+
+
+def _flatten(schedule: Schedule) -> tuple[_Tables, list[_StepMessages]]:
+    tables = _Tables()
+    raw: list[tuple[list[int], ...]] = []
+    send, recv = OpKind.SEND, OpKind.RECV
+    set_index, codec_kind = tables.set_index, tables.codec_kind
+    for step in schedule.steps:
+        src: list[int] = []
+        dst: list[int] = []
+        sets: list[int] = []  # the set of each message
+        ckind: list[int] = []  # its compressed kind j, or -1
+        crank: list[int] = []
+        cset: list[int] = []
+        for op in step.ops:
+            kind = op.kind
+            codec = op.codec
+            if kind is send:
+                u = set_index(op.chunks)
+                src.append(op.rank)
+                dst.append(op.peer)
+                sets.append(u)
+                if codec is None:
+                    ckind.append(-1)
+                else:
+                    ckind.append(codec_kind(u, codec))
+                    crank.append(op.rank)
+                    cset.append(u)
+            elif kind is recv:
+                if codec is not None:
+                    crank.append(op.rank)
+                    cset.append(set_index(op.chunks))
+            else:  # COMPRESS / DECOMPRESS
+                crank.append(op.rank)
+                cset.append(set_index(op.chunks))
+        raw.append((src, dst, sets, ckind, crank, cset))
+    nsets = len(tables.set_bits)
+    steps = []
+    for src, dst, sets, ckind, crank, cset in raw:
+        u, j = np.array(sets, dtype=np.int64), np.array(ckind, dtype=np.int64)
+        steps.append(
+            _StepMessages(
+                np.array(src, dtype=np.int64),
+                np.array(dst, dtype=np.int64),
+                np.where(j < 0, u, nsets + j),
+                np.array(crank, dtype=np.int64),
+                np.array(cset, dtype=np.int64),
+            )
+        )
+    return tables, steps
+
+
+# --------------------------------------------------------------------------
+# Routing each step once
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _StepPlan:
+    """A routed step: its link intervals on compressed coordinates, and size-independent figures.
+
+    The link loads of a step are piecewise constant between the distinct interval ends
+    (``points``), so an interval ``[lo, hi)`` becomes ``[lo_c, hi_c)`` over those points and
+    a load profile is a cumulative sum of ``+w`` at ``lo_c`` and ``-w`` at ``hi_c``."""
+
+    messages: int
+    max_hops: int
+    kinds: np.ndarray  # the distinct kinds of the step's messages
+    lo: np.ndarray  # compressed interval starts
+    hi: np.ndarray  # compressed interval ends
+    kind: np.ndarray  # the kind of each interval's message
+    weight: np.ndarray  # the route share of each interval
+    points: int
+    chunk_load_max: float  # the most chunks on one link
+    raw_only: bool  # no message of the step travels compressed
+    codec_rank: np.ndarray
+    codec_set: np.ndarray
+
+    def max_load(self, per_kind: np.ndarray) -> float:
+        """The most loaded link's load when a message of kind k weighs ``per_kind[k]``."""
+        if self.lo.size == 0:
+            return 0.0
+        w = self.weight * per_kind[self.kind]
+        diff = np.bincount(self.lo, weights=w, minlength=self.points)
+        diff -= np.bincount(self.hi, weights=w, minlength=self.points)
+        return float(np.cumsum(diff).max())
+
+
+def _plan_step(
+    msgs: _StepMessages, topology: Topology, adaptive: bool, kind_count: np.ndarray, kind_codec: np.ndarray
+) -> _StepPlan:
+    m = msgs.src.size
+    empty_i = np.zeros(0, np.int64)
+    if m == 0:
+        return _StepPlan(
+            0, 0, empty_i, empty_i, empty_i, empty_i, np.zeros(0), 0, 0.0, True, msgs.codec_rank, msgs.codec_set
+        )
+    iv = topology.route_intervals(msgs.src, msgs.dst, adaptive=adaptive)
+    points = np.unique(np.concatenate((iv.lo, iv.hi)))
+    kinds = np.unique(msgs.kind)
+    plan = _StepPlan(
+        messages=m,
+        max_hops=int(iv.hops.max()),
+        kinds=kinds,
+        lo=np.searchsorted(points, iv.lo),
+        hi=np.searchsorted(points, iv.hi),
+        kind=msgs.kind[iv.msg],
+        weight=iv.weight.astype(np.float64),
+        points=int(points.size),
+        chunk_load_max=0.0,
+        raw_only=bool((kind_codec[kinds] < 0).all()),
+        codec_rank=msgs.codec_rank,
+        codec_set=msgs.codec_set,
+    )
+    plan.chunk_load_max = plan.max_load(kind_count.astype(np.float64))
+    return plan
+
+
+# --------------------------------------------------------------------------
+# Sizes
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Prepared:
+    tables: _Tables
+    set_count: np.ndarray  # chunks in each set
+    set_low: np.ndarray  # lowest chunk of each set (-1 for the empty set)
+    kind_set: np.ndarray
+    kind_codec: np.ndarray
+    plans: list[_StepPlan]
+
+
+def _prepare(schedule: Schedule, topology: Topology, adaptive: bool) -> _Prepared:
+    _check_fit(schedule, topology)
+    tables, steps = _flatten(schedule)
+    nsets = len(tables.set_bits)
+    set_count = np.fromiter((b.bit_count() for b in tables.set_bits), dtype=np.int64, count=nsets)
+    set_low = np.fromiter(((b & -b).bit_length() - 1 for b in tables.set_bits), dtype=np.int64, count=nsets)
+    ck = np.array(tables.codec_kinds, dtype=np.int64).reshape(-1, 2)
+    kind_set = np.concatenate((np.arange(nsets, dtype=np.int64), ck[:, 0]))
+    kind_codec = np.concatenate((np.full(nsets, -1, dtype=np.int64), ck[:, 1]))
+    kind_count = set_count[kind_set]
+    plans = [_plan_step(s, topology, adaptive, kind_count, kind_codec) for s in steps]
+    return _Prepared(tables, set_count, set_low, kind_set, kind_codec, plans)
+
+
+@dataclass
+class _SizeEval:
+    """Element and byte counts of every set and kind for one vector size."""
+
+    base: int  # elements of the smallest chunk
+    uniform: bool  # every chunk holds exactly ``base`` elements
+    set_elems: np.ndarray
+    kind_bytes: np.ndarray
+
+
+def _bitmask(mask: np.ndarray) -> int:
+    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+
+
+def _evaluate_size(schedule: Schedule, prep: _Prepared, count: int, itemsize: int) -> _SizeEval:
+    """Elements of every chunk set, bytes of every message kind, at ``count`` elements."""
+    tables, kind_set, kind_codec = prep.tables, prep.kind_set, prep.kind_codec
+    offsets = element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    sizes = np.diff(offsets)
+    base = int(sizes.min()) if sizes.size else 0
+    extra = sizes - base
+    uniform = not extra.any()
+    set_elems = base * prep.set_count
+    if not uniform:
+        if int(extra.max()) == 1:
+            mask = _bitmask(extra.astype(bool))
+            # only the sets whose lowest chunk is in E's range can meet E
+            hit = np.flatnonzero(prep.set_low <= mask.bit_length() - 1)
+            bits = tables.set_bits
+            set_elems = set_elems.copy()
+            set_elems[hit] += np.fromiter(((bits[u] & mask).bit_count() for u in hit.tolist()), np.int64, hit.size)
+        else:  # not produced by chunk_offsets; kept exact all the same
+            set_elems = np.array([int(sizes[ChunkSet(b).ids()].sum()) for b in tables.set_bits], dtype=np.int64)
+    kind_elems = set_elems[kind_set]
+    kind_bytes = (kind_elems * itemsize).astype(np.float64)
+    for k in np.flatnonzero(kind_codec >= 0):
+        codec = tables.codecs[int(kind_codec[k])]
+        kind_bytes[k] = float(codec.max_compressed_bytes(int(kind_elems[k])))
+    return _SizeEval(base, uniform, set_elems, kind_bytes)
+
+
+def _max_link_bytes(plan: _StepPlan, ev: _SizeEval, itemsize: int) -> float:
+    if ev.uniform and plan.raw_only:  # the load is linear in the chunk count
+        return itemsize * ev.base * plan.chunk_load_max
+    return plan.max_load(ev.kind_bytes)
+
+
+def _codec_bytes(plan: _StepPlan, ev: _SizeEval, itemsize: int) -> float:
+    if plan.codec_rank.size == 0:
+        return 0.0
+    raw = np.bincount(plan.codec_rank, weights=(ev.set_elems[plan.codec_set] * itemsize).astype(np.float64))
+    return float(raw.max())
+
+
+def _counts(sizes_bytes: Iterable[int], schedule: Schedule, itemsize: int) -> list[tuple[int, int]]:
+    out = []
+    for size in sizes_bytes:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise ValueError(f"simulate: a size is a non-negative number of bytes, got {size!r}")
+        size = int(size)
+        if size % itemsize:
+            raise ValueError(f"simulate: size {size} B is not a whole number of {itemsize}-byte elements")
+        count = size // itemsize
+        problem = count_error(schedule.collective, schedule.nranks, count)
+        if problem is not None:
+            raise ValueError(f"simulate: size {size} B ({count} elements): {problem}")
+        out.append((size, count))
+    return out
+
+
+def _weights(schedule: Schedule, weights: Sequence[float] | None) -> np.ndarray:
+    n = len(schedule.steps)
+    if weights is None:
+        return np.ones(n)
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    if w.size != n:
+        raise ValueError(f"simulate: {w.size} step weights for a schedule of {n} steps")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("simulate: step weights must be finite and non-negative")
+    return w
+
+
+def _check_fit(schedule: Schedule, topology: Topology) -> None:
+    if topology.nodes != schedule.nranks:
+        raise ValueError(
+            f"topology {topology.spec} has {topology.nodes} nodes but the schedule "
+            f"{schedule.algorithm} runs on {schedule.nranks} ranks (one rank per node)"
+        )
+
+
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+
+
+def simulate(
+    schedule: Schedule,
+    topology: Topology,
+    sizes_bytes: Iterable[int],
+    model: NetworkModel | None = None,
+    weights: Sequence[float] | None = None,
+) -> Simulation:
+    """The simulated time of ``schedule`` on ``topology`` for each vector size in bytes.
+
+    A size is the collective's ``count`` times the model's itemsize (`collc.collectives.
+    logical_count`: the whole vector for allreduce, the gathered output for allgather, the
+    send buffer for alltoall).  ``weights[i]`` (default 1) is how many steps
+    ``schedule.steps[i]`` stands for.  A ValueError says what does not fit: the topology's
+    node count, a size, the weights.
+    """
+    model = model if model is not None else NetworkModel()
+    sizes = _counts(sizes_bytes, schedule, model.itemsize)
+    w = _weights(schedule, weights)
+    prep = _prepare(schedule, topology, model.adaptive)
+    nsteps = len(prep.plans)
+    step_times = np.zeros((nsteps, len(sizes)))
+    fixed = np.array([model.step_overhead + p.max_hops * model.per_hop for p in prep.plans])
+    for j, (_, count) in enumerate(sizes):
+        ev = _evaluate_size(schedule, prep, count, model.itemsize)
+        for i, plan in enumerate(prep.plans):
+            t = fixed[i] + _max_link_bytes(plan, ev, model.itemsize) / model.link_bandwidth
+            if plan.codec_rank.size:
+                t += _codec_bytes(plan, ev, model.itemsize) / model.codec_bandwidth
+            step_times[i, j] = t
+    totals = w @ step_times if nsteps else np.zeros(len(sizes))
+    rows = tuple(
+        SimRow(size, float(t), size / float(t) if t > 0 else math.inf)
+        for (size, _), t in zip(sizes, totals, strict=True)
+    )
+    figures = tuple(
+        StepFigures(
+            index=i,
+            phase=step.phase,
+            messages=plan.messages,
+            max_hops=plan.max_hops,
+            max_link_chunks=plan.chunk_load_max,
+            weight=float(w[i]),
+            times_s=tuple(float(t) for t in step_times[i]),
+        )
+        for i, (step, plan) in enumerate(zip(schedule.steps, prep.plans, strict=True))
+    )
+    return Simulation(schedule.algorithm, topology.spec, schedule.nranks, model, rows, figures)
+
+
+def link_message_counts(schedule: Schedule, topology: Topology, step: int, adaptive: bool = False) -> np.ndarray:
+    """How many messages of ``schedule.steps[step]`` cross each directed link (index: the
+    topology's link index, length ``topology.num_links``).  With ``adaptive`` a message
+    counts by its share of the link (fractions).  The Swing paper's Fig. 1 compares the
+    maximum of this over links."""
+    _check_fit(schedule, topology)
+    if not -len(schedule.steps) <= step < len(schedule.steps):
+        raise ValueError(f"step {step} is outside the schedule's {len(schedule.steps)} steps")
+    ops = [op for op in schedule.steps[step].ops if op.kind is OpKind.SEND]
+    src = np.array([op.rank for op in ops], dtype=np.int64)
+    dst = np.array([op.peer for op in ops], dtype=np.int64)
+    routes = topology.route(src, dst, adaptive=adaptive)
+    return np.bincount(routes.link, weights=routes.weight, minlength=topology.num_links)
+
+
+def congestion_deficiency(
+    schedule: Schedule,
+    topology: Topology,
+    size_bytes: int,
+    model: NetworkModel | None = None,
+    weights: Sequence[float] | None = None,
+) -> float:
+    """Ξ, the congestion deficiency of the Swing paper (§2.2), measured at one vector size.
+
+    Definition used here: the step-summed bandwidth time of the most loaded link,
+    ``Σ_i w_i * max_link_bytes_i``, divided by the step-summed bandwidth time the same
+    messages would take if no two shared a link, ``Σ_i w_i * max_message_bytes_i``.  It is
+    1 when no link carries more than the largest message of its step, and grows with the
+    number of messages that share a link.  1.0 for a schedule that moves no bytes.
+    """
+    model = model if model is not None else NetworkModel()
+    ((_, count),) = _counts([size_bytes], schedule, model.itemsize)
+    w = _weights(schedule, weights)
+    prep = _prepare(schedule, topology, model.adaptive)
+    ev = _evaluate_size(schedule, prep, count, model.itemsize)
+    shared = alone = 0.0
+    for wi, plan in zip(w, prep.plans, strict=True):
+        if plan.messages == 0:
+            continue
+        shared += wi * _max_link_bytes(plan, ev, model.itemsize)
+        alone += wi * float(ev.kind_bytes[plan.kinds].max())
+    return shared / alone if alone > 0 else 1.0
