@@ -572,8 +572,8 @@ def _figure(value: float | None, infinite: str) -> str:
 )  # fmt: skip
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Another parameter of the programs.")
 @click.option("--exact", is_flag=True, help="Elaborate every step (long step loops are sampled otherwise).")
-@click.option("--json", "as_json", is_flag=True, help="Print rows of algorithm, size_bytes, time_us, goodput_gbps.")
-@click.option("--plot", "plot_path", default=None, metavar="OUT.png|svg", help="Draw the goodput curves.")
+@click.option("--json", "as_json", is_flag=True, help="Rows of algorithm, variant, size_bytes, time_us, goodput_gbps.")
+@click.option("--plot", "plot_path", default=None, metavar="OUT.png|svg|pdf", help="Draw the goodput curves.")
 def sim(
     entries: tuple[str, ...],
     topology_text: str,
@@ -620,6 +620,8 @@ def sim(
         parsed = [goodput.parse_entry(e) for e in entries]
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="FILE") from None
+    if plot_path is not None and not goodput.plot_suffix_ok(plot_path):
+        raise click.BadParameter(f"{plot_path}: the picture must be .png, .svg or .pdf", param_hint="--plot")
     try:
         result = goodput.study(parsed, topology, parse_sizes(sizes), model, extra, exact=exact)
     except CollError as err:

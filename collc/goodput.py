@@ -155,6 +155,7 @@ def study(
     """Simulate every entry at every size; an entry's time is the best of its files'."""
     points: list[Point] = []
     variants: list[Variant] = []
+    names: set[str] = set()
     for entry in entries:
         best: dict[int, tuple[float, str]] = {}
         name = entry.name
@@ -163,7 +164,10 @@ def study(
             schedule, weights = schedule_for(path, topology, extra or {}, exact)
             if schedule.nranks != topology.nodes:
                 raise CollError(f"{path}: {schedule.nranks} ranks on a topology of {topology.nodes} nodes")
-            sim = simulate(schedule, topology, list(sizes), model, weights=weights)
+            try:
+                sim = simulate(schedule, topology, list(sizes), model, weights=weights)
+            except ValueError as err:
+                raise CollError(f"{path}: {err}") from None
             name = name or schedule.algorithm
             variants.append(
                 Variant(name, schedule.algorithm, sum(weights), len(schedule.steps), time.perf_counter() - start)
@@ -172,6 +176,9 @@ def study(
                 old = best.get(row.size_bytes)
                 if old is None or row.time_s < old[0]:
                     best[row.size_bytes] = (row.time_s, schedule.algorithm)
+        if name in names:
+            raise CollError(f"two curves are named {name}; name them apart with NAME=FILE")
+        names.add(name)
         for size in sizes:
             t, variant = best[size]
             points.append(Point(name, size, t, variant))
@@ -195,11 +202,15 @@ def table_text(result: Study) -> str:
         best = min(pts, key=lambda p: p.time_s)
         cells = "".join(f"{p.goodput_gbps:>{width}.2f}" for p in pts)
         lines.append(f"  {size_text(size):>8}{cells}   {best.algorithm}")
-    lines.append("# goodput in Gb/s (vector bytes / time); time in us:")
+    lines.append("# goodput in Gb/s (vector bits / time); time in us:")
     for size in result.sizes:
         cells = "".join(f"{result.point(n, size).time_s * 1e6:>{width}.2f}" for n in names)
         lines.append(f"  {size_text(size):>8}{cells}")
     return "\n".join(lines)
+
+
+def plot_suffix_ok(out: str | Path) -> bool:
+    return Path(out).suffix.lower() in (".png", ".svg", ".pdf")
 
 
 def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path:
@@ -210,7 +221,7 @@ def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path
     import matplotlib.pyplot as plt
 
     path = Path(out)
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+    if not plot_suffix_ok(out):
         raise CollError(f"--plot {out}: the picture must be .png, .svg or .pdf")
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for name in result.names():

@@ -1,6 +1,6 @@
 """A flow-level simulator of a Schedule on a topology: the time and goodput per vector size.
 
-The model (``docs`` and ``/reference/swing.md`` §5 give the paper's parameters):
+The model (``docs/simulate.md`` describes it, with the Swing paper's parameters):
 
 * Every SEND op of a step is one message ``op.rank -> op.peer`` carrying its chunks.  A
   message's size in elements is the sum of its chunks' sizes for the vector being
@@ -61,7 +61,9 @@ __all__ = [
 
 STEP_OVERHEAD = 0.48e-6
 """Seconds every step costs on top of latency and bandwidth (software and synchronisation).
-A placeholder: the value is calibrated elsewhere against the paper's small-vector runtimes."""
+Calibrated once, not per topology: the least-squares fit (on relative error) of the Swing paper's
+32-byte runtimes on a 64x64 torus (Swing, recursive doubling, bucket, Hamiltonian rings), which
+``python benchmarks/swing_paper.py --calibrate`` recomputes (0.484 us)."""
 
 
 @dataclass(frozen=True)
@@ -527,4 +529,4 @@ def congestion_deficiency(
             continue
         shared += wi * _max_link_bytes(plan, ev, model.itemsize)
         alone += wi * float(ev.kind_bytes[plan.kinds].max())
-    return shared / alone if alone > 0 else 1.0
+    return float(shared / alone) if alone > 0 else 1.0
