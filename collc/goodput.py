@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from collc.api import load
+from collc.api import Algorithm, load
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate, elaborate_sampled
 from collc.ir import ParamValue, Schedule
@@ -103,6 +103,7 @@ class Study:
     sizes: tuple[int, ...]
     points: tuple[Point, ...]
     variants: tuple[Variant, ...]
+    collectives: tuple[str, ...] = ()  # the collectives of the programs, in order of appearance
 
     def names(self) -> list[str]:
         return list(dict.fromkeys(p.algorithm for p in self.points))
@@ -114,7 +115,7 @@ class Study:
         raise KeyError((name, size))
 
 
-def bind(path: str, topology: Topology, extra: Mapping[str, ParamValue]) -> tuple[object, dict[str, ParamValue]]:
+def bind(path: str, topology: Topology, extra: Mapping[str, ParamValue]) -> tuple[Algorithm, dict[str, ParamValue]]:
     """Load ``path`` and give it the topology's rank count (``p``) and shape (``dims``) where it takes them."""
     alg = load(path)
     values: dict[str, ParamValue] = {}
@@ -137,7 +138,7 @@ def schedule_for(
 ) -> tuple[Schedule, tuple[int, ...]]:
     """The schedule of ``path`` on ``topology`` and the weights of its steps (all 1 when ``exact``)."""
     alg, values = bind(path, topology, extra)
-    program = alg.program  # type: ignore[attr-defined]
+    program = alg.program
     if exact:
         schedule = elaborate(program, values)
         return schedule, (1,) * len(schedule.steps)
@@ -156,6 +157,7 @@ def study(
     points: list[Point] = []
     variants: list[Variant] = []
     names: set[str] = set()
+    collectives: dict[str, None] = {}
     for entry in entries:
         best: dict[int, tuple[float, str]] = {}
         name = entry.name
@@ -169,6 +171,7 @@ def study(
             except ValueError as err:
                 raise CollError(f"{path}: {err}") from None
             name = name or schedule.algorithm
+            collectives.setdefault(schedule.collective.value, None)
             variants.append(
                 Variant(name, schedule.algorithm, sum(weights), len(schedule.steps), time.perf_counter() - start)
             )
@@ -182,7 +185,7 @@ def study(
         for size in sizes:
             t, variant = best[size]
             points.append(Point(name, size, t, variant))
-    return Study(topology, model, tuple(sizes), tuple(points), tuple(variants))
+    return Study(topology, model, tuple(sizes), tuple(points), tuple(variants), tuple(collectives))
 
 
 def size_text(n: int) -> str:
@@ -234,7 +237,7 @@ def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path
     ax.set_xticklabels([size_text(s) for s in list(result.sizes)[:: max(1, len(result.sizes) // 9)]])
     ax.set_xlabel("vector size")
     ax.set_ylabel("goodput (Gb/s)")
-    ax.set_title(f"allreduce goodput on {result.topology.name}")
+    ax.set_title(f"{'/'.join(result.collectives) or 'collective'} goodput on {result.topology.name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()

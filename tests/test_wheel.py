@@ -151,7 +151,16 @@ def test_examples_listed(venv: Path, outside: Path) -> None:
     out = _ok(_run([venv / "bin" / "collc", "examples"], cwd=outside))
     listed = [line.split()[0] for line in out.splitlines() if line.strip()]
     compression = sorted(p.stem for p in EXAMPLES.glob("compression/*.coll"))
-    assert listed == sorted(p.stem for p in EXAMPLES.glob("*.coll")) + compression
+    torus = sorted(p.stem for p in EXAMPLES.glob("torus/*.coll"))
+    assert listed == sorted(p.stem for p in EXAMPLES.glob("*.coll")) + compression + torus
+
+
+def test_sim_of_a_bundled_torus_program_with_a_plot(venv: Path, outside: Path) -> None:
+    """The torus programs, their library and the prelude ship in the wheel; matplotlib is installed with it."""
+    cmd = [venv / "bin" / "collc", "sim", "swing_bw_torus", "--topology", "torus:4x4", "--sizes", "1KiB:4KiB"]
+    out = _ok(_run([*cmd, "--plot", "g.png"], cwd=outside))
+    assert "swing_bw_torus" in out and "4KiB" in out
+    assert (outside / "g.png").stat().st_size > 10_000
 
 
 def _tracked_files() -> list[str] | None:
