@@ -104,7 +104,7 @@ def test_wheel_contents(wheel: Path) -> None:
         assert name in names, name
     for path in [*EXAMPLES.glob("*.coll"), *EXAMPLES.glob("lib/*.coll"), *EXAMPLES.glob("compression/*.coll")]:
         assert f"collc/_data/examples/{path.relative_to(EXAMPLES).as_posix()}" in names, path
-    for module in ("collc/__init__.py", "collc/cli.py", "collc/api.py", "collc/resources.py"):
+    for module in ("collc/__init__.py", "collc/cli/__init__.py", "collc/api.py", "collc/resources.py"):
         assert module in names, module
     assert not any(n.startswith(("tests/", "examples/", "grammar/")) for n in names)
     assert "collc = collc.cli:main" in scripts

@@ -1,0 +1,246 @@
+"""`collc compile` and `collc run`: generate executors and run schedules."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+from typing import Any
+
+import click
+
+from collc import api, report
+from collc.backends import local
+from collc.backends.cuda import CudaRow
+from collc.backends.mpi_launch import MpiRow
+from collc.cli.common import (
+    EXIT_OK,
+    EXIT_WRONG,
+    fail_input,
+    instance_options,
+    load_instance,
+    main,
+    parse_size,
+    parse_sizes,
+)
+from collc.collectives import busbw_factor, count_error
+from collc.diagnostics import CollError
+from collc.ir import Collective, Schedule
+
+
+@main.command(name="compile")
+@instance_options
+@click.option(
+    "--target",
+    "-t",
+    required=True,
+    type=click.Choice(list(api.TARGETS)),
+    help="What to generate (docs/mpi.md, docs/cuda.md).",
+)
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--no-build", is_flag=True, help="mpi-c, cuda: write the sources and Makefile, do not compile them.")
+def compile_cmd(
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    target: str,
+    out: str,
+    no_build: bool,
+) -> None:
+    """Verify a schedule, then generate its executor (and build it, for mpi-c and cuda)."""
+    inst = load_instance(file, p, params, dims, codecs)
+    checked = inst.verify()
+    if not checked.ok:
+        click.echo(report.report_text(inst.schedule, checked, inst.algorithm.sources), err=True)
+        sys.exit(EXIT_WRONG)
+    try:
+        files = inst.compile(target, out, build=not no_build, verify=False)
+    except CollError as err:
+        fail_input(err, inst.algorithm.sources)
+    for path in files:
+        click.echo(str(path))
+
+
+@main.command()
+@instance_options
+@click.option("--size", default=None, help="Vector size in bytes (e.g. 4MiB).")
+@click.option("--sizes", default=None, help="A doubling sweep LOW:HIGH (e.g. 8:64MiB).")
+@click.option("--dtype", default="float32", type=click.Choice(sorted(local.DTYPES)), show_default=True)
+@click.option("--op", "redop", default="sum", type=click.Choice(list(local.OPS)), show_default=True)
+@click.option(
+    "--backend",
+    default="local",
+    type=click.Choice(list(api.BACKENDS)),
+    show_default=True,
+    help="local: numpy in this process; mpi: p processes running the generated mpi-py module; mpi-c: the C "
+    "library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s).",
+)
+@click.option("--iters", default=1, type=click.IntRange(min=1), show_default=True, help="Timed iterations per size.")
+@click.option("--warmup", default=0, type=click.IntRange(min=0), show_default=True, help="MPI: untimed iterations.")
+@click.option(
+    "--timeout",
+    default=60.0,
+    type=click.FloatRange(min=0.1),
+    show_default=True,
+    help="MPI: kill the job when it makes no progress for this many seconds.",
+)
+@click.option(
+    "--workdir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="MPI: folder for the generated code and the ranks' status files (default: a temporary one).",
+)
+@click.option("--mpiexec-args", default="", metavar="ARGS", help="MPI: extra mpiexec arguments, e.g. '-f hosts'.")
+@click.option("--no-check", is_flag=True, help="Run without verifying the schedule first.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def run(
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    size: str | None,
+    sizes: str | None,
+    dtype: str,
+    redop: str,
+    backend: str,
+    iters: int,
+    warmup: int,
+    timeout: float,
+    workdir: str | None,
+    mpiexec_args: str,
+    no_check: bool,
+    as_json: bool,
+) -> None:
+    """Verify, then run a schedule on random data, validating against numpy (nccl-tests style rows)."""
+    if size is not None and sizes is not None:
+        raise click.UsageError("give --size or --sizes, not both")
+    byte_sizes = parse_sizes(sizes) if sizes is not None else [parse_size(size or "4MiB")]
+    inst = load_instance(file, p, params, dims, codecs)
+    s = inst.schedule
+    if not no_check:
+        checked = inst.verify()
+        if not checked.ok:
+            click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
+            sys.exit(EXIT_WRONG)
+    itemsize = local.DTYPES[dtype].itemsize
+    counts = []
+    for nbytes in byte_sizes:
+        count = nbytes // itemsize
+        if count_error(s.collective, s.nranks, count) is not None or (backend != "local" and _needs_blocks(s)):
+            count -= count % s.nranks  # equal blocks per rank
+        counts.append(count)
+    rows = []
+    try:
+        if backend == "local":
+            for count in counts:
+                rows.append(_row(s, inst.run(count, dtype, redop, backend=backend, iters=iters)))
+        elif backend == "cuda":
+            results = inst.run_cuda(counts, dtype, redop, iters=iters, warmup=warmup, verify=False, workdir=workdir)
+            rows = [_mpi_row(s, dtype, redop, r) for r in results]
+        else:
+            results = inst.run_mpi(
+                counts,
+                dtype,
+                redop,
+                backend=backend,
+                iters=iters,
+                warmup=warmup,
+                timeout=timeout,
+                verify=False,
+                workdir=workdir,
+                mpiexec_args=tuple(shlex.split(mpiexec_args)),
+            )
+            rows = [_mpi_row(s, dtype, redop, r) for r in results]
+    except CollError as err:
+        fail_input(err)
+    if as_json:
+        payload = {
+            "algorithm": s.algorithm,
+            "collective": s.collective.value,
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in s.params},
+            "nranks": s.nranks,
+            "backend": backend,
+            "rows": rows,
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(_rows_text(s, backend, rows))
+    sys.exit(EXIT_WRONG if any(r["wrong"] for r in rows) else EXIT_OK)
+
+
+def _needs_blocks(s: Schedule) -> bool:
+    return s.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL)
+
+
+def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:
+    seconds = result.time_us * 1e-6
+    algbw = result.nbytes / seconds / 1e9 if seconds > 0 else 0.0
+    row: dict[str, Any] = {
+        "size_bytes": result.nbytes,
+        "count": result.count,
+        "dtype": result.dtype,
+        "op": result.op if s.collective.reduces else "none",
+        "root": s.root if s.root is not None else -1,
+        "time_us": result.time_us,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * busbw_factor(s.collective, s.nranks),
+        "wrong": result.wrong,
+    }
+    if result.error_bound is not None:  # compression points: measured error and verified bound (null: unbounded)
+        row["max_abs_error"] = _finite(result.max_abs_error)
+        row["error_bound"] = _finite(result.error_bound)
+    return row
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no infinity: an unbounded (or infinite) figure is null."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow | CudaRow) -> dict[str, Any]:
+    errors = (r.max_abs_error, r.error_bound) if isinstance(r, CudaRow) else (None, None)
+    result = local.RunResult(
+        s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong, *errors
+    )
+    row = _row(s, result)
+    row.update(min_us=r.min_us, max_us=r.max_us, iters=r.iters)
+    return row
+
+
+def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
+    mpi = backend != "local"
+    ranks = f", {s.nranks} virtual ranks on GPU" if backend == "cuda" else f", {s.nranks} MPI processes" if mpi else ""
+    extra = f" {'min(us)':>10} {'max(us)':>10} {'iters':>6}" if mpi else ""
+    lossy = any("error_bound" in r for r in rows)
+    if lossy:
+        extra += f" {'max|err|':>10} {'bound':>10}"
+    out = [
+        f"# collc run: {s.algorithm} ({s.collective.value}) {report.params_text(s.params)}, backend {backend}{ranks}",
+        f"# {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time(us)':>12} "
+        f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'#wrong':>7}{extra}",
+    ]
+    for r in rows:
+        more = f" {r['min_us']:>10.1f} {r['max_us']:>10.1f} {r['iters']:>6}" if mpi else ""
+        if lossy:
+            more += f" {_figure(r.get('max_abs_error'), 'inf'):>10} {_figure(r.get('error_bound'), 'unbounded'):>10}"
+        out.append(
+            f"  {r['size_bytes']:>12} {r['count']:>12} {r['dtype']:>8} {r['op']:>6} {r['root']:>5} "
+            f"{r['time_us']:>12.1f} {r['algbw_gbps']:>12.3f} {r['busbw_gbps']:>12.3f} {r['wrong']:>7}{more}"
+        )
+    wrong = sum(r["wrong"] for r in rows)
+    right = "all results within the verified error bound" if lossy else "all results correct"
+    out.append(f"# {right if wrong == 0 else f'{wrong} wrong element(s)'}")
+    if lossy:
+        out.append(
+            "# compression: max|err| is measured against the exact float64 reduction, bound is the verifier's "
+            "(inputs |x| <= 1); an element is wrong when its error exceeds its bound plus rounding"
+        )
+    return "\n".join(out)
+
+
+def _figure(value: float | None, infinite: str) -> str:
+    return infinite if value is None else f"{value:.3g}"

@@ -1,0 +1,174 @@
+"""`collc check` and `collc show`: verify a program and print its schedule."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from collc import api, report
+from collc.cli.common import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_WRONG,
+    collect_ranges,
+    fail_input,
+    instance_options,
+    load_algorithm,
+    load_instance,
+    main,
+)
+from collc.diagnostics import CollError
+from collc.ir import ParamValue
+from collc.verify.deadlock import MODELS
+from collc.verify.sweep import SweepResult, judge, parameter_sets, sweep
+
+
+@main.command()
+@instance_options
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--show", "shown", default=5, show_default=True, type=click.IntRange(min=1), help="Findings to print.")
+@click.option(
+    "--model", default="step", show_default=True, type=click.Choice(MODELS), help="Execution model for deadlocks."
+)
+@click.option("--keep-going", is_flag=True, help="Check every instance of a range, not only up to the first failure.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes for ranges.")
+@click.option("--trace", "trace", type=click.IntRange(min=0), default=None, metavar="CHUNK", help="History of a chunk.")
+@click.option(
+    "--input-bound",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="A",
+    help="Compression: the inputs' magnitude bound |x| <= A that error bounds assume.",
+)
+@click.option(
+    "--tolerance",
+    default=None,
+    type=click.FloatRange(min=0),
+    metavar="T",
+    help="Compression: fail when the worst-case error bound of an output exceeds T.",
+)
+def check(
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    as_json: bool,
+    shown: int,
+    model: str,
+    keep_going: bool,
+    jobs: int | None,
+    trace: int | None,
+    input_bound: float,
+    tolerance: float | None,
+) -> None:
+    """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition,
+    compression points and their error bound."""
+    instances = parameter_sets(collect_ranges(p, params, dims))
+    alg = load_algorithm(file, codecs)
+    if len(instances) == 1:
+        try:
+            schedule = alg.instantiate(**instances[0]).schedule
+        except CollError as err:
+            fail_input(err, alg.sources)
+        if trace is not None:
+            try:
+                click.echo(report.trace_text(schedule, trace))
+            except ValueError as err:
+                raise click.BadParameter(str(err), param_hint="--trace") from None
+            sys.exit(EXIT_OK)
+        result = judge(schedule, instances[0], model, input_bound=input_bound, tolerance=tolerance)
+        assert result.report is not None
+        if as_json:
+            click.echo(json.dumps(report.report_json(schedule, result.report, result.deadlock), indent=2))
+        else:
+            click.echo(report.report_text(schedule, result.report, alg.sources, shown))
+        sys.exit(EXIT_OK if result.status == "ok" else EXIT_WRONG)
+    if trace is not None:
+        raise click.UsageError("--trace needs a single instance (one value of each parameter)")
+    limits = {"input_bound": input_bound, "tolerance": tolerance}
+    outcome = _sweep_with_progress(alg, instances, model, keep_going, jobs, quiet=as_json, limits=limits)
+    if as_json:
+        click.echo(json.dumps(report.sweep_json(alg, outcome), indent=2))
+    else:
+        click.echo(report.sweep_text(alg, outcome, shown))
+    first = outcome.failures[0] if outcome.failures else None
+    sys.exit(EXIT_OK if first is None else EXIT_INPUT if first.status == "error" else EXIT_WRONG)
+
+
+def _sweep_with_progress(
+    alg: api.Algorithm,
+    instances: list[dict[str, ParamValue]],
+    model: str,
+    keep_going: bool,
+    jobs: int | None,
+    quiet: bool,
+    limits: dict[str, Any],
+) -> SweepResult:
+    if quiet or not sys.stderr.isatty():
+        return sweep(alg.program, instances, model=model, jobs=jobs, keep_going=keep_going, **limits)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("checking {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(alg.name, total=len(instances))
+        return sweep(
+            alg.program,
+            instances,
+            model=model,
+            jobs=jobs,
+            keep_going=keep_going,
+            progress=lambda _: bar.advance(task),
+            **limits,
+        )
+
+
+@main.command()
+@instance_options
+@click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON (docs/ir-json.md).")
+@click.option("--rank", "only_rank", type=int, default=None, help="Show only this rank's operations.")
+def show(
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    as_json: bool,
+    only_rank: int | None,
+) -> None:
+    """Print a schedule step by step (or its IR as JSON)."""
+    inst = load_instance(file, p, params, dims, codecs)
+    s = inst.schedule
+    if as_json:
+        click.echo(json.dumps(inst.to_json()))
+        return
+    click.echo(
+        f"{s.algorithm} ({s.collective.value}) {report.params_text(s.params)}: {s.nranks} ranks, {s.nchunks} chunks, "
+        f"{len(s.steps)} steps" + "".join(f"; codec {name} = {spec}" for name, spec in s.codecs)
+    )
+    width = 10 if s.compresses() else 4  # room for "decompress"
+    header = f"{'step':>5}  {'phase':<16} {'rank':>5}  {'op':<{width}} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for step in s.steps:
+        for op in step.ops:
+            if only_rank is not None and op.rank != only_rank:
+                continue
+            action = op.action.value if op.action is not None else ""
+            peer = "" if op.kind.local else str(op.peer)
+            codec = f"  [{op.codec}]" if op.codec is not None else ""
+            click.echo(
+                f"{step.index:>5}  {step.phase[:16]:<16} {op.rank:>5}  {op.kind.value:<{width}} {peer:>5}  "
+                f"{action:<6} {op.span.line:>5}  {op.chunks}{codec}"
+            )

@@ -1,0 +1,124 @@
+"""`collc sim`: predicted goodput on a network (docs/simulate.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+import click
+
+from collc.cli.common import (
+    fail_input,
+    main,
+    parse_param_value,
+    parse_sizes,
+)
+from collc.diagnostics import CollError
+
+
+@main.command()
+@click.argument("entries", nargs=-1, required=True, metavar="FILE|NAME=FILE+FILE...")
+@click.option("--topology", "topology_text", required=True, help="ring:16, torus:64x64, torus:4x4x4, hyperx:8x8, ...")
+@click.option("--sizes", default="32B:512MiB", show_default=True, help="Vector sizes: SIZE or a doubling LOW:HIGH.")
+@click.option("--link-bw", default="400Gb/s", show_default=True, help="Bandwidth of every link (Gb/s or GB/s).")
+@click.option("--link-latency", default="100ns", show_default=True, help="Latency of a link.")
+@click.option("--hop-latency", default="300ns", show_default=True, help="Processing latency per hop (router).")
+@click.option("--step-overhead", default=None, help="Software overhead per step [default: the calibrated one].")
+@click.option("--codec-bw", default="100GB/s", show_default=True, help="Raw bytes a rank encodes or decodes per s.")
+@click.option(
+    "--routing", type=click.Choice(["adaptive", "dor"]), default="adaptive", show_default=True,
+    help="adaptive: spread flows over the minimal paths; dor: one dimension-ordered path.",
+)  # fmt: skip
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Another parameter of the programs.")
+@click.option("--exact", is_flag=True, help="Elaborate every step (long step loops are sampled otherwise).")
+@click.option("--json", "as_json", is_flag=True, help="Rows of algorithm, variant, size_bytes, time_us, goodput_gbps.")
+@click.option("--plot", "plot_path", default=None, metavar="OUT.png|svg|pdf", help="Draw the goodput curves.")
+def sim(
+    entries: tuple[str, ...],
+    topology_text: str,
+    sizes: str,
+    link_bw: str,
+    link_latency: str,
+    hop_latency: str,
+    step_overhead: str | None,
+    codec_bw: str,
+    routing: str,
+    params: tuple[str, ...],
+    exact: bool,
+    as_json: bool,
+    plot_path: str | None,
+) -> None:
+    """Predict goodput on a network with the flow-level simulator (docs/simulate.md).
+
+    Each FILE is one curve; NAME=FILE+FILE plots, at each size, the best of the files
+    (a latency- and a bandwidth-optimal variant, as the Swing paper does)."""
+    from collc import goodput
+    from collc.simulate import STEP_OVERHEAD, NetworkModel
+    from collc.topology import parse_topology
+
+    try:
+        topology = parse_topology(topology_text)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--topology") from None
+    model = NetworkModel(
+        link_bandwidth=_unit(goodput.parse_rate, link_bw, "--link-bw"),
+        link_latency=_unit(goodput.parse_duration, link_latency, "--link-latency"),
+        hop_latency=_unit(goodput.parse_duration, hop_latency, "--hop-latency"),
+        step_overhead=STEP_OVERHEAD if step_overhead is None
+        else _unit(goodput.parse_duration, step_overhead, "--step-overhead"),
+        codec_bandwidth=_unit(goodput.parse_rate, codec_bw, "--codec-bw"),
+        adaptive=routing == "adaptive",
+    )  # fmt: skip
+    extra = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--param")
+        extra[name.strip()] = parse_param_value(value)
+    try:
+        parsed = [goodput.parse_entry(e) for e in entries]
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="FILE") from None
+    if plot_path is not None and not goodput.plot_suffix_ok(plot_path):
+        raise click.BadParameter(f"{plot_path}: the picture must be .png, .svg or .pdf", param_hint="--plot")
+    try:
+        result = goodput.study(parsed, topology, parse_sizes(sizes), model, extra, exact=exact)
+    except CollError as err:
+        fail_input(err, err.sources)
+    if plot_path is not None:
+        try:
+            goodput.plot(result, plot_path, peak_gbps=topology.peak_bandwidth(model.link_bandwidth) * 8 / 1e9)
+        except CollError as err:
+            fail_input(err)
+    if as_json:
+        rows = [
+            {"algorithm": p.algorithm, "variant": p.variant, "size_bytes": p.size_bytes,
+             "time_us": p.time_s * 1e6, "goodput_gbps": p.goodput_gbps}
+            for p in result.points
+        ]  # fmt: skip
+        click.echo(json.dumps(rows, indent=1))
+        return
+    click.echo(
+        f"# {topology.name}: {topology.nodes} nodes, links {link_bw}, link latency {link_latency}, "
+        f"hop latency {hop_latency}, step overhead {model.step_overhead * 1e6:g}us, routing {routing}"
+    )
+    for v in result.variants:
+        sampled = "" if v.elaborated == v.steps else f" ({v.elaborated} elaborated, the others stood in for)"
+        click.echo(f"# {v.entry}: {v.algorithm}, {v.steps} steps{sampled}, {v.seconds:.1f} s")
+    click.echo(goodput.table_text(result))
+    if plot_path is not None:
+        click.echo(f"# wrote {plot_path}")
+
+
+def _unit(parse: Callable[[str], float], text: str, option: str) -> float:
+    """A rate or duration option; a rate must be above zero, a duration at least zero."""
+    try:
+        value = parse(text)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint=option) from None
+    rate = text.strip().endswith("/s")
+    if not math.isfinite(value) or value < 0 or (rate and value == 0):
+        least = "above" if rate else "at least"
+        raise click.BadParameter(f"{text!r} must be finite and {least} zero", param_hint=option)
+    return value
