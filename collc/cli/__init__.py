@@ -3,7 +3,7 @@
 The `main` group lives in `collc.cli.common`; each module here adds its commands to it.
 """
 
-from collc.cli import building, catalog, checking, simulation
+from collc.cli import building, catalog, checking, interop, pictures, simulation
 from collc.cli.common import EXIT_INPUT, EXIT_OK, EXIT_WRONG, main, parse_size, parse_sizes
 
 __all__ = [
@@ -13,8 +13,10 @@ __all__ = [
     "building",
     "catalog",
     "checking",
+    "interop",
     "main",
     "parse_size",
     "parse_sizes",
+    "pictures",
     "simulation",
 ]

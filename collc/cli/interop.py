@@ -1,0 +1,1 @@
+"""`collc export`: a schedule as MSCCL-IR XML or as the IR JSON (docs/msccl.md)."""

@@ -1,0 +1,1 @@
+"""`collc viz`: pictures of a schedule (docs/viz.md)."""
