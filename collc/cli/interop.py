@@ -1,1 +1,84 @@
 """`collc export`: a schedule as MSCCL-IR XML or as the IR JSON (docs/msccl.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from collc import report
+from collc.backends import msccl
+from collc.cli.common import EXIT_WRONG, fail_input, instance_options, load_instance, main, parse_size
+from collc.diagnostics import CollError
+from collc.ir import schedule_to_json
+
+
+@main.command()
+@instance_options
+@click.option(
+    "--format", "fmt", type=click.Choice(["msccl-xml", "json"]), default="msccl-xml", show_default=True,
+    help="msccl-xml: MSCCL-IR for MSCCL runtimes; json: the schedule IR (docs/ir-json.md).",
+)  # fmt: skip
+@click.option("-o", "--output", "out", default="-", show_default=True, help="Output file ('-': standard output).")
+@click.option("--proto", type=click.Choice(list(msccl.PROTOCOLS)), default="Simple", show_default=True)
+@click.option("--min-bytes", default="0", show_default=True, help="msccl-xml: smallest size the program is for.")
+@click.option("--max-bytes", default="1TiB", show_default=True, help="msccl-xml: largest size the program is for.")
+def export(
+    file: str,
+    p: str | None,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    fmt: str,
+    out: str,
+    proto: str,
+    min_bytes: str,
+    max_bytes: str,
+) -> None:
+    """Verify a schedule, then write it for other tools: MSCCL-IR XML (allreduce, allgather,
+    reduce-scatter, alltoall), or the IR as JSON."""
+    inst = load_instance(file, p, params, dims, codecs)
+    checked = inst.verify()
+    if not checked.ok:
+        click.echo(report.report_text(inst.schedule, checked, inst.algorithm.sources), err=True)
+        sys.exit(EXIT_WRONG)
+    if fmt == "json":
+        text = json.dumps(schedule_to_json(inst.schedule), indent=1) + "\n"
+        summary = f"{inst.schedule.algorithm}: {len(inst.schedule.steps)} steps"
+    else:
+        low = _size(min_bytes, "--min-bytes")
+        high = _size(max_bytes, "--max-bytes")
+        try:
+            algo = msccl.lower(inst.schedule, proto=proto, min_bytes=low, max_bytes=high)
+        except CollError as err:
+            fail_input(err, inst.algorithm.sources)
+        text = msccl.to_xml(algo)
+        summary = _summary(algo)
+    if out == "-":
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(out).write_text(text)
+    except OSError as err:
+        raise click.BadParameter(f"cannot write {out}: {err.strerror}", param_hint="-o/--output") from None
+    click.echo(f"wrote {out}: {summary}")
+
+
+def _size(text: str, option: str) -> int:
+    try:
+        return parse_size(text)
+    except click.BadParameter as err:
+        raise click.BadParameter(err.message, param_hint=option) from None
+
+
+def _summary(algo: msccl.Algo) -> str:
+    tbs = [len(g.threadblocks) for g in algo.gpus]
+    steps = max((len(tb.steps) for g in algo.gpus for tb in g.threadblocks), default=0)
+    fused = {t: algo.count(t) for t in ("rcs", "rrcs", "rrs") if algo.count(t)}
+    fused_text = ", ".join(f"{n} {t}" for t, n in fused.items()) or "none"
+    return (
+        f"{algo.coll} on {algo.ngpus} GPUs, {algo.nchannels} channel(s), {min(tbs)}..{max(tbs)} threadblocks "
+        f"per GPU, at most {steps} steps per threadblock, fused: {fused_text}"
+    )

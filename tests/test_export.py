@@ -1,0 +1,311 @@
+"""`collc export`: MSCCL-IR XML checked by an independent simulator (tests/msccl_sim.py), and the IR JSON.
+
+The simulator re-reads the XML with the standard library, runs every
+threadblock with its dependencies and the connections' FIFOs, in several
+random interleavings, in place and out of place, flags data races with vector
+clocks, and checks the collective's postcondition on the output buffers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from collc import api
+from collc.backends import msccl
+from collc.diagnostics import CollError
+from collc.ir import schedule_from_json, schedule_to_json
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import msccl_sim
+from golden_files import assert_golden
+from test_cli import EXAMPLES, RING, assert_no_traceback, cli, mutate, write
+
+EXIT_OK, EXIT_WRONG, EXIT_INPUT = 0, 1, 2
+GOLDEN = Path(__file__).parent / "golden" / "msccl"
+
+
+def export(tmp_path: Path, program: Path | str, *args: str) -> str:
+    out = tmp_path / "out.xml"
+    result = cli("export", program, *args, "-o", out)
+    assert result.code == EXIT_OK, result.text
+    assert result.stdout.startswith(f"wrote {out}:"), result.stdout
+    return out.read_text()
+
+
+# --------------------------------------------------------------------------
+# The done-when: ring and Swing-bw allreduce for p = 2..16
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p", range(2, 17))
+@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw"])
+def test_allreduce_xml_passes_the_simulator(tmp_path: Path, name: str, p: int) -> None:
+    prog = msccl_sim.simulate(export(tmp_path, EXAMPLES / f"{name}.coll", "-p", str(p)))
+    assert prog.ngpus == p and prog.coll == "allreduce"
+    assert prog.attrs["inplace"] == "1" and prog.attrs["outofplace"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("program", "args"),
+    [
+        ("ring_allgather.coll", ("-p", "6")),
+        ("bruck_allgather.coll", ("-p", "7")),
+        ("ring_reduce_scatter.coll", ("-p", "5")),
+        ("pairwise_alltoall.coll", ("-p", "5")),
+        ("recursive_doubling_any.coll", ("-p", "12")),
+        ("rabenseifner.coll", ("-p", "8")),
+        ("swing_lat.coll", ("-p", "10")),
+        ("torus/swing_bw_torus.coll", ("--dims", "4x4")),
+        ("torus/swing_bw_torus.coll", ("--dims", "2x4")),
+        ("torus/bucket_torus.coll", ("--dims", "3x4")),
+    ],
+)
+def test_other_collectives_pass_the_simulator(tmp_path: Path, program: str, args: tuple[str, ...]) -> None:
+    prog = msccl_sim.simulate(export(tmp_path, EXAMPLES / program, *args), seeds=2)
+    assert prog.attrs["outofplace"] == "1"
+    assert prog.attrs["inplace"] == ("0" if prog.coll == "alltoall" else "1")
+
+
+def test_alltoall_needs_more_channels_than_one(tmp_path: Path) -> None:
+    # 39 peers each way: more threadblocks than one channel may hold (32 per direction).
+    prog = msccl_sim.simulate(export(tmp_path, EXAMPLES / "pairwise_alltoall.coll", "-p", "40"), seeds=1)
+    assert int(prog.attrs["nchannels"]) >= 2
+    for gpu in prog.gpus:
+        for chan in {tb.chan for tb in gpu.tbs}:
+            assert sum(tb.send >= 0 and tb.chan == chan for tb in gpu.tbs) <= 32
+
+
+# --------------------------------------------------------------------------
+# Fusion, layout and format
+# --------------------------------------------------------------------------
+
+
+def _types(prog: msccl_sim.Program) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for gpu in prog.gpus:
+        for tb in gpu.tbs:
+            for st in tb.steps:
+                counts[st.type] = counts.get(st.type, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("p", [3, 4, 7])
+def test_ring_allreduce_is_fused_as_a_hand_written_ring(tmp_path: Path, p: int) -> None:
+    """Per rank, the classic fused ring: s, p-2 x rrs, rrcs, p-2 x rcs, r on one threadblock."""
+    prog = msccl_sim.parse(export(tmp_path, EXAMPLES / "ring_allreduce.coll", "-p", str(p)))
+    assert _types(prog) == {"s": p, "rrs": p * (p - 2), "rrcs": p, "rcs": p * (p - 2), "r": p}
+    for gpu in prog.gpus:
+        (tb,) = gpu.tbs
+        assert (tb.send, tb.recv) == ((gpu.id + 1) % p, (gpu.id - 1) % p)
+        assert [st.type for st in tb.steps] == ["s", *["rrs"] * (p - 2), "rrcs", *["rcs"] * (p - 2), "r"]
+        assert gpu.s == 0
+
+
+def test_swing_uses_one_threadblock_per_peer(tmp_path: Path) -> None:
+    p = 16
+    prog = msccl_sim.parse(export(tmp_path, EXAMPLES / "swing_bw.coll", "-p", str(p)))
+    for gpu in prog.gpus:
+        peers = sorted(tb.send for tb in gpu.tbs)
+        # Swing's peers: rank + rho(s) on even ranks, rank - rho(s) on odd ones, rho = 1, -1, 3, -5, ...
+        rho = [1, -1, 3, -5]
+        sign = 1 if gpu.id % 2 == 0 else -1
+        assert peers == sorted((gpu.id + sign * r) % p for r in rho)
+        assert sorted(tb.recv for tb in gpu.tbs) == peers
+
+
+def test_allgather_layout_copies_the_own_block(tmp_path: Path) -> None:
+    p = 4
+    prog = msccl_sim.parse(export(tmp_path, EXAMPLES / "ring_allgather.coll", "-p", str(p)))
+    assert int(prog.attrs["nchunksperloop"]) == p
+    for gpu in prog.gpus:
+        assert (gpu.i, gpu.o, gpu.s) == (1, p, 0)
+        copies = [st for tb in gpu.tbs for st in tb.steps if st.type == "cpy"]
+        assert [(c.srcbuf, c.srcoff, c.dstbuf, c.dstoff, c.cnt) for c in copies] == [("i", 0, "o", gpu.id, 1)]
+
+
+def test_reduce_scatter_keeps_partial_sums_in_scratch(tmp_path: Path) -> None:
+    p = 5
+    text = export(tmp_path, EXAMPLES / "ring_reduce_scatter.coll", "-p", str(p))
+    prog = msccl_sim.simulate(text)
+    for gpu in prog.gpus:
+        assert (gpu.i, gpu.o) == (p, 1)
+        written = {(st.dstbuf, st.dstoff) for tb in gpu.tbs for st in tb.steps if st.type in ("r", "rrc", "rrcs")}
+        assert ("i", 0) not in {w for w in written if w[0] == "i"}, "the input buffer is never written"
+        assert all(buf in ("o", "s") for buf, _ in written)
+
+
+def test_the_text_suits_the_runtimes_minimal_parsers(tmp_path: Path) -> None:
+    text = export(tmp_path, EXAMPLES / "swing_bw.coll", "-p", "8")
+    assert text.startswith("<algo "), "no XML declaration: the MSCCL parsers cannot read one"
+    assert "\t" not in text
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("<!--"):
+            assert stripped.startswith("<!-- ") and stripped.endswith(" -->") and "--" not in stripped[4:-3]
+        elif stripped.startswith("<step"):
+            assert re.fullmatch(r'<step( \w+="[^"]*"){10}/>', stripped), stripped
+        else:
+            assert re.fullmatch(r'</?\w+( \w+="[^"]*")*>', stripped), stripped
+    algo = re.match(r"<algo ([^>]*)>", text)
+    assert algo is not None
+    keys = re.findall(r'(\w+)="', algo.group(1))
+    assert keys == ["name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace", "outofplace",
+                    "minBytes", "maxBytes"]  # fmt: skip
+    assert 'minBytes="0"' in text and f'maxBytes="{1 << 40}"' in text
+
+
+def test_comments_carry_the_coll_lines(tmp_path: Path) -> None:
+    text = export(tmp_path, EXAMPLES / "ring_allreduce.coll", "-p", "4")
+    lib = (EXAMPLES / "lib" / "ring.coll").read_text().splitlines()
+    lines = {int(n) for n in re.findall(r"ring\.coll:(\d+):", text)}
+    assert lines, "no .coll lines in the comments"
+    for n in lines:
+        assert "send" in lib[n - 1] or "recv" in lib[n - 1] or "exchange" in lib[n - 1], lib[n - 1]
+
+
+def test_options_reach_the_algo_element(tmp_path: Path) -> None:
+    text = export(tmp_path, EXAMPLES / "ring_allreduce.coll", "-p", "4", "--proto", "LL128",
+                  "--min-bytes", "1KiB", "--max-bytes", "64MiB")  # fmt: skip
+    assert 'proto="LL128"' in text and 'minBytes="1024"' in text and f'maxBytes="{64 << 20}"' in text
+
+
+def test_ring_xml_golden(tmp_path: Path) -> None:
+    export(tmp_path, EXAMPLES / "ring_allreduce.coll", "-p", "4")
+    assert_golden(tmp_path / "out.xml", GOLDEN / "ring_allreduce_p4.xml")
+
+
+def test_many_dependencies_become_nops() -> None:
+    """Bruck's rotations read chunks several threadblocks wrote: nops carry the extra dependencies."""
+    inst = api.load(EXAMPLES / "bruck_allgather.coll").instantiate(p=6)
+    algo = msccl.lower(inst.schedule)
+    assert algo.count("nop") > 0
+    msccl_sim.simulate(msccl.to_xml(algo), seeds=4)
+
+
+# --------------------------------------------------------------------------
+# The simulator can fail
+# --------------------------------------------------------------------------
+
+
+def _first_step(text: str, pattern: str) -> tuple[int, str]:
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "<step" in line and re.search(pattern, line):
+            return i, line
+    raise AssertionError(f"no step matches {pattern}")
+
+
+def _replace_line(text: str, i: int, new: str) -> str:
+    lines = text.splitlines()
+    lines[i] = new
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "old", "new", "complaint"),
+    [
+        (r'depid="[0-9]', r'depid="\d+" deps="\d+"', 'depid="-1" deps="-1"', "race|reads|holds"),
+        (r'type="rrcs"', 'type="rrcs"', 'type="rrs"', "holds|reads"),
+        (r'type="rrc"', 'type="rrc"', 'type="r"', "holds"),
+        (r'type="s"', r'srcoff="(\d+)"', 'srcoff="0"', "holds|race"),
+        (r'type="s"', r'cnt="(\d+)"', 'cnt="3"', "message has|outside|race"),
+    ],
+)
+def test_the_simulator_catches_broken_xml(tmp_path: Path, pattern: str, old: str, new: str, complaint: str) -> None:
+    text = export(tmp_path, EXAMPLES / "swing_bw.coll", "-p", "8")
+    i, line = _first_step(text, pattern)
+    broken = _replace_line(text, i, re.sub(old, new, line, count=1))
+    assert broken != text
+    with pytest.raises(msccl_sim.XmlError, match=complaint):
+        msccl_sim.simulate(broken, seeds=4)
+
+
+def test_the_simulator_catches_a_deadlock(tmp_path: Path) -> None:
+    """Every rank of a ring receiving before its first send: everyone waits."""
+    lines = export(tmp_path, EXAMPLES / "ring_allreduce.coll", "-p", "3").splitlines()
+    steps = [i for i, line in enumerate(lines) if "<step " in line]
+    for a, b in itertools.pairwise(steps):
+        if 's="0"' in lines[a] and 's="1"' in lines[b]:
+            body_a, body_b = lines[a].split('s="0" ', 1)[1], lines[b].split('s="1" ', 1)[1]
+            lines[a] = lines[a].split('s="0" ')[0] + 's="0" ' + body_b
+            lines[b] = lines[b].split('s="1" ')[0] + 's="1" ' + body_a
+    with pytest.raises(msccl_sim.XmlError, match="deadlock"):
+        msccl_sim.simulate("\n".join(lines) + "\n", seeds=1)
+
+
+def test_the_simulator_checks_hasdep(tmp_path: Path) -> None:
+    text = export(tmp_path, EXAMPLES / "bruck_allgather.coll", "-p", "6")
+    i, line = _first_step(text, 'hasdep="1"')
+    with pytest.raises(msccl_sim.XmlError, match="hasdep=0"):
+        msccl_sim.parse(_replace_line(text, i, line.replace('hasdep="1"', 'hasdep="0"')))
+
+
+# --------------------------------------------------------------------------
+# JSON, errors and limits
+# --------------------------------------------------------------------------
+
+
+def test_json_format_round_trips(tmp_path: Path) -> None:
+    out = tmp_path / "ir.json"
+    result = cli("export", EXAMPLES / "swing_bw.coll", "-p", "6", "--format", "json", "-o", out)
+    assert result.code == EXIT_OK, result.text
+    data = json.loads(out.read_text())
+    inst = api.load(EXAMPLES / "swing_bw.coll").instantiate(p=6)
+    assert schedule_to_json(schedule_from_json(data)) == schedule_to_json(inst.schedule)
+    assert data["nranks"] == 6 and data["collective"] == "allreduce"
+
+
+def test_stdout_by_default() -> None:
+    result = cli("export", EXAMPLES / "ring_allreduce.coll", "-p", "3")
+    assert result.code == EXIT_OK
+    msccl_sim.simulate(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("program", "args", "message"),
+    [
+        ("binomial_broadcast.coll", ("-p", "4"), "MSCCL-IR export supports allreduce"),
+        ("compression/compressed_ring_allreduce.coll", ("-p", "4"), "compression points"),
+        ("ring_allreduce.coll", ("-p", "4", "--max-bytes", "lots"), "--max-bytes"),
+        ("ring_allreduce.coll", ("-p", "4", "--min-bytes", "2MiB", "--max-bytes", "1MiB"), "minBytes <= maxBytes"),
+        ("ring_allreduce.coll", ("-p", "4", "--proto", "LL64"), "--proto"),
+        ("ring_allreduce.coll", ("-p", "4", "-o", "/nonexistent/dir/x.xml"), "cannot write"),
+        ("ring_allreduce.coll", ("-p", "2..8"), "one value of p"),
+    ],
+)
+def test_bad_input_is_a_clear_error(program: str, args: tuple[str, ...], message: str) -> None:
+    result = cli("export", EXAMPLES / program, *args)
+    assert result.code == EXIT_INPUT, result.text
+    assert message in result.text
+    assert_no_traceback(result)
+
+
+def test_a_wrong_schedule_is_not_exported(tmp_path: Path) -> None:
+    path = write(tmp_path, "wrong.coll", mutate(RING, 9, ") reduce", ") copy"))
+    out = tmp_path / "never.xml"
+    result = cli("export", path, "-p", "4", "-o", out)
+    assert result.code == EXIT_WRONG, result.text
+    assert "WRONG" in result.text and not out.exists()
+
+
+def test_runtime_limits_are_enforced() -> None:
+    inst = api.load(EXAMPLES / "ring_allreduce.coll").instantiate(p=8)
+    with pytest.raises(CollError, match="at most 10, nops included"):
+        msccl.lower(inst.schedule, limits=msccl.Limits(steps_per_threadblock=10))
+    small = msccl.lower(inst.schedule, limits=msccl.Limits(count=1))
+    assert max(st.cnt for g in small.gpus for tb in g.threadblocks for st in tb.steps) == 1
+
+
+def test_count_limit_splits_transfers() -> None:
+    # A ring with 8 chunks per block; a limit of 3 chunks per step cuts each block in 3 + 3 + 2.
+    inst = api.load(EXAMPLES / "ring_allreduce.coll").instantiate(p=4, k=8)
+    algo = msccl.lower(inst.schedule, limits=msccl.Limits(count=3))
+    assert max(st.cnt for g in algo.gpus for tb in g.threadblocks for st in tb.steps) <= 3
+    msccl_sim.simulate(msccl.to_xml(algo))
