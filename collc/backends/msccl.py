@@ -35,7 +35,7 @@ dependency.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -342,12 +342,25 @@ def _dead(facts: _Facts, layout: _Layout, t: _Transfer, onward: _Transfer) -> bo
 
 
 @dataclass(eq=False, slots=True)
+class _Op:
+    """A step while its threadblock is being built (`Step` once it is done)."""
+
+    type: str
+    cnt: int
+    dep: tuple[int, int] | None
+    comment: str
+    src: Loc | None = None
+    dst: Loc | None = None
+    hasdep: bool = False
+
+
+@dataclass(eq=False, slots=True)
 class _TB:
     id: int
     send: int
     recv: int
     chan: int = 0
-    steps: list[dict[str, object]] = field(default_factory=list)
+    steps: list[_Op] = field(default_factory=list)
     clocks: list[dict[int, int]] = field(default_factory=list)  # per step: what it knows completed
 
 
@@ -468,17 +481,12 @@ class _Rank:
         deps = [d for d in deps if not any(e != d and self.tbs[e[0]].clocks[e[1]].get(d[0], -1) >= d[1] for e in deps)]
         deps.sort()
         for t, i in deps:
-            self.tbs[t].steps[i]["hasdep"] = True
+            self.tbs[t].steps[i].hasdep = True
             for key, value in self.tbs[t].clocks[i].items():
                 known[key] = max(known.get(key, -1), value)
         for t, i in deps[:-1]:
-            self._append(tb, {"type": "nop", "cnt": 0, "dep": (t, i), "comment": ""}, known)
-        op: dict[str, object] = {"type": type_, "cnt": cnt, "dep": deps[-1] if deps else None, "comment": comment}
-        if src is not None:
-            op["src"] = src
-        if dst is not None:
-            op["dst"] = dst
-        self._append(tb, op, known)
+            self._append(tb, _Op("nop", 0, (t, i), ""), known)
+        self._append(tb, _Op(type_, cnt, deps[-1] if deps else None, comment, src, dst), known)
         me = (tb.id, len(tb.steps) - 1)
         for c in chunks:
             if reads:
@@ -489,8 +497,7 @@ class _Rank:
                 self.loc[c] = self.locate.layout.home(self.rank, c)
 
     @staticmethod
-    def _append(tb: _TB, op: dict[str, object], known: dict[int, int]) -> None:
-        op.setdefault("hasdep", False)
+    def _append(tb: _TB, op: _Op, known: dict[int, int]) -> None:
         tb.steps.append(op)
         clock = dict(known)
         clock[tb.id] = len(tb.steps) - 1
@@ -635,9 +642,8 @@ def _final_copies(rank: _Rank, layout: _Layout, limit: int) -> None:
         rank.emit(rank.local_tb(), "cpy", lo, cnt, True, True, f"after the last step: {what}")
 
 
-def _runs(chunks: list[int], places: object, limit: int) -> Iterator[tuple[int, int]]:
+def _runs(chunks: list[int], places: Callable[[int], tuple[Loc, ...]], limit: int) -> Iterator[tuple[int, int]]:
     """(lo, cnt) runs of ``chunks`` consecutive in id and in every buffer ``places(c)`` names."""
-    assert callable(places)
     start = 0
     for i in range(1, len(chunks) + 1):
         if i < len(chunks) and chunks[i] == chunks[i - 1] + 1 and i - start < limit:
@@ -651,26 +657,10 @@ def _runs(chunks: list[int], places: object, limit: int) -> Iterator[tuple[int, 
 def _frozen(tb: _TB) -> Threadblock:
     steps = []
     for s, op in enumerate(tb.steps):
-        src = op.get("src") or op.get("dst") or ("i", -1)
-        dst = op.get("dst") or op.get("src") or ("o", -1)
-        assert isinstance(src, tuple) and isinstance(dst, tuple)
-        dep = op["dep"]
-        depid, deps = dep if isinstance(dep, tuple) else (-1, -1)
-        steps.append(
-            Step(
-                s=s,
-                type=str(op["type"]),
-                srcbuf=src[0],
-                srcoff=src[1],
-                dstbuf=dst[0],
-                dstoff=dst[1],
-                cnt=int(op["cnt"]),  # type: ignore[call-overload]
-                depid=depid,
-                deps=deps,
-                hasdep=bool(op["hasdep"]),
-                comment=str(op["comment"]),
-            )
-        )
+        src = op.src or op.dst or ("i", -1)  # a buffer the parsers accept where the type has none
+        dst = op.dst or op.src or ("o", -1)
+        depid, deps = op.dep if op.dep is not None else (-1, -1)
+        steps.append(Step(s, op.type, src[0], src[1], dst[0], dst[1], op.cnt, depid, deps, op.hasdep, op.comment))
     return Threadblock(tb.id, tb.send, tb.recv, tb.chan, tuple(steps))
 
 
