@@ -371,6 +371,9 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def codec_arg(self, meta: Any, children: list[Token]) -> str:
         return "=".join(str(c) for c in children)
 
+    def codec_negative(self, meta: Any, children: list[Token]) -> str:
+        return f"-{children[0]}"  # a negative value, for the codec's own check to judge
+
     def chunks_decl(self, meta: Any, children: list[Any]) -> ast.Chunks:
         return ast.Chunks(children[0], self.span(meta))
 

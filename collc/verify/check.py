@@ -582,7 +582,8 @@ def _trace(
     if doubled:
         r = doubled[0]
         final = _format_counts(_counts(p, sets[r], extras[r]))
-        more = f"; {len(doubled) - 1} other ranks also end with it counted twice" if len(doubled) > 1 else ""
+        others = "1 other rank also ends" if len(doubled) == 2 else f"{len(doubled) - 1} other ranks also end"
+        more = f"; {others} with it counted twice" if len(doubled) > 1 else ""
         event = dup[r]
         assert event is not None  # a count only grows past one through a reduce, which records it
         st, rank, op, twice = event
@@ -604,7 +605,8 @@ def _trace(
             diff.append(f"missing {_fmt_ids(missing)}")
         if extra.size:
             diff.append(f"unexpected {_fmt_ids(extra)}")
-        more = f"; {len(short) - 1} other ranks also fail for this chunk" if len(short) > 1 else ""
+        others = "1 other rank also fails" if len(short) == 2 else f"{len(short) - 1} other ranks also fail"
+        more = f"; {others} for this chunk" if len(short) > 1 else ""
         missing_bits = sum(1 << int(m) for m in missing)
         loss = next((e for e in losses if e[3] & missing_bits), None)
         lost_note = ""
