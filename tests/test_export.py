@@ -14,12 +14,26 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from collc import api
 from collc.backends import msccl
 from collc.diagnostics import CollError
-from collc.ir import schedule_from_json, schedule_to_json
+from collc.ir import (
+    UNKNOWN_SPAN,
+    Action,
+    ChunkSet,
+    Collective,
+    Op,
+    OpKind,
+    Schedule,
+    Step,
+    make_op,
+    schedule_from_json,
+    schedule_to_json,
+)
+from collc.verify.check import check
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -309,3 +323,79 @@ def test_count_limit_splits_transfers() -> None:
     algo = msccl.lower(inst.schedule, limits=msccl.Limits(count=3))
     assert max(st.cnt for g in algo.gpus for tb in g.threadblocks for st in tb.steps) <= 3
     msccl_sim.simulate(msccl.to_xml(algo))
+
+
+# --------------------------------------------------------------------------
+# Random correct schedules: trees of random shape and timing, chunk by chunk
+# --------------------------------------------------------------------------
+
+
+def _tree(rng: np.random.Generator, p: int, root: int) -> dict[int, list[int]]:
+    """A random spanning tree of ranks 0..p-1 rooted at ``root``: parent -> children."""
+    order = [root, *[r for r in rng.permutation(p).tolist() if r != root]]
+    children: dict[int, list[int]] = {r: [] for r in range(p)}
+    for i in range(1, p):
+        children[order[int(rng.integers(0, i))]].append(order[i])
+    return children
+
+
+def random_schedule(rng: np.random.Generator, collective: Collective, p: int, k: int) -> Schedule:
+    """A correct schedule built chunk by chunk: a reduction up a random tree, a broadcast down
+    one, or a random path, with random waits; chunks overlap in time, so one step mixes them."""
+    events: list[tuple[int, int, int, int, Action]] = []  # (step, src, dst, chunk, action)
+
+    def up(children: dict[int, list[int]], v: int, c: int) -> int:
+        """Reduce chunk c into v; the first step at which v holds its subtree's sum."""
+        ready = 0
+        for child in children[v]:
+            sent = up(children, child, c) + int(rng.integers(0, 2))
+            events.append((sent, child, v, c, Action.REDUCE))
+            ready = max(ready, sent + 1)
+        return ready
+
+    def down(children: dict[int, list[int]], v: int, c: int, ready: int) -> None:
+        for child in children[v]:
+            sent = ready + int(rng.integers(0, 2))
+            events.append((sent, v, child, c, Action.COPY))
+            down(children, child, c, sent + 1)
+
+    nchunks = {Collective.ALLTOALL: p * p * k, Collective.ALLREDUCE: k}.get(collective, p * k)
+    for c in range(nchunks):
+        if collective is Collective.ALLREDUCE:
+            root = int(rng.integers(0, p))
+            down(_tree(rng, p, root), root, c, up(_tree(rng, p, root), root, c))
+        elif collective is Collective.REDUCE_SCATTER:
+            up(_tree(rng, p, c // k), c // k, c)
+        elif collective is Collective.ALLGATHER:
+            down(_tree(rng, p, c // k), c // k, c, 0)
+        else:  # alltoall: chunk (src*p + dst)*k + j along a random path from src to dst
+            src, dst = divmod(c // k, p)
+            if src != dst:
+                middle = [r for r in rng.permutation(p).tolist() if r not in (src, dst)][: int(rng.integers(0, 3))]
+                step = int(rng.integers(0, 2))
+                for a, b in itertools.pairwise([src, *middle, dst]):
+                    events.append((step, a, b, c, Action.COPY))
+                    step += 1 + int(rng.integers(0, 2))
+    nsteps = 1 + max((e[0] for e in events), default=0)
+    steps = []
+    for s in range(nsteps):
+        ops: list[Op] = []
+        for step, src, dst, c, action in events:
+            if step == s:
+                ops.append(make_op(src, OpKind.SEND, dst, ChunkSet.of([c]), None, UNKNOWN_SPAN))
+                ops.append(make_op(dst, OpKind.RECV, src, ChunkSet.of([c]), action, UNKNOWN_SPAN))
+        steps.append(Step(s, "random", tuple(ops)))
+    return Schedule("random", collective, (("p", p),), p, nchunks, None, tuple(steps), "<random>", UNKNOWN_SPAN)
+
+
+@pytest.mark.parametrize("collective", [c for c in msccl.COLL_NAMES])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_schedules_pass_the_simulator(collective: Collective, seed: int) -> None:
+    rng = np.random.default_rng(seed * 10 + list(msccl.COLL_NAMES).index(collective))
+    p = int(rng.integers(2, 7))
+    k = int(rng.integers(1, 4))
+    schedule = random_schedule(rng, collective, p, k)
+    report = check(schedule)
+    assert report.ok, report.findings[0].message  # the generator's own contract
+    algo = msccl.lower(schedule)
+    msccl_sim.simulate(msccl.to_xml(algo), seeds=3)
