@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collc.backends import cuda, local, mpi_c, mpi_launch, mpi_py
+from collc.backends import cuda, local, mpi_c, mpi_launch, mpi_py, msccl
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -255,6 +255,11 @@ class Instance:
 
     def to_json(self) -> dict[str, Any]:
         return schedule_to_json(self.schedule)
+
+    def to_msccl_xml(self, *, proto: str = "Simple", min_bytes: int = 0, max_bytes: int = 1 << 40) -> str:
+        """The schedule as MSCCL-IR XML for MSCCL runtimes (docs/msccl.md); it must verify first."""
+        self._require_verified("export --format msccl-xml")
+        return msccl.to_xml(msccl.lower(self.schedule, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes))
 
 
 def _mpi_count_error(schedule: Schedule, count: int) -> str | None:

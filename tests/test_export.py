@@ -399,3 +399,13 @@ def test_random_schedules_pass_the_simulator(collective: Collective, seed: int) 
     assert report.ok, report.findings[0].message  # the generator's own contract
     algo = msccl.lower(schedule)
     msccl_sim.simulate(msccl.to_xml(algo), seeds=3)
+
+
+def test_python_api(tmp_path: Path) -> None:
+    inst = api.load(EXAMPLES / "ring_allreduce.coll").instantiate(p=5)
+    text = inst.to_msccl_xml(proto="LL")
+    assert 'proto="LL"' in text
+    msccl_sim.simulate(text)
+    wrong = api.parse(mutate(RING, 9, ") reduce", ") copy"), "wrong.coll").instantiate(p=4)
+    with pytest.raises(CollError, match="fails verification"):
+        wrong.to_msccl_xml()
