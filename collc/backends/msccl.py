@@ -574,7 +574,7 @@ def lower(
         min_bytes=min_bytes,
         max_bytes=max_bytes,
         gpus=gpus,
-        source=f"{schedule.source} {params_text(schedule.params)}",
+        source=f"{PurePath(schedule.source).name} {params_text(schedule.params)}",
     )
     _check_limits(algo, limits)
     return algo
