@@ -48,6 +48,7 @@ from collc.verify.sweep import judge
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 LANGUAGE = DOCS / "language.md"
+REFERENCE = (LANGUAGE, DOCS / "errors.md")  # the pages whose examples run
 WRAPPER = "algorithm fragment : allreduce\nparam p : int where p >= 1\nchunks p\n"
 REGEN = os.environ.get("COLLC_REGEN_GOLDEN", "") not in ("", "0")
 
@@ -62,7 +63,7 @@ _TABLE_MARKER = re.compile(r"<!--\s*coll-errors:\s*(decls|stmts)\s*-->")
 
 @dataclass
 class Example:
-    line: int  # of the opening fence in language.md
+    line: int  # of the opening fence
     code: str
     mode: str = "program"  # program | decls | stmts
     verify: bool = False
@@ -72,10 +73,11 @@ class Example:
     model: str = "step"
     file: str = "example.coll"
     params: dict[str, list[object]] = field(default_factory=dict)
+    page: str = "language.md"
 
     @property
     def name(self) -> str:
-        return f"language.md:{self.line}"
+        return f"{self.page}:{self.line}"
 
 
 def _values(text: str) -> list[object]:
@@ -100,7 +102,7 @@ def _parse_marker(text: str, example: Example) -> None:
             elif key in ("verify", "formatted"):
                 setattr(example, key, "" if key == "formatted" else True)
             else:
-                raise AssertionError(f"language.md:{example.line}: unknown marker word {word!r}")
+                raise AssertionError(f"{example.name}: unknown marker word {word!r}")
         elif key in ("error", "finding", "file", "model"):
             setattr(example, key, value)
         else:
@@ -114,7 +116,11 @@ def _fenced(lines: list[str], start: int) -> tuple[str, int]:
 
 
 def examples() -> list[Example]:
-    lines = LANGUAGE.read_text().splitlines()
+    return [example for page in REFERENCE for example in _examples(page)]
+
+
+def _examples(page: Path) -> list[Example]:
+    lines = page.read_text().splitlines()
     found: list[Example] = []
     i = 0
     while i < len(lines):
@@ -123,7 +129,7 @@ def examples() -> list[Example]:
             continue
         code, end = _fenced(lines, i)
         if lines[i].strip() == "```coll":
-            example = Example(line=i + 1, code=code)
+            example = Example(line=i + 1, code=code, page=page.name)
             before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
             match = _MARKER.fullmatch(before.strip())
             if match:
@@ -139,19 +145,26 @@ def examples() -> list[Example]:
 
 def error_rows() -> list[tuple[str, str, str, str]]:
     """(where, mode, example, message) of every row of the error tables."""
-    text = LANGUAGE.read_text()
+    rows = []
+    for page in REFERENCE:
+        rows += _error_rows(page)
+    return rows
+
+
+def _error_rows(page: Path) -> list[tuple[str, str, str, str]]:
+    text = page.read_text()
     rows = []
     for match in _TABLE_MARKER.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         table = text[match.end() :].lstrip("\n").split("\n\n", 1)[0].splitlines()
-        assert len(table) > 2 and set(table[1]) <= set("|- :"), f"language.md:{line}: no table after the marker"
+        assert len(table) > 2 and set(table[1]) <= set("|- :"), f"{page.name}:{line}: no table after the marker"
         for k, row in enumerate(table[2:], start=line + 3):
             cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]]
             code = [re.fullmatch(r"`(.+)`", part.strip()) for part in cells[0].split("<br>")] if cells else []
             message = re.fullmatch(r"`(.+)`", cells[1]) if len(cells) == 2 else None
-            assert code and all(code) and message, f"language.md:{k}: a row is | `example` | `message` |"
+            assert code and all(code) and message, f"{page.name}:{k}: a row is | `example` | `message` |"
             example = "\n".join(m.group(1).replace("\\|", "|") for m in code if m)
-            rows.append((f"language.md:{k}", match.group(1), example, message.group(1).replace("\\|", "|")))
+            rows.append((f"{page.name}:{k}", match.group(1), example, message.group(1).replace("\\|", "|")))
     return rows
 
 
