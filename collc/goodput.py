@@ -231,7 +231,9 @@ def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path
         ys = [result.point(name, s).goodput_gbps for s in result.sizes]
         ax.plot(result.sizes, ys, marker="o", markersize=3, label=name)
     if peak_gbps is not None:
-        ax.axhline(peak_gbps, color="grey", linestyle="--", linewidth=1, label=f"peak {peak_gbps:g} Gb/s")
+        ax.axhline(
+            peak_gbps, color="grey", linestyle="--", linewidth=1, label=f"peak {peak_gbps:g} Gb/s (allreduce, large p)"
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(result.sizes)[:: max(1, len(result.sizes) // 9)])
     ax.set_xticklabels([size_text(s) for s in list(result.sizes)[:: max(1, len(result.sizes) // 9)]])
