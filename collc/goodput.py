@@ -23,6 +23,7 @@ from collc.elaborate import elaborate, elaborate_sampled
 from collc.ir import ParamValue, Schedule
 from collc.simulate import NetworkModel, simulate
 from collc.topology import Topology
+from collc.viz import suffix_ok
 
 SAMPLE_LIMIT = 16
 """Step loops longer than this run only this many iterations when simulated (`--exact` runs them all)."""
@@ -212,10 +213,6 @@ def table_text(result: Study) -> str:
     return "\n".join(lines)
 
 
-def plot_suffix_ok(out: str | Path) -> bool:
-    return Path(out).suffix.lower() in (".png", ".svg", ".pdf")
-
-
 def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path:
     """Goodput curves (Gb/s against vector size) as PNG or SVG, by the file's suffix."""
     import matplotlib
@@ -224,7 +221,7 @@ def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path
     import matplotlib.pyplot as plt
 
     path = Path(out)
-    if not plot_suffix_ok(out):
+    if not suffix_ok(out):
         raise CollError(f"--plot {out}: the picture must be .png, .svg or .pdf")
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for name in result.names():

@@ -33,6 +33,7 @@ PLANE_GAP = 1.0  # grid units between the planes of a torus of three or more dim
 
 
 def suffix_ok(path: str | Path) -> bool:
+    """Whether a picture's file name asks for a format collc writes (PNG, SVG, PDF)."""
     return Path(path).suffix.lower() in SUFFIXES
 
 

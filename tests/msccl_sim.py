@@ -84,8 +84,8 @@ class Program:
         return int(self.attrs["ngpus"])
 
 
-def parse(text: str) -> Program:
-    """Parse and check the structure the runtimes require."""
+def parse(text: str, *, max_steps: int = 64) -> Program:
+    """Parse and check the structure the runtimes require (at most ``max_steps`` per threadblock)."""
     if text.lstrip().startswith("<?"):
         raise XmlError("an XML declaration: the MSCCL parsers cannot read it")
     if "\t" in text:
@@ -115,11 +115,11 @@ def parse(text: str) -> Program:
             gpu.tbs.append(tb)
         gpus.append(gpu)
     prog = Program(dict(root.attrib), gpus)
-    _check_structure(prog)
+    _check_structure(prog, max_steps)
     return prog
 
 
-def _check_structure(prog: Program) -> None:
+def _check_structure(prog: Program, max_steps: int) -> None:
     n = prog.ngpus
     if sorted(g.id for g in prog.gpus) != list(range(n)):
         raise XmlError("gpu ids are not 0..ngpus-1")
@@ -140,8 +140,8 @@ def _check_structure(prog: Program) -> None:
                     if (peer, tb.chan) in seen:
                         raise XmlError(f"gpu {g.id}: two threadblocks {key} to/from {peer} on channel {tb.chan}")
                     seen.add((peer, tb.chan))
-            if len(tb.steps) > 256:
-                raise XmlError(f"gpu {g.id} tb {tb.id}: {len(tb.steps)} steps, more than 256")
+            if len(tb.steps) > max_steps:
+                raise XmlError(f"gpu {g.id} tb {tb.id}: {len(tb.steps)} steps, more than {max_steps}")
             for i, st in enumerate(tb.steps):
                 where = f"gpu {g.id} tb {tb.id} step {i}"
                 if st.s != i:
@@ -222,8 +222,11 @@ def _leq(a: dict[tuple[int, int], int], b: dict[tuple[int, int], int]) -> bool:
     return all(b.get(key, -1) >= v for key, v in a.items())
 
 
-def run(prog: Program, *, inplace: bool, seed: int) -> None:
-    """Execute ``prog``; raise XmlError on a deadlock, a race, a bad receive or a wrong output."""
+def run(prog: Program, *, inplace: bool, seed: int, capacity: int | None = None) -> None:
+    """Execute ``prog``; raise XmlError on a deadlock, a race, a bad receive or a wrong output.
+
+    ``capacity``: the messages a connection holds; a step that sends waits for room (a fused
+    step for room and its incoming message together).  None: unbounded."""
     rng = random.Random(seed)
     coll, p = prog.coll, prog.ngpus
     mem = {g.id: initial(coll, g.id, g, inplace) for g in prog.gpus}
@@ -237,6 +240,8 @@ def run(prog: Program, *, inplace: bool, seed: int) -> None:
         g, tb = tbs[key]
         st = tb.steps[pc[key]]
         if st.depid >= 0 and (g.id, st.depid, st.deps) not in clocks:
+            return False
+        if st.type in SENDS and capacity is not None and len(fifo.get((g.id, tb.send, tb.chan), ())) >= capacity:
             return False
         if st.type in RECVS:
             queue = fifo.get((tb.recv, g.id, tb.chan))
@@ -263,6 +268,8 @@ def run(prog: Program, *, inplace: bool, seed: int) -> None:
         return out
 
     def write(g: Gpu, key, buf: str, off: int, values: list[Value], clock: dict) -> None:
+        if buf == "i" and not inplace:
+            raise XmlError(f"gpu {g.id} tb {key[1]} writes the input buffer, which is the caller's (const) send buffer")
         for j, v in enumerate(values):
             touch(g, key, buf, off + j, True, clock)
             mem[g.id][storage(coll, g.id, g, buf, off + j, inplace)] = v
@@ -328,13 +335,16 @@ def run(prog: Program, *, inplace: bool, seed: int) -> None:
                 raise XmlError(f"gpu {g.id} o[{j}] holds {got}, the {coll} needs {value}")
 
 
-def simulate(text: str, *, seeds: int = 3) -> Program:
-    """Parse, then run in every mode the XML claims (in place, out of place) with a few interleavings."""
-    prog = parse(text)
+def simulate(text: str, *, seeds: int = 3, capacity: int | None = 2, max_steps: int = 64) -> Program:
+    """Parse, then run in every mode the XML claims (in place, out of place) with a few interleavings,
+    connections holding ``capacity`` messages (2 by default: NCCL's buffer of 8 slices holds two
+    chunks of 4 slices), and once more with unbounded connections."""
+    prog = parse(text, max_steps=max_steps)
     modes = [m for m, key in ((True, "inplace"), (False, "outofplace")) if prog.attrs[key] == "1"]
     if not modes:
         raise XmlError("neither inplace nor outofplace")
     for inplace in modes:
         for seed in range(seeds):
-            run(prog, inplace=inplace, seed=seed)
+            run(prog, inplace=inplace, seed=seed, capacity=capacity)
+        run(prog, inplace=inplace, seed=seeds, capacity=None)
     return prog

@@ -39,9 +39,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import msccl_sim
 from golden_files import assert_golden
-from test_cli import EXAMPLES, RING, assert_no_traceback, cli, mutate, write
+from test_cli import EXAMPLES, EXIT_INPUT, EXIT_OK, EXIT_WRONG, RING, assert_no_traceback, cli, mutate, write
 
-EXIT_OK, EXIT_WRONG, EXIT_INPUT = 0, 1, 2
 GOLDEN = Path(__file__).parent / "golden" / "msccl"
 
 
@@ -54,7 +53,7 @@ def export(tmp_path: Path, program: Path | str, *args: str) -> str:
 
 
 # --------------------------------------------------------------------------
-# The done-when: ring and Swing-bw allreduce for p = 2..16
+# Ring and Swing-bw allreduce for p = 2..16
 # --------------------------------------------------------------------------
 
 
@@ -144,15 +143,14 @@ def test_allgather_layout_copies_the_own_block(tmp_path: Path) -> None:
         assert [(c.srcbuf, c.srcoff, c.dstbuf, c.dstoff, c.cnt) for c in copies] == [("i", 0, "o", gpu.id, 1)]
 
 
-def test_reduce_scatter_keeps_partial_sums_in_scratch(tmp_path: Path) -> None:
+def test_scratch_holds_only_what_a_step_stores(tmp_path: Path) -> None:
+    """A ring reduce-scatter forwards its partial sums without storing them (rrs): no scratch, and
+    the input buffer is never written."""
     p = 5
-    text = export(tmp_path, EXAMPLES / "ring_reduce_scatter.coll", "-p", str(p))
-    prog = msccl_sim.simulate(text)
+    prog = msccl_sim.simulate(export(tmp_path, EXAMPLES / "ring_reduce_scatter.coll", "-p", str(p)))
     for gpu in prog.gpus:
-        assert (gpu.i, gpu.o) == (p, 1)
-        written = {(st.dstbuf, st.dstoff) for tb in gpu.tbs for st in tb.steps if st.type in ("r", "rrc", "rrcs")}
-        assert ("i", 0) not in {w for w in written if w[0] == "i"}, "the input buffer is never written"
-        assert all(buf in ("o", "s") for buf, _ in written)
+        assert (gpu.i, gpu.o, gpu.s) == (p, 1, 0)
+        assert {st.dstbuf for tb in gpu.tbs for st in tb.steps if st.type in ("r", "rrc", "rrcs", "rcs")} <= {"o"}
 
 
 def test_the_text_suits_the_runtimes_minimal_parsers(tmp_path: Path) -> None:
@@ -176,12 +174,13 @@ def test_the_text_suits_the_runtimes_minimal_parsers(tmp_path: Path) -> None:
 
 
 def test_comments_carry_the_coll_lines(tmp_path: Path) -> None:
+    """Each step's comment names the line of its own op: sends the send line, receives the recv line."""
     text = export(tmp_path, EXAMPLES / "ring_allreduce.coll", "-p", "4")
     lib = (EXAMPLES / "lib" / "ring.coll").read_text().splitlines()
-    lines = {int(n) for n in re.findall(r"ring\.coll:(\d+):", text)}
-    assert lines, "no .coll lines in the comments"
-    for n in lines:
-        assert "send" in lib[n - 1] or "recv" in lib[n - 1] or "exchange" in lib[n - 1], lib[n - 1]
+    found = re.findall(r"ring\.coll:(\d+): (send|receive)", text)
+    assert len(found) == 4 * 7  # per rank: the first send, then 2(p - 1) = 6 receives (fused with later sends)
+    for n, what in found:
+        assert lib[int(n) - 1].lstrip().startswith("send" if what == "send" else "recv"), lib[int(n) - 1]
 
 
 def test_options_reach_the_algo_element(tmp_path: Path) -> None:
@@ -292,6 +291,8 @@ def test_stdout_by_default() -> None:
         ("ring_allreduce.coll", ("-p", "4", "--proto", "LL64"), "--proto"),
         ("ring_allreduce.coll", ("-p", "4", "-o", "/nonexistent/dir/x.xml"), "cannot write"),
         ("ring_allreduce.coll", ("-p", "2..8"), "one value of p"),
+        ("ring_allreduce.coll", ("-p", "4", "--format", "json", "--max-bytes", "lots"), "--max-bytes"),
+        ("ring_allreduce.coll", ("-p", "4", "--max-bytes", str(1 << 64)), "< 2^63"),
     ],
 )
 def test_bad_input_is_a_clear_error(program: str, args: tuple[str, ...], message: str) -> None:
@@ -309,12 +310,52 @@ def test_a_wrong_schedule_is_not_exported(tmp_path: Path) -> None:
     assert "WRONG" in result.text and not out.exists()
 
 
-def test_runtime_limits_are_enforced() -> None:
+def test_runtime_limits_are_enforced(tmp_path: Path) -> None:
     inst = api.load(EXAMPLES / "ring_allreduce.coll").instantiate(p=8)
     with pytest.raises(CollError, match="at most 10, nops included"):
         msccl.lower(inst.schedule, limits=msccl.Limits(steps_per_threadblock=10))
     small = msccl.lower(inst.schedule, limits=msccl.Limits(count=1))
     assert max(st.cnt for g in small.gpus for tb in g.threadblocks for st in tb.steps) == 1
+    # A ring on 33 ranks has 65 steps per threadblock: beyond RCCL's 64, within microsoft/msccl's 256.
+    refused = cli("export", EXAMPLES / "ring_allreduce.coll", "-p", "33")
+    assert refused.code == EXIT_INPUT and "at most 64" in refused.text and "--max-steps 256" in refused.text
+    assert_no_traceback(refused)
+    msccl_sim.simulate(export(tmp_path, EXAMPLES / "ring_allreduce.coll", "-p", "33", "--max-steps", "256"),
+                       seeds=1, max_steps=256)  # fmt: skip
+
+
+def _chain(p: int) -> Schedule:
+    """An allgather in which rank 0 relays chunk s from rank s to rank s+1: its threadblocks are linked
+    into one group through their connections, which must share a channel."""
+    events = [(s, 0, s + 1, [s]) for s in range(p - 1)] + [(s, s + 1, 0, [s + 1]) for s in range(p - 1)]
+    events += [(p - 1, 0, j, [c for c in range(p) if c not in (j, j - 1)]) for j in range(1, p)]
+    steps = []
+    for s in range(p):
+        ops = []
+        for step, a, b, chunks in events:
+            if step == s and chunks:
+                ops.append(make_op(a, OpKind.SEND, b, ChunkSet.of(chunks), None, UNKNOWN_SPAN))
+                ops.append(make_op(b, OpKind.RECV, a, ChunkSet.of(chunks), Action.COPY, UNKNOWN_SPAN))
+        steps.append(Step(s, "chain", tuple(ops)))
+    return Schedule("chain", Collective.ALLGATHER, (("p", p),), p, p, None, tuple(steps), "<chain>", UNKNOWN_SPAN)
+
+
+def test_channel_groups_beyond_the_limit_are_refused() -> None:
+    small = _chain(20)
+    assert check(small).ok
+    msccl_sim.simulate(msccl.to_xml(msccl.lower(small)), seeds=1)
+    big = _chain(35)
+    assert check(big).ok
+    with pytest.raises(CollError, match="must share one channel"):
+        msccl.lower(big)
+
+
+def test_comments_stay_comments(tmp_path: Path) -> None:
+    odd = tmp_path / "ring---x.coll"
+    odd.write_text(RING)
+    text = export(tmp_path, odd, "-p", "3")
+    assert "ring- - -x.coll" in text
+    msccl_sim.simulate(text)  # ElementTree rejects "--" inside a comment
 
 
 def test_count_limit_splits_transfers() -> None:
@@ -339,61 +380,88 @@ def _tree(rng: np.random.Generator, p: int, root: int) -> dict[int, list[int]]:
     return children
 
 
+Event = tuple[int, int, int, tuple[int, ...], Action]  # (step, src, dst, chunks, action)
+
+
 def random_schedule(rng: np.random.Generator, collective: Collective, p: int, k: int) -> Schedule:
-    """A correct schedule built chunk by chunk: a reduction up a random tree, a broadcast down
-    one, or a random path, with random waits; chunks overlap in time, so one step mixes them."""
-    events: list[tuple[int, int, int, int, Action]] = []  # (step, src, dst, chunk, action)
-
-    def up(children: dict[int, list[int]], v: int, c: int) -> int:
-        """Reduce chunk c into v; the first step at which v holds its subtree's sum."""
-        ready = 0
-        for child in children[v]:
-            sent = up(children, child, c) + int(rng.integers(0, 2))
-            events.append((sent, child, v, c, Action.REDUCE))
-            ready = max(ready, sent + 1)
-        return ready
-
-    def down(children: dict[int, list[int]], v: int, c: int, ready: int) -> None:
-        for child in children[v]:
-            sent = ready + int(rng.integers(0, 2))
-            events.append((sent, v, child, c, Action.COPY))
-            down(children, child, c, sent + 1)
-
+    """A correct schedule built group of chunks by group: a reduction up a random tree, a broadcast
+    down one, or a random path, with random waits; groups overlap in time, so one step mixes them."""
     nchunks = {Collective.ALLTOALL: p * p * k, Collective.ALLREDUCE: k}.get(collective, p * k)
-    for c in range(nchunks):
-        if collective is Collective.ALLREDUCE:
-            root = int(rng.integers(0, p))
-            down(_tree(rng, p, root), root, c, up(_tree(rng, p, root), root, c))
-        elif collective is Collective.REDUCE_SCATTER:
-            up(_tree(rng, p, c // k), c // k, c)
-        elif collective is Collective.ALLGATHER:
-            down(_tree(rng, p, c // k), c // k, c, 0)
-        else:  # alltoall: chunk (src*p + dst)*k + j along a random path from src to dst
-            src, dst = divmod(c // k, p)
-            if src != dst:
-                middle = [r for r in rng.permutation(p).tolist() if r not in (src, dst)][: int(rng.integers(0, 3))]
-                step = int(rng.integers(0, 2))
-                for a, b in itertools.pairwise([src, *middle, dst]):
-                    events.append((step, a, b, c, Action.COPY))
-                    step += 1 + int(rng.integers(0, 2))
+    events: list[Event] = []
+    for chunks in _groups(rng, collective, k, nchunks):
+        _route(rng, collective, p, k, chunks, events)
     nsteps = 1 + max((e[0] for e in events), default=0)
     steps = []
     for s in range(nsteps):
         ops: list[Op] = []
-        for step, src, dst, c, action in events:
+        for step, src, dst, chunks, action in events:
             if step == s:
-                ops.append(make_op(src, OpKind.SEND, dst, ChunkSet.of([c]), None, UNKNOWN_SPAN))
-                ops.append(make_op(dst, OpKind.RECV, src, ChunkSet.of([c]), action, UNKNOWN_SPAN))
+                ops.append(make_op(src, OpKind.SEND, dst, ChunkSet.of(chunks), None, UNKNOWN_SPAN))
+                ops.append(make_op(dst, OpKind.RECV, src, ChunkSet.of(chunks), action, UNKNOWN_SPAN))
         steps.append(Step(s, "random", tuple(ops)))
     return Schedule("random", collective, (("p", p),), p, nchunks, None, tuple(steps), "<random>", UNKNOWN_SPAN)
+
+
+def _groups(rng: np.random.Generator, collective: Collective, k: int, nchunks: int) -> list[tuple[int, ...]]:
+    """Chunks that travel together: random groups of one to three chunks with the same origin and
+    destination, so that messages hold several chunks, contiguous or not."""
+    by_owner: dict[int, list[int]] = {}
+    for c in range(nchunks):
+        by_owner.setdefault(0 if collective is Collective.ALLREDUCE else c // k, []).append(c)
+    groups = []
+    for members in by_owner.values():
+        order = rng.permutation(members).tolist()
+        while order:
+            size = int(rng.integers(1, 4))
+            groups.append(tuple(sorted(order[:size])))
+            order = order[size:]
+    return groups
+
+
+def _route(
+    rng: np.random.Generator, collective: Collective, p: int, k: int, chunks: tuple[int, ...], events: list[Event]
+) -> None:
+    """The events that move one group of chunks."""
+
+    def up(children: dict[int, list[int]], v: int) -> int:
+        """Reduce into v; the first step at which v holds its subtree's sum."""
+        ready = 0
+        for child in children[v]:
+            sent = up(children, child) + int(rng.integers(0, 2))
+            events.append((sent, child, v, chunks, Action.REDUCE))
+            ready = max(ready, sent + 1)
+        return ready
+
+    def down(children: dict[int, list[int]], v: int, ready: int) -> None:
+        for child in children[v]:
+            sent = ready + int(rng.integers(0, 2))
+            events.append((sent, v, child, chunks, Action.COPY))
+            down(children, child, sent + 1)
+
+    owner = chunks[0] // k
+    if collective is Collective.ALLREDUCE:
+        root = int(rng.integers(0, p))
+        down(_tree(rng, p, root), root, up(_tree(rng, p, root), root))
+    elif collective is Collective.REDUCE_SCATTER:
+        up(_tree(rng, p, owner), owner)
+    elif collective is Collective.ALLGATHER:
+        down(_tree(rng, p, owner), owner, 0)
+    else:  # alltoall: chunk (src*p + dst)*k + j along a random path from src to dst
+        src, dst = divmod(owner, p)
+        if src != dst:
+            middle = [r for r in rng.permutation(p).tolist() if r not in (src, dst)][: int(rng.integers(0, 3))]
+            step = int(rng.integers(0, 2))
+            for a, b in itertools.pairwise([src, *middle, dst]):
+                events.append((step, a, b, chunks, Action.COPY))
+                step += 1 + int(rng.integers(0, 2))
 
 
 @pytest.mark.parametrize("collective", [c for c in msccl.COLL_NAMES])
 @pytest.mark.parametrize("seed", range(6))
 def test_random_schedules_pass_the_simulator(collective: Collective, seed: int) -> None:
     rng = np.random.default_rng(seed * 10 + list(msccl.COLL_NAMES).index(collective))
-    p = int(rng.integers(2, 7))
-    k = int(rng.integers(1, 4))
+    p = int(rng.integers(2, 9))
+    k = int(rng.integers(1, 5))
     schedule = random_schedule(rng, collective, p, k)
     report = check(schedule)
     assert report.ok, report.findings[0].message  # the generator's own contract
@@ -409,3 +477,27 @@ def test_python_api(tmp_path: Path) -> None:
     wrong = api.parse(mutate(RING, 9, ") reduce", ") copy"), "wrong.coll").instantiate(p=4)
     with pytest.raises(CollError, match="fails verification"):
         wrong.to_msccl_xml()
+
+
+def test_the_simulator_bounds_connections() -> None:
+    """Two ranks that each send three chunks before receiving any: fine with unbounded connections,
+    a deadlock when a connection holds two messages, as NCCL's buffers do."""
+    tbs = []
+    for g in range(2):
+        peer = 1 - g
+        sends = [f'<step s="{j}" type="s" srcbuf="i" srcoff="{j}" dstbuf="i" dstoff="{j}" cnt="1" depid="-1" '
+                 f'deps="-1" hasdep="0"/>' for j in range(3)]  # fmt: skip
+        recvs = [f'<step s="{3 + j}" type="r" srcbuf="o" srcoff="{3 * peer + j}" dstbuf="o" dstoff="{3 * peer + j}" '
+                 f'cnt="1" depid="-1" deps="-1" hasdep="0"/>' for j in range(3)]  # fmt: skip
+        copy = (f'<step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="{3 * g}" cnt="3" depid="-1" '
+                f'deps="-1" hasdep="0"/>')  # fmt: skip
+        tbs.append(
+            f'<gpu id="{g}" i_chunks="3" o_chunks="6" s_chunks="0">\n<tb id="0" send="{peer}" recv="{peer}" chan="0">\n'
+            + "\n".join(sends + recvs)
+            + f'\n</tb>\n<tb id="1" send="-1" recv="-1" chan="0">\n{copy}\n</tb>\n</gpu>'
+        )
+    text = ('<algo name="burst" proto="Simple" nchannels="1" nchunksperloop="6" ngpus="2" coll="allgather" '
+            'inplace="0" outofplace="1" minBytes="0" maxBytes="1">\n' + "\n".join(tbs) + "\n</algo>\n")  # fmt: skip
+    msccl_sim.simulate(text, capacity=None)
+    with pytest.raises(msccl_sim.XmlError, match="deadlock"):
+        msccl_sim.simulate(text, capacity=2)

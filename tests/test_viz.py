@@ -145,10 +145,10 @@ def test_long_schedules_show_evenly_spaced_steps_and_say_so(tmp_path: Path) -> N
 
 def test_steps_option_selects_a_range(tmp_path: Path) -> None:
     out = tmp_path / "s.svg"
-    code, text = viz_cli(*cli_args(SWING, "16"), "--steps", "2:5", "-o", str(out))
+    code, text = viz_cli(*cli_args(SWING, "16"), "--steps", "2..4", "-o", str(out))
     assert code == EXIT_OK, text
     assert sorted(svg_ids(out)) == [2, 3, 4]
-    code, _ = viz_cli(*cli_args(SWING, "16"), "--steps", "6:", "-o", str(out))
+    code, _ = viz_cli(*cli_args(SWING, "16"), "--steps", "6..", "-o", str(out))
     assert code == EXIT_OK and sorted(svg_ids(out)) == [6, 7]
 
 
@@ -272,8 +272,9 @@ def test_drawing_leaves_matplotlib_settings_alone(tmp_path: Path) -> None:
         ([SWING, "-p", "16", "-o", "OUT.jpg"], "must be .png, .svg or .pdf"),
         ([SWING, "-p", "16", "-o", "OUT.png", "--chunk", "16"], "16 is out of range: swing_bw has chunks 0..15"),
         ([SWING, "-p", "16", "-o", "OUT.png", "--chunk", "-1"], "out of range"),
-        ([SWING, "-p", "16", "-o", "OUT.png", "--steps", "3:99"], "the schedule has steps 0..7"),
-        ([SWING, "-p", "16", "-o", "OUT.png", "--steps", "a:b"], "expected A:B"),
+        ([SWING, "-p", "16", "-o", "OUT.png", "--steps", "3..99"], "the schedule has steps 0..7"),
+        ([SWING, "-p", "16", "-o", "OUT.png", "--steps", "a..b"], "expected A..B"),
+        ([SWING, "-p", "16", "-o", "OUT.png", "--steps", "1 5"], "expected A..B"),
         ([SWING, "-p", "16", "-o", "OUT.png", "--chunk", "1", "--color", "port"], "--color applies to the step view"),
         ([SWING, "-o", "OUT.png"], "missing value for parameter p"),
         ([TORUS, "--dims", "5x5", "-o", "OUT.png"], "error"),

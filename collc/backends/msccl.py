@@ -2,10 +2,10 @@
 
 A rank's buffer of logical chunks becomes the runtime's three buffers: the
 input ``i``, the output ``o`` and a scratch ``s``.  A chunk a rank holds at the
-start lives in ``i``; the first time the rank receives it, it moves to its
-*home*: its place in ``o`` when the collective leaves it on that rank, a
-scratch chunk otherwise.  Chunks that end in ``o`` without being received
-(an allgather's own block) are copied there at the end.
+start lives in ``i``; the first time the rank stores a received value of it,
+the chunk moves to its *home*: its place in ``o`` when the collective leaves it
+on that rank, a scratch chunk otherwise.  Chunks that end in ``o`` without
+being received (an allgather's own block) are copied there at the end.
 
 Every (step, sender, receiver) message of the schedule (`collc.backends.tables`)
 is cut into *transfers*: runs of consecutive chunks, contiguous in every buffer
@@ -13,38 +13,40 @@ they are read from or written to, of one action, at most `Limits.count` chunks.
 Each transfer is one send on the sender and one receive on the receiver.  A
 receive whose chunks the rank sends on, unchanged, in the next step is fused
 with that send (``rcs``, ``rrcs``, or ``rrs`` when the received value is never
-read again).
+read again) when both are the only transfer between their ranks in their steps.
 
 Threadblocks: one per peer the rank sends to or receives from, pairing a
 receive peer with a send peer when that allows fusions, a receive peer with the
 same send peer otherwise; local copies go to a threadblock of their own.
 
-Order: every rank's operations are emitted in one global order, step by step,
-a step's sends before its receives, so that every wait (on the previous
-operation of the threadblock, on a dependency, on the matching send) points
-backwards and the program cannot deadlock while the runtime has room for the
-messages in flight.  The receives of a connection follow the order in which
-its sender emits them.  Dependencies between threadblocks are computed per
-logical chunk (read after write, write after read, write after write), which
-also makes the program correct when the call is in place and ``i`` overlaps
-``o``; dependencies already implied by others are dropped, and an operation
-left with more than one gets ``nop`` steps in front of it, one per extra
-dependency.
+Order: schedule step by schedule step, each threadblock alternates its sends
+and receives of the step (a receive waits while a send of the step still has to
+read the chunks it writes, and a fused receive waits for its threadblock's
+sends of the step), so that a connection holds few messages in flight.  Every
+wait (on the previous step of the threadblock, on a dependency, on the matching
+send) points backwards in this order.  The receives of a connection follow the
+order in which its sender emits the sends.  Dependencies between threadblocks
+are computed per logical chunk (read after write, write after read, write after
+write), which also makes the program correct when the call is in place and
+``i`` overlaps ``o``; dependencies implied by others are dropped, and a step left
+with more than one gets ``nop`` steps in front of it, one per extra dependency.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from collc.backends import tables
+from collc.backends.msccl_xml import MAX_BYTES, PROTOCOLS, Algo, Gpu, Limits, Step, Threadblock, check_limits, to_xml
 from collc.collectives import EVERY, chunk_dest, chunk_origin, chunks_per_rank
 from collc.diagnostics import CollError
-from collc.ir import Collective, Schedule, params_text
+from collc.ir import Collective, OpKind, Schedule, params_text
 
-__all__ = ["COLL_NAMES", "Algo", "Gpu", "Limits", "Step", "Threadblock", "lower", "to_xml"]
+__all__ = ["COLL_NAMES", "PROTOCOLS", "Algo", "Limits", "check_options", "lower", "to_xml"]
 
 COLL_NAMES = {
     Collective.ALLREDUCE: "allreduce",
@@ -52,93 +54,20 @@ COLL_NAMES = {
     Collective.REDUCE_SCATTER: "reducescatter",
     Collective.ALLTOALL: "alltoall",
 }
-PROTOCOLS = ("Simple", "LL", "LL128")
 _NAME_MAX = 63  # MSCCL_MAX_ALGO_NAME
 
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What MSCCL runtimes accept (microsoft/msccl ``msccl.h`` and the RCCL MSCCL parser)."""
-
-    steps_per_threadblock: int = 256  # MSCCL_MAX_NUM_STEPS, nops included
-    threadblocks_per_channel: int = 32  # MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL, per direction
-    threadblocks: int = 216  # MSCCL_MAX_NUM_THREAD_BLOCKS
-    channels: int = 32  # MAXCHANNELS
-    count: int = 71  # a step's cnt must stay below MSCCL_MAX_COUNT (72)
-    offset: int = 32767  # offsets are int16 in the runtime
-
-
-# --------------------------------------------------------------------------
-# The lowered program (what to_xml writes)
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One ``<step>``: ``s`` is its index in the threadblock, nops included."""
-
-    s: int
-    type: str  # s r rcs rrs rrc rrcs cpy nop
-    srcbuf: str
-    srcoff: int
-    dstbuf: str
-    dstoff: int
-    cnt: int
-    depid: int
-    deps: int
-    hasdep: bool
-    comment: str  # the schedule step and .coll line it came from
-
-
-@dataclass(frozen=True, slots=True)
-class Threadblock:
-    id: int
-    send: int
-    recv: int
-    chan: int
-    steps: tuple[Step, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    id: int
-    i_chunks: int
-    o_chunks: int
-    s_chunks: int
-    threadblocks: tuple[Threadblock, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Algo:
-    name: str
-    proto: str
-    nchannels: int
-    nchunksperloop: int
-    ngpus: int
-    coll: str
-    inplace: bool
-    outofplace: bool
-    min_bytes: int
-    max_bytes: int
-    gpus: tuple[Gpu, ...]
-    source: str  # a one-line description: program, parameters, layout
-
-    def count(self, type_: str) -> int:
-        """How many steps of this type the program has."""
-        return sum(st.type == type_ for g in self.gpus for tb in g.threadblocks for st in tb.steps)
+Loc = tuple[str, int]  # (buffer, offset)
 
 
 # --------------------------------------------------------------------------
 # Buffers: where a logical chunk lives on a rank
 # --------------------------------------------------------------------------
 
-Loc = tuple[str, int]  # (buffer, offset)
-
 
 class _Layout:
     """Input, output and home locations of logical chunks (see the module docstring)."""
 
-    def __init__(self, s: Schedule, written: list[set[int]]) -> None:
+    def __init__(self, s: Schedule, spilled: list[set[int]]) -> None:
         self.p, self.n, self.coll = s.nranks, s.nchunks, s.collective
         self.k = chunks_per_rank(s.collective, s.nranks, s.nchunks)
         self.origin = chunk_origin(s.collective, s.nranks, s.nchunks, s.root)
@@ -147,8 +76,13 @@ class _Layout:
         self.i_chunks = {Collective.ALLGATHER: k, Collective.ALLTOALL: p * k}.get(self.coll, n)
         self.o_chunks = {Collective.REDUCE_SCATTER: k, Collective.ALLTOALL: p * k}.get(self.coll, n)
         self.scratch: list[dict[int, int]] = []
-        for r in range(p):
-            spill = sorted(c for c in written[r] if self.output(r, c) is None)
+        self.spill(spilled)
+
+    def spill(self, chunks: list[set[int]]) -> None:
+        """Give scratch chunks, in chunk order, to the chunks each rank stores but does not keep."""
+        self.scratch = []
+        for r, mine in enumerate(chunks):
+            spill = sorted(c for c in mine if self.output(r, c) is None)
             self.scratch.append({c: i for i, c in enumerate(spill)})
 
     def input(self, r: int, c: int) -> int | None:
@@ -168,8 +102,7 @@ class _Layout:
         if self.coll is Collective.REDUCE_SCATTER:
             return c - r * self.k
         if self.coll is Collective.ALLTOALL:
-            src, j = divmod(c, self.p * self.k)[0], c % self.k
-            return src * self.k + j
+            return c // (self.p * self.k) * self.k + c % self.k
         return c
 
     def home(self, r: int, c: int) -> Loc:
@@ -196,11 +129,16 @@ class _Transfer:
     lo: int
     cnt: int
     reduce: bool
-    line: str
+    send_line: str  # file:line of the send and of the receive
+    recv_line: str
     seq: int = -1  # its place among the sends of the connection src -> dst, once emitted
-    fused_with: _Transfer | None = None  # on a receive: the next step's send it is fused with
-    fused_into: _Transfer | None = None  # on a send: the receive it is fused into
+    onward: _Transfer | None = None  # on a receive: the next step's send it is fused with
+    fused: bool = False  # on a send: sent by the receive it is fused with
     dead: bool = False  # a fused reduce whose result is never read again: rrs
+
+    @property
+    def chunks(self) -> range:
+        return range(self.lo, self.lo + self.cnt)
 
 
 class _Facts:
@@ -208,7 +146,7 @@ class _Facts:
 
     def __init__(self, s: Schedule, t: tables.Tables) -> None:
         self.p = s.nranks
-        self.lines = {info.index: info for info in t.steps}
+        self.phases = {info.index: info.phase for info in t.steps}
         # (step, src, dst) -> the message's runs, from the receiver's table (which knows the actions)
         self.messages: dict[tuple[int, int, int], tuple[tables.Run, ...]] = {}
         self.first_write: list[dict[int, int]] = [{} for _ in range(self.p)]
@@ -232,9 +170,17 @@ class _Facts:
         for per_rank in self.events:
             for ev in per_rank.values():
                 ev.sort()
+        # (step, rank, peer, kind) -> [(chunk bits, "file:line")] of the schedule's ops
+        self.op_lines: dict[tuple[int, int, int, OpKind], list[tuple[int, str]]] = {}
+        for step in s.steps:
+            for op in step.ops:
+                where = f"{PurePath(op.span.file).name}:{op.span.line}"
+                self.op_lines.setdefault((step.index, op.rank, op.peer, op.kind), []).append((op.chunks.bits, where))
 
-    def written(self) -> list[set[int]]:
-        return [set(fw) for fw in self.first_write]
+    def line(self, step: int, rank: int, peer: int, kind: OpKind, chunk: int) -> str:
+        """``file:line`` of the op that moves ``chunk``."""
+        found = self.op_lines.get((step, rank, peer, kind), [])
+        return next((where for bits, where in found if (bits >> chunk) & 1), found[0][1] if found else "")
 
 
 class _Locator:
@@ -261,61 +207,81 @@ def _next(a: Loc | None, b: Loc | None) -> bool:
     return a is not None and b is not None and a[0] == b[0] and b[1] == a[1] + 1
 
 
-def _short(line: str) -> str:
-    """``/path/to/ring.coll:7`` -> ``ring.coll:7``: the comments name files as people know them."""
-    return PurePath(line).name
+def _runs(chunks: list[int], places: Callable[[int], tuple[Loc | None, ...]], limit: int) -> Iterator[tuple[int, int]]:
+    """(lo, cnt) runs of ``chunks``, consecutive in id and in every buffer ``places(c)`` names, at most ``limit``."""
+    start = 0
+    for i in range(1, len(chunks) + 1):
+        if i < len(chunks) and chunks[i] == chunks[i - 1] + 1 and i - start < limit:
+            if all(_next(a, b) for a, b in zip(places(chunks[i - 1]), places(chunks[i]), strict=True)):
+                continue
+        yield chunks[start], i - start
+        start = i
 
 
 def _transfers(facts: _Facts, loc: _Locator, limit: int) -> dict[tuple[int, int, int], list[_Transfer]]:
     """Every message cut into transfers (see the module docstring)."""
     out: dict[tuple[int, int, int], list[_Transfer]] = {}
     for (step, src, dst), runs in facts.messages.items():
-        info = facts.lines.get(step)
-        line = _short(info.lines[0]) if info is not None and info.lines else ""
         pieces: list[_Transfer] = []
         for run in runs:
-            lo = run.lo
-            for c in range(run.lo + 1, run.hi + 1):
-                split = c == run.hi or c - lo == limit
-                if not split:
-                    reads = [(loc.at_start(src, c - 1, step), loc.at_start(src, c, step))]
-                    writes = [(loc.layout.home(dst, c - 1), loc.layout.home(dst, c))]
-                    if run.reduce:
-                        reads.append((loc.operand(dst, c - 1, step, src), loc.operand(dst, c, step, src)))
-                    split = not all(_next(a, b) for a, b in reads + writes)
-                if split:
-                    pieces.append(_Transfer(step, src, dst, lo, c - lo, run.reduce, line))
-                    lo = c
+            places = _places(loc, step, src, dst, run.reduce)
+            for lo, cnt in _runs(list(range(run.lo, run.hi)), places, limit):
+                send_line = facts.line(step, src, dst, OpKind.SEND, lo)
+                recv_line = facts.line(step, dst, src, OpKind.RECV, lo)
+                pieces.append(_Transfer(step, src, dst, lo, cnt, run.reduce, send_line, recv_line))
         out[(step, src, dst)] = pieces
     return out
 
 
-def _fusions(
-    facts: _Facts, pieces: dict[tuple[int, int, int], list[_Transfer]]
-) -> list[dict[_Transfer, list[_Transfer]]]:
+def _places(loc: _Locator, step: int, src: int, dst: int, reduce: bool) -> Callable[[int], tuple[Loc | None, ...]]:
+    """Where a chunk of a message is read on the sender, written on the receiver and, for a
+    reduce, read as the receiver's operand."""
+
+    def places(c: int) -> tuple[Loc | None, ...]:
+        where = (loc.at_start(src, c, step), loc.layout.home(dst, c))
+        return (*where, loc.operand(dst, c, step, src)) if reduce else where
+
+    return places
+
+
+Pieces = dict[tuple[int, int, int], list[_Transfer]]  # (step, src, dst) -> the message's transfers
+_Fusable = dict[_Transfer, list[_Transfer]]  # a receive -> the sends it may be fused with
+
+
+def _fusable(facts: _Facts, pieces: Pieces) -> list[_Fusable]:
     """Per rank: each receive -> the next step's sends of exactly its chunks that it may be fused with.
 
     Fusable when the receive is the only one of the step that writes those chunks
-    on that rank, so the value sent in the next step is the value received."""
+    on that rank, so the value sent in the next step is the value received, and
+    when it is the only transfer from its sender in the step and the send the only
+    transfer to its peer in the step and the next: a fused send leaves a step
+    early, and a connection must not fill up with messages its receiver takes
+    only later (MSCCL runtimes buffer about two chunks per connection)."""
     by_sender: dict[tuple[int, int], list[_Transfer]] = {}
     for (step, src, _dst), ts in pieces.items():
         by_sender.setdefault((step, src), []).extend(ts)
-    out: list[dict[_Transfer, list[_Transfer]]] = [{} for _ in range(facts.p)]
+    out: list[_Fusable] = [{} for _ in range(facts.p)]
     for (step, _src, dst), ts in pieces.items():
-        nxt = by_sender.get((step + 1, dst), [])
-        for t in ts:
-            if any(len(facts.sources[(step, dst, c)]) > 1 for c in range(t.lo, t.lo + t.cnt)):
-                continue
-            same = [u for u in nxt if u.lo == t.lo and u.cnt == t.cnt]
-            if same:
-                out[dst][t] = same
+        if len(ts) != 1:
+            continue
+        t = ts[0]
+        if any(len(facts.sources[(step, dst, c)]) > 1 for c in t.chunks):
+            continue
+        same = [
+            u
+            for u in by_sender.get((step + 1, dst), [])
+            if u.lo == t.lo and u.cnt == t.cnt
+            and len(pieces[(step + 1, dst, u.dst)]) == 1 and len(pieces.get((step, dst, u.dst), ())) <= 1
+        ]  # fmt: skip
+        if same:
+            out[dst][t] = same
     return out
 
 
 def _dead(facts: _Facts, layout: _Layout, t: _Transfer, onward: _Transfer) -> bool:
     """Whether the value ``t`` leaves on its receiver is never read except by ``onward``."""
     r = t.dst
-    for c in range(t.lo, t.lo + t.cnt):
+    for c in t.chunks:
         skipped = False
         overwritten = False
         for step, _order, kind in facts.events[r].get(c, ()):
@@ -324,8 +290,7 @@ def _dead(facts: _Facts, layout: _Layout, t: _Transfer, onward: _Transfer) -> bo
             if kind == "send" and step == onward.step and not skipped:
                 skipped = True  # onward itself (one send of c to each peer per step)
                 continue
-            if kind == "copy":
-                overwritten = True
+            overwritten = kind == "copy"
             break
         else:
             if layout.output(r, c) is not None:
@@ -364,14 +329,9 @@ class _TB:
     clocks: list[dict[int, int]] = field(default_factory=list)  # per step: what it knows completed
 
 
-def _pair_threadblocks(
-    rank: int, sends_to: set[int], recvs_from: set[int], fusable: dict[_Transfer, list[_Transfer]]
-) -> list[_TB]:
+def _pair_threadblocks(sends_to: set[int], recvs_from: set[int], fusable: _Fusable) -> list[_TB]:
     """One threadblock per peer and direction: receive peers paired with send peers (see the module docstring)."""
-    weight: dict[tuple[int, int], int] = {}
-    for t, onward in fusable.items():
-        for u in onward:
-            weight[(t.src, u.dst)] = weight.get((t.src, u.dst), 0) + 1
+    weight: Counter[tuple[int, int]] = Counter((t.src, u.dst) for t, onward in fusable.items() for u in onward)
     pairs: list[tuple[int, int]] = []
     free_recv, free_send = set(recvs_from), set(sends_to)
     for (a, b), _w in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -386,6 +346,16 @@ def _pair_threadblocks(
     pairs += [(a, -1) for a in sorted(free_recv)] + [(-1, b) for b in sorted(free_send)]
     pairs.sort(key=lambda ab: (ab[1] if ab[1] >= 0 else 1 << 30, ab[0]))
     return [_TB(i, send=b, recv=a) for i, (a, b) in enumerate(pairs)]
+
+
+def _choose_fusions(facts: _Facts, layout: _Layout, tbs: list[_TB], fusable: _Fusable) -> None:
+    """Fuse each receive with an onward send whose (receive peer, send peer) has a threadblock."""
+    paired = {(tb.recv, tb.send) for tb in tbs}
+    for t, onward in fusable.items():
+        u = next((u for u in onward if (t.src, u.dst) in paired), None)
+        if u is not None:
+            t.onward, u.fused = u, True
+            t.dead = t.reduce and _dead(facts, layout, t, u)
 
 
 def _assign_channels(tbs: list[list[_TB]], limits: Limits) -> int:
@@ -408,24 +378,31 @@ def _assign_channels(tbs: list[list[_TB]], limits: Limits) -> int:
     groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for key in parent:
         groups.setdefault(find(key), []).append(key)
-    used: dict[tuple[int, int, str], int] = {}  # (rank, channel, "send"|"recv") -> threadblocks
+    used: Counter[tuple[int, int, str]] = Counter()  # (rank, channel, "send"|"recv") -> threadblocks
     nchannels = 1
     for members in sorted(groups.values()):
-        need: dict[tuple[int, str], int] = {}
+        need: Counter[tuple[int, str]] = Counter()
         for r, i in members:
             tb = tbs[r][i]
-            for side, peer in (("send", tb.send), ("recv", tb.recv)):
-                if peer >= 0:
-                    need[(r, side)] = need.get((r, side), 0) + 1
-        chan = 0
-        while any(used.get((r, chan, side), 0) + n > limits.threadblocks_per_channel for (r, side), n in need.items()):
-            chan += 1
+            need.update((r, side) for side, peer in (("send", tb.send), ("recv", tb.recv)) if peer >= 0)
+        (r, side), most = max(need.items(), key=lambda kv: kv[1]) if need else ((0, "send"), 0)
+        if most > limits.threadblocks_per_channel:
+            raise CollError(
+                f"rank {r} has {most} {side} threadblocks linked through their connections, which must share "
+                f"one channel; MSCCL runtimes take at most {limits.threadblocks_per_channel} per channel"
+            )
+        chan = next(
+            c
+            for c in range(limits.channels + 1)
+            if c == limits.channels
+            or all(used[(r, c, side)] + n <= limits.threadblocks_per_channel for (r, side), n in need.items())
+        )
         for (r, side), n in need.items():
-            used[(r, chan, side)] = used.get((r, chan, side), 0) + n
+            used[(r, chan, side)] += n
         for r, i in members:
             tbs[r][i].chan = chan
         nchannels = max(nchannels, chan + 1)
-    return nchannels
+    return nchannels  # more than limits.channels is refused by check_limits
 
 
 # --------------------------------------------------------------------------
@@ -436,8 +413,8 @@ def _assign_channels(tbs: list[list[_TB]], limits: Limits) -> int:
 class _Rank:
     """One rank's threadblocks while its operations are emitted in the global order."""
 
-    def __init__(self, rank: int, tbs: list[_TB], locate: _Locator) -> None:
-        self.rank, self.tbs, self.locate = rank, tbs, locate
+    def __init__(self, rank: int, tbs: list[_TB], layout: _Layout) -> None:
+        self.rank, self.tbs, self.layout = rank, tbs, layout
         self.by_send = {tb.send: tb for tb in tbs if tb.send >= 0}
         self.by_recv = {tb.recv: tb for tb in tbs if tb.recv >= 0}
         self.local: _TB | None = None
@@ -446,7 +423,7 @@ class _Rank:
         self.readers: dict[int, list[tuple[int, int]]] = {}
 
     def where(self, c: int) -> Loc:
-        got = self.loc.get(c) or self.locate.layout.initial(self.rank, c)
+        got = self.loc.get(c) or self.layout.initial(self.rank, c)
         if got is None:
             raise CollError(f"rank {self.rank} reads chunk {c}, which it does not hold (the schedule is unverified?)")
         return got
@@ -457,17 +434,31 @@ class _Rank:
             self.tbs.append(self.local)
         return self.local
 
-    def emit(self, tb: _TB, type_: str, lo: int, cnt: int, reads: bool, writes: bool, comment: str) -> None:
-        """Append one operation on chunks ``lo .. lo+cnt-1``: its buffers, dependencies and nops."""
-        chunks = range(lo, lo + cnt)
-        src = self.where(lo) if reads else None
-        dst = self.locate.layout.home(self.rank, lo) if writes else None
+    def emit(self, tb: _TB, type_: str, chunks: range, comment: str, *, reads: bool, writes: bool) -> None:
+        """Append one operation on ``chunks``: its buffers, dependencies and nops."""
+        src = self.where(chunks[0]) if reads else None
+        dst = self.layout.home(self.rank, chunks[0]) if writes else None
         for i, c in enumerate(chunks):
             if (src is not None and self.where(c) != (src[0], src[1] + i)) or (
-                dst is not None and self.locate.layout.home(self.rank, c) != (dst[0], dst[1] + i)
+                dst is not None and self.layout.home(self.rank, c) != (dst[0], dst[1] + i)
             ):
-                where = f"rank {self.rank}, chunks {lo}..{lo + cnt - 1}"
-                raise CollError(f"internal: {where} are not contiguous in a buffer ({comment})")
+                raise CollError(f"internal error (please report): rank {self.rank}: {comment}: chunks not contiguous")
+        deps, known = self._dependencies(tb, chunks, writes)
+        for t, i in deps[:-1]:
+            self._append(tb, _Op("nop", 0, (t, i), ""), known)
+        self._append(tb, _Op(type_, len(chunks), deps[-1] if deps else None, comment, src, dst), known)
+        me = (tb.id, len(tb.steps) - 1)
+        for c in chunks:
+            if reads:
+                self.readers.setdefault(c, []).append(me)
+            if writes:
+                self.writer[c] = me
+                self.readers[c] = []
+                self.loc[c] = self.layout.home(self.rank, c)
+
+    def _dependencies(self, tb: _TB, chunks: range, writes: bool) -> tuple[list[tuple[int, int]], dict[int, int]]:
+        """The steps of other threadblocks this one must wait for, less those already implied,
+        and what the threadblock then knows completed."""
         wanted: dict[int, int] = {}
         for c in chunks:
             hazards = [self.writer[c]] if c in self.writer else []
@@ -484,17 +475,7 @@ class _Rank:
             self.tbs[t].steps[i].hasdep = True
             for key, value in self.tbs[t].clocks[i].items():
                 known[key] = max(known.get(key, -1), value)
-        for t, i in deps[:-1]:
-            self._append(tb, _Op("nop", 0, (t, i), ""), known)
-        self._append(tb, _Op(type_, cnt, deps[-1] if deps else None, comment, src, dst), known)
-        me = (tb.id, len(tb.steps) - 1)
-        for c in chunks:
-            if reads:
-                self.readers.setdefault(c, []).append(me)
-            if writes:
-                self.writer[c] = me
-                self.readers[c] = []
-                self.loc[c] = self.locate.layout.home(self.rank, c)
+        return deps, known
 
     @staticmethod
     def _append(tb: _TB, op: _Op, known: dict[int, int]) -> None:
@@ -504,15 +485,105 @@ class _Rank:
         tb.clocks.append(clock)
 
 
-def _comment(t: _Transfer, what: str, lines: dict[int, tables.StepInfo]) -> str:
-    info = lines.get(t.step)
-    phase = f" ({info.phase})" if info is not None and info.phase else ""
-    where = f", {t.line}" if t.line else ""
-    return f"step {t.step}{phase}{where}: {what}"
+def _chunks_text(chunks: range) -> str:
+    return f"chunk {chunks[0]}" if len(chunks) == 1 else f"chunks {chunks[0]}..{chunks[-1]}"
 
 
-def _chunks_text(lo: int, cnt: int) -> str:
-    return f"chunk {lo}" if cnt == 1 else f"chunks {lo}..{lo + cnt - 1}"
+class _Emitter:
+    """Emits every transfer into its threadblocks, step by step (see the module docstring)."""
+
+    def __init__(self, facts: _Facts, ranks: list[_Rank]) -> None:
+        self.facts, self.ranks = facts, ranks
+        self.seq: Counter[tuple[int, int]] = Counter()
+
+    def sent(self, t: _Transfer) -> None:
+        t.seq = self.seq[(t.src, t.dst)]
+        self.seq[(t.src, t.dst)] += 1
+
+    def comment(self, t: _Transfer, line: str, what: str) -> str:
+        phase = self.facts.phases.get(t.step, "")
+        return f"step {t.step}{f' ({phase})' if phase else ''}, {line}: {what}"
+
+    def run(self, pieces: Pieces) -> None:
+        by_step: dict[int, list[_Transfer]] = {}
+        for (step, _src, _dst), ts in pieces.items():
+            by_step.setdefault(step, []).extend(ts)
+        for step in sorted(by_step):
+            sends = sorted((t for t in by_step[step] if not t.fused), key=lambda t: (t.src, t.dst, t.lo))
+            for t in sends:
+                self.sent(t)  # a threadblock emits its sends of a step in this order
+            recvs = sorted(by_step[step], key=lambda t: (t.dst, t.src, t.seq))
+            for rank in self.ranks:
+                self.step(rank, [t for t in sends if t.src == rank.rank], [t for t in recvs if t.dst == rank.rank])
+
+    def step(self, rank: _Rank, sends: list[_Transfer], recvs: list[_Transfer]) -> None:
+        """One rank's sends and receives of a step, each threadblock alternating between them."""
+        out: dict[int, deque[_Transfer]] = {}
+        into: dict[int, deque[_Transfer]] = {}
+        for t in sends:
+            out.setdefault(rank.by_send[t.dst].id, deque()).append(t)
+        for t in recvs:
+            into.setdefault(rank.by_recv[t.src].id, deque()).append(t)
+        unread = Counter(c for t in sends for c in t.chunks)  # chunks sends of the step have still to read
+        writers: dict[int, list[int]] = {}  # chunk -> the senders of the receives still to write it, ascending
+        for t in recvs:
+            for c in t.chunks:
+                writers.setdefault(c, []).append(t.src)
+        while out or into:
+            for tb_id in sorted(out):
+                t = out[tb_id].popleft()
+                what = f"send {_chunks_text(t.chunks)} to rank {t.dst}"
+                rank.emit(rank.tbs[tb_id], "s", t.chunks, self.comment(t, t.send_line, what), reads=True, writes=False)
+                unread.subtract(t.chunks)
+                if not out[tb_id]:
+                    del out[tb_id]
+            for tb_id in sorted(into):
+                t = into[tb_id][0]
+                if any(unread[c] > 0 or min(writers[c]) < t.src for c in t.chunks) or (
+                    t.onward is not None and tb_id in out
+                ):
+                    continue  # a send of the step still reads these chunks, a receive from a lower rank writes
+                    # them first (the order _Locator.operand assumes), or a send goes first on this threadblock
+                into[tb_id].popleft()
+                for c in t.chunks:
+                    writers[c].remove(t.src)
+                self.receive(rank, rank.tbs[tb_id], t)
+                if not into[tb_id]:
+                    del into[tb_id]
+
+    def receive(self, rank: _Rank, tb: _TB, t: _Transfer) -> None:
+        act = "reduce" if t.reduce else "copy"
+        what = f"receive {_chunks_text(t.chunks)} from rank {t.src} ({act})"
+        if t.onward is None:
+            type_ = "rrc" if t.reduce else "r"
+        else:
+            type_ = "rcs" if not t.reduce else ("rrs" if t.dead else "rrcs")
+            what += f", then send {'them' if t.cnt > 1 else 'it'} to rank {t.onward.dst} for step {t.onward.step}"
+            self.sent(t.onward)
+        rank.emit(tb, type_, t.chunks, self.comment(t, t.recv_line, what), reads=t.reduce, writes=type_ != "rrs")
+
+
+def _final_copies(rank: _Rank, layout: _Layout, limit: int) -> None:
+    """Copy the chunks the collective leaves on the rank and that never moved to ``o``."""
+    todo = [c for c in range(layout.n) if layout.output(rank.rank, c) is not None and rank.where(c)[0] != "o"]
+    for lo, cnt in _runs(todo, lambda c: (rank.where(c), layout.home(rank.rank, c)), limit):
+        what = f"copy {_chunks_text(range(lo, lo + cnt))} from the input to the output"
+        rank.emit(rank.local_tb(), "cpy", range(lo, lo + cnt), f"after the last step: {what}", reads=True, writes=True)
+
+
+def _freeze(tb: _TB) -> Threadblock:
+    steps = []
+    for s, op in enumerate(tb.steps):
+        src = op.src or op.dst or ("i", -1)  # a buffer the parsers accept where the type has none
+        dst = op.dst or op.src or ("o", -1)
+        depid, deps = op.dep if op.dep is not None else (-1, -1)
+        steps.append(Step(s, op.type, src[0], src[1], dst[0], dst[1], op.cnt, depid, deps, op.hasdep, op.comment))
+    return Threadblock(tb.id, tb.send, tb.recv, tb.chan, tuple(steps))
+
+
+# --------------------------------------------------------------------------
+# The whole lowering
+# --------------------------------------------------------------------------
 
 
 def lower(
@@ -526,12 +597,11 @@ def lower(
     """The MSCCL-IR program of ``schedule``, which must have passed `collc.verify.check.check`."""
     limits = limits or Limits()
     _require(schedule, proto, min_bytes, max_bytes)
-    facts = _Facts(schedule, tables.from_schedule(schedule))
-    layout = _Layout(schedule, facts.written())
-    locate = _Locator(layout, facts)
-    pieces = _transfers(facts, locate, limits.count)
-    fusable = _fusions(facts, pieces)
     p = schedule.nranks
+    facts = _Facts(schedule, tables.from_schedule(schedule))
+    layout = _Layout(schedule, [set(fw) for fw in facts.first_write])
+    pieces = _transfers(facts, _Locator(layout, facts), limits.count)
+    fusable = _fusable(facts, pieces)
     sends_to: list[set[int]] = [set() for _ in range(p)]
     recvs_from: list[set[int]] = [set() for _ in range(p)]
     for _step, src, dst in pieces:
@@ -539,31 +609,26 @@ def lower(
         recvs_from[dst].add(src)
     ranks = []
     for r in range(p):
-        tbs = _pair_threadblocks(r, sends_to[r], recvs_from[r], fusable[r])
-        ranks.append(_Rank(r, tbs, locate))
-        paired = {(tb.recv, tb.send) for tb in tbs}
-        for t, onward in fusable[r].items():
-            for u in onward:
-                if (t.src, u.dst) in paired and u.fused_into is None:
-                    t.fused_with, u.fused_into = u, t
-                    t.dead = t.reduce and _dead(facts, layout, t, u)
-                    break
-    _emit(schedule, facts, pieces, ranks)
+        tbs = _pair_threadblocks(sends_to[r], recvs_from[r], fusable[r])
+        _choose_fusions(facts, layout, tbs, fusable[r])
+        ranks.append(_Rank(r, tbs, layout))
+    stored: list[set[int]] = [set() for _ in range(p)]
+    for ts in pieces.values():
+        for t in ts:
+            if not t.dead:
+                stored[t.dst].update(t.chunks)
+    layout.spill(stored)  # scratch only for the chunks a step stores
+    _Emitter(facts, ranks).run(pieces)
     for rank in ranks:
         _final_copies(rank, layout, limits.count)
     nchannels = _assign_channels([rank.tbs for rank in ranks], limits)
     gpus = tuple(
-        Gpu(
-            id=rank.rank,
-            i_chunks=layout.i_chunks,
-            o_chunks=layout.o_chunks,
-            s_chunks=len(layout.scratch[rank.rank]),
-            threadblocks=tuple(_frozen(tb) for tb in rank.tbs),
-        )
+        Gpu(rank.rank, layout.i_chunks, layout.o_chunks, len(layout.scratch[rank.rank]), tuple(map(_freeze, rank.tbs)))
         for rank in ranks
     )
+    name = f"{schedule.algorithm} {params_text(schedule.params)}".strip()
     algo = Algo(
-        name=_name(schedule),
+        name=name if len(name) <= _NAME_MAX else name[: _NAME_MAX - 3] + "...",
         proto=proto,
         nchannels=nchannels,
         nchunksperloop=max(layout.i_chunks, layout.o_chunks),
@@ -576,7 +641,7 @@ def lower(
         gpus=gpus,
         source=f"{PurePath(schedule.source).name} {params_text(schedule.params)}",
     )
-    _check_limits(algo, limits)
+    check_limits(algo, limits)
     return algo
 
 
@@ -588,147 +653,12 @@ def _require(schedule: Schedule, proto: str, min_bytes: int, max_bytes: int) -> 
         )
     if schedule.compresses():
         raise CollError(f"{schedule.algorithm} has compression points, which MSCCL-IR cannot express", schedule.span)
+    check_options(proto, min_bytes, max_bytes)
+
+
+def check_options(proto: str, min_bytes: int, max_bytes: int) -> None:
+    """The ``algo`` element's options, as the runtimes take them."""
     if proto not in PROTOCOLS:
         raise CollError(f"unknown protocol {proto!r}; MSCCL runtimes know {', '.join(PROTOCOLS)}")
-    if not 0 <= min_bytes <= max_bytes:
-        raise CollError(f"the size range needs 0 <= minBytes <= maxBytes, got {min_bytes} and {max_bytes}")
-
-
-def _emit(
-    schedule: Schedule,
-    facts: _Facts,
-    pieces: dict[tuple[int, int, int], list[_Transfer]],
-    ranks: list[_Rank],
-) -> None:
-    """Every transfer, in the global order: per step, every rank's sends, then every rank's receives."""
-    seq: dict[tuple[int, int], int] = {}
-
-    def sent(t: _Transfer) -> None:
-        t.seq = seq.get((t.src, t.dst), 0)
-        seq[(t.src, t.dst)] = t.seq + 1
-
-    by_step: dict[int, list[_Transfer]] = {}
-    for (step, _src, _dst), ts in pieces.items():
-        by_step.setdefault(step, []).extend(ts)
-    for step in sorted(by_step):
-        ts = by_step[step]
-        for t in sorted((t for t in ts if t.fused_into is None), key=lambda t: (t.src, t.dst, t.lo)):
-            rank = ranks[t.src]
-            what = f"send {_chunks_text(t.lo, t.cnt)} to rank {t.dst}"
-            rank.emit(rank.by_send[t.dst], "s", t.lo, t.cnt, True, False, _comment(t, what, facts.lines))
-            sent(t)
-        for t in sorted(ts, key=lambda t: (t.dst, t.src, t.seq)):
-            rank = ranks[t.dst]
-            act = "reduce" if t.reduce else "copy"
-            what = f"receive {_chunks_text(t.lo, t.cnt)} from rank {t.src} ({act})"
-            onward = t.fused_with
-            if onward is None:
-                type_, writes = ("rrc", True) if t.reduce else ("r", True)
-                tb = rank.by_recv[t.src]
-            else:
-                type_ = "rcs" if not t.reduce else ("rrs" if t.dead else "rrcs")
-                writes = type_ != "rrs"
-                tb = rank.by_send[onward.dst]
-                what += f", then send {'them' if t.cnt > 1 else 'it'} to rank {onward.dst} for step {onward.step}"
-                sent(onward)
-            rank.emit(tb, type_, t.lo, t.cnt, t.reduce, writes, _comment(t, what, facts.lines))
-
-
-def _final_copies(rank: _Rank, layout: _Layout, limit: int) -> None:
-    """Copy the chunks the collective leaves on the rank and that never moved to ``o``."""
-    todo = [c for c in range(layout.n) if layout.output(rank.rank, c) is not None and rank.where(c)[0] != "o"]
-    for lo, cnt in _runs(todo, lambda c: (rank.where(c), layout.home(rank.rank, c)), limit):
-        what = f"copy {_chunks_text(lo, cnt)} from the input to the output"
-        rank.emit(rank.local_tb(), "cpy", lo, cnt, True, True, f"after the last step: {what}")
-
-
-def _runs(chunks: list[int], places: Callable[[int], tuple[Loc, ...]], limit: int) -> Iterator[tuple[int, int]]:
-    """(lo, cnt) runs of ``chunks`` consecutive in id and in every buffer ``places(c)`` names."""
-    start = 0
-    for i in range(1, len(chunks) + 1):
-        if i < len(chunks) and chunks[i] == chunks[i - 1] + 1 and i - start < limit:
-            before, after = places(chunks[i - 1]), places(chunks[i])
-            if all(_next(a, b) for a, b in zip(before, after, strict=True)):
-                continue
-        yield chunks[start], i - start
-        start = i
-
-
-def _frozen(tb: _TB) -> Threadblock:
-    steps = []
-    for s, op in enumerate(tb.steps):
-        src = op.src or op.dst or ("i", -1)  # a buffer the parsers accept where the type has none
-        dst = op.dst or op.src or ("o", -1)
-        depid, deps = op.dep if op.dep is not None else (-1, -1)
-        steps.append(Step(s, op.type, src[0], src[1], dst[0], dst[1], op.cnt, depid, deps, op.hasdep, op.comment))
-    return Threadblock(tb.id, tb.send, tb.recv, tb.chan, tuple(steps))
-
-
-def _name(schedule: Schedule) -> str:
-    text = f"{schedule.algorithm} {params_text(schedule.params)}".strip()
-    return text if len(text) <= _NAME_MAX else text[: _NAME_MAX - 3] + "..."
-
-
-def _check_limits(algo: Algo, limits: Limits) -> None:
-    """Refuse programs that MSCCL runtimes would reject or silently ignore."""
-    problems = []
-    if algo.nchannels > limits.channels:
-        problems.append(f"it needs {algo.nchannels} channels; runtimes have at most {limits.channels}")
-    for g in algo.gpus:
-        if len(g.threadblocks) > limits.threadblocks:
-            problems.append(f"rank {g.id} needs {len(g.threadblocks)} threadblocks (at most {limits.threadblocks})")
-        for tb in g.threadblocks:
-            if len(tb.steps) > limits.steps_per_threadblock:
-                problems.append(
-                    f"rank {g.id}, threadblock {tb.id} (send {tb.send}, recv {tb.recv}) has {len(tb.steps)} steps "
-                    f"(at most {limits.steps_per_threadblock}, nops included)"
-                )
-        if max(g.i_chunks, g.o_chunks, g.s_chunks) > limits.offset:
-            problems.append(f"rank {g.id} has more than {limits.offset} chunks in a buffer")
-    if problems:
-        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-        raise CollError(
-            f"the MSCCL-IR program is beyond what MSCCL runtimes accept: {shown}",
-            notes=("fewer chunks or fewer steps per rank make the program smaller",),
-        )
-
-
-# --------------------------------------------------------------------------
-# XML text
-# --------------------------------------------------------------------------
-
-
-def _attr(value: str) -> str:
-    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _comment_text(text: str) -> str:
-    return text.replace("--", "- -")
-
-
-def to_xml(algo: Algo) -> str:
-    """The XML text: one element per line, attributes on the element's line, spaces only, no XML
-    declaration, every attribute the runtimes read present (their parsers are minimal: docs/msccl.md)."""
-    out = [
-        f'<algo name="{_attr(algo.name)}" proto="{algo.proto}" nchannels="{algo.nchannels}" '
-        f'nchunksperloop="{algo.nchunksperloop}" ngpus="{algo.ngpus}" coll="{algo.coll}" '
-        f'inplace="{int(algo.inplace)}" outofplace="{int(algo.outofplace)}" '
-        f'minBytes="{algo.min_bytes}" maxBytes="{algo.max_bytes}">',
-        f"  <!-- collc: {_comment_text(algo.source)} -->",
-    ]
-    for g in algo.gpus:
-        out.append(f'  <gpu id="{g.id}" i_chunks="{g.i_chunks}" o_chunks="{g.o_chunks}" s_chunks="{g.s_chunks}">')
-        for tb in g.threadblocks:
-            out.append(f'    <tb id="{tb.id}" send="{tb.send}" recv="{tb.recv}" chan="{tb.chan}">')
-            for st in tb.steps:
-                if st.comment:
-                    out.append(f"      <!-- {_comment_text(st.comment)} -->")
-                out.append(
-                    f'      <step s="{st.s}" type="{st.type}" srcbuf="{st.srcbuf}" srcoff="{st.srcoff}" '
-                    f'dstbuf="{st.dstbuf}" dstoff="{st.dstoff}" cnt="{st.cnt}" depid="{st.depid}" '
-                    f'deps="{st.deps}" hasdep="{int(st.hasdep)}"/>'
-                )
-            out.append("    </tb>")
-        out.append("  </gpu>")
-    out.append("</algo>")
-    return "\n".join(out) + "\n"
+    if not 0 <= min_bytes <= max_bytes <= MAX_BYTES:
+        raise CollError(f"the size range needs 0 <= minBytes <= maxBytes < 2^63, got {min_bytes} and {max_bytes}")

@@ -156,7 +156,7 @@ def load_algorithm(file: str, codecs: tuple[str, ...] = ()) -> api.Algorithm:
     try:
         alg = api.load(file)
     except CollError as err:
-        fail_input(err, _sources_of(err, file))
+        fail_input(err, err.sources)
     try:
         return alg.with_codecs(overrides)
     except CollError as err:
@@ -172,10 +172,6 @@ def load_instance(
         return alg.instantiate(**values)
     except CollError as err:
         fail_input(err, alg.sources)
-
-
-def _sources_of(err: CollError, file: str) -> dict[str, str]:
-    return err.sources
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

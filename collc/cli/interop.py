@@ -25,6 +25,10 @@ from collc.ir import schedule_to_json
 @click.option("--proto", type=click.Choice(list(msccl.PROTOCOLS)), default="Simple", show_default=True)
 @click.option("--min-bytes", default="0", show_default=True, help="msccl-xml: smallest size the program is for.")
 @click.option("--max-bytes", default="1TiB", show_default=True, help="msccl-xml: largest size the program is for.")
+@click.option(
+    "--max-steps", type=click.IntRange(1, 1024), default=64, show_default=True,
+    help="msccl-xml: most steps per threadblock the runtime takes (RCCL: 64; microsoft/msccl: 256).",
+)  # fmt: skip
 def export(
     file: str,
     p: str | None,
@@ -36,9 +40,15 @@ def export(
     proto: str,
     min_bytes: str,
     max_bytes: str,
+    max_steps: int,
 ) -> None:
     """Verify a schedule, then write it for other tools: MSCCL-IR XML (allreduce, allgather,
     reduce-scatter, alltoall), or the IR as JSON."""
+    low, high = _size(min_bytes, "--min-bytes"), _size(max_bytes, "--max-bytes")
+    try:
+        msccl.check_options(proto, low, high)
+    except CollError as err:
+        fail_input(err)
     inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
@@ -48,10 +58,9 @@ def export(
         text = json.dumps(schedule_to_json(inst.schedule), indent=1) + "\n"
         summary = f"{inst.schedule.algorithm}: {len(inst.schedule.steps)} steps"
     else:
-        low = _size(min_bytes, "--min-bytes")
-        high = _size(max_bytes, "--max-bytes")
+        limits = msccl.Limits(steps_per_threadblock=max_steps)
         try:
-            algo = msccl.lower(inst.schedule, proto=proto, min_bytes=low, max_bytes=high)
+            algo = msccl.lower(inst.schedule, proto=proto, min_bytes=low, max_bytes=high, limits=limits)
         except CollError as err:
             fail_input(err, inst.algorithm.sources)
         text = msccl.to_xml(algo)
@@ -62,7 +71,7 @@ def export(
     try:
         Path(out).write_text(text)
     except OSError as err:
-        raise click.BadParameter(f"cannot write {out}: {err.strerror}", param_hint="-o/--output") from None
+        fail_input(CollError(f"cannot write {out}: {err.strerror or err}"))
     click.echo(f"wrote {out}: {summary}")
 
 
@@ -75,7 +84,7 @@ def _size(text: str, option: str) -> int:
 
 def _summary(algo: msccl.Algo) -> str:
     tbs = [len(g.threadblocks) for g in algo.gpus]
-    steps = max((len(tb.steps) for g in algo.gpus for tb in g.threadblocks), default=0)
+    steps = algo.most_steps()
     fused = {t: algo.count(t) for t in ("rcs", "rrcs", "rrs") if algo.count(t)}
     fused_text = ", ".join(f"{n} {t}" for t, n in fused.items()) or "none"
     return (

@@ -11,12 +11,13 @@ from collc.diagnostics import CollError
 
 
 def parse_steps(text: str, nsteps: int) -> range:
-    """``A:B`` (steps A .. B-1, as the language's ``A .. B``), ``A:``, ``:B`` or one step ``A``."""
-    m = re.fullmatch(r"\s*(\d*)\s*(:?)\s*(\d*)\s*", text)
+    """``A..B`` (steps A to B, both included, as ``-p 2..8``), ``A..``, ``..B`` or one step ``A``."""
+    m = re.fullmatch(r"\s*(\d*)\s*(?:(\.\.)\s*(\d*))?\s*", text)
     if not m or not (m.group(1) or m.group(3)) or (not m.group(2) and not m.group(1)):
-        raise click.BadParameter(f"{text!r}: expected A:B (B excluded), A:, :B or one step A", param_hint="--steps")
+        expected = "expected A..B (both included), A.., ..B or one step A"
+        raise click.BadParameter(f"{text!r}: {expected}", param_hint="--steps")
     lo = int(m.group(1)) if m.group(1) else 0
-    hi = (int(m.group(3)) if m.group(3) else nsteps) if m.group(2) else lo + 1
+    hi = (int(m.group(3)) + 1 if m.group(3) else nsteps) if m.group(2) else lo + 1
     if not 0 <= lo < hi <= nsteps:
         has = f"steps 0..{nsteps - 1}" if nsteps else "no steps"
         raise click.BadParameter(f"{text!r} selects no steps or steps past the end: the schedule has {has}",
@@ -38,7 +39,7 @@ def parse_steps(text: str, nsteps: int) -> range:
     help="Arrow colour in the step view: the step [default], or the port (torus: dimension and direction; "
     "otherwise the signed distance to the peer).",
 )
-@click.option("--steps", "steps_text", default=None, metavar="A:B", help="Only steps A .. B-1 (also A:, :B, or A).")
+@click.option("--steps", "steps_text", default=None, metavar="A..B", help="Only steps A to B (also A.., ..B, or A).")
 @click.option(
     "--max-panels", type=click.IntRange(1, 64), default=16, show_default=True, help="At most this many step panels."
 )
@@ -84,6 +85,7 @@ def viz(
                 schedule, output, color_by="port" if color_by == "port" else "step", max_panels=max_panels,
                 steps=steps, merge=not no_merge,
             )  # fmt: skip
-            click.echo(f"wrote {picture.path}: {picture.panels} panels, {picture.arrows} sends drawn; {picture.note}")
+            panels = f"{picture.panels} panel{'s' * (picture.panels != 1)}"
+            click.echo(f"wrote {picture.path}: {panels}, {picture.arrows} sends drawn; {picture.note}")
     except OSError as err:
         fail_input(CollError(f"cannot write {output}: {err.strerror or err}"))

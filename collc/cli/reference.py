@@ -196,6 +196,10 @@ def _main(argv: list[str]) -> int:
     text = render()
     if argv == ["--write"]:
         path = reference_path()
+        if not (path.parents[1] / "pyproject.toml").is_file():
+            root = path.parents[1]
+            print(f"error: --write updates docs/cli.md of a collc checkout; {root} is not one", file=sys.stderr)
+            return 2
         path.write_text(text)
         print(f"wrote {path}")
     else:
