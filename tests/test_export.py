@@ -501,3 +501,16 @@ def test_the_simulator_bounds_connections() -> None:
     msccl_sim.simulate(text, capacity=None)
     with pytest.raises(msccl_sim.XmlError, match="deadlock"):
         msccl_sim.simulate(text, capacity=2)
+
+
+@pytest.mark.slow
+def test_many_random_schedules_pass_the_simulator() -> None:
+    """400 more random schedules, larger (p up to 10, up to 5 chunks per block), in one test."""
+    for seed in range(100):
+        for i, collective in enumerate(msccl.COLL_NAMES):
+            rng = np.random.default_rng(10_000 + 4 * seed + i)
+            p, k = int(rng.integers(2, 11)), int(rng.integers(1, 6))
+            schedule = random_schedule(rng, collective, p, k)
+            assert check(schedule).ok
+            algo = msccl.lower(schedule, limits=msccl.Limits(steps_per_threadblock=1024))
+            msccl_sim.simulate(msccl.to_xml(algo), seeds=2, max_steps=1024)
