@@ -23,7 +23,7 @@ from collc.elaborate import elaborate, elaborate_sampled
 from collc.ir import ParamValue, Schedule
 from collc.simulate import NetworkModel, simulate
 from collc.topology import Topology
-from collc.viz import suffix_ok
+from collc.viz import suffix_problem
 
 SAMPLE_LIMIT = 16
 """Step loops longer than this run only this many iterations when simulated (`--exact` runs them all)."""
@@ -221,8 +221,9 @@ def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path
     import matplotlib.pyplot as plt
 
     path = Path(out)
-    if not suffix_ok(out):
-        raise CollError(f"--plot {out}: the picture must be .png, .svg or .pdf")
+    problem = suffix_problem(out)
+    if problem is not None:
+        raise CollError(f"--plot {problem}")
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for name in result.names():
         ys = [result.point(name, s).goodput_gbps for s in result.sizes]

@@ -37,6 +37,18 @@ def suffix_ok(path: str | Path) -> bool:
     return Path(path).suffix.lower() in SUFFIXES
 
 
+def suffix_problem(path: str | Path) -> str | None:
+    """Why a picture cannot be written under this name, or None."""
+    return None if suffix_ok(path) else f"{path}: the picture must be .png, .svg or .pdf"
+
+
+def chunk_problem(schedule: Schedule, chunk: int) -> str | None:
+    """Why ``chunk`` names no chunk of the schedule, or None."""
+    if 0 <= chunk < schedule.nchunks:
+        return None
+    return f"chunk {chunk} is out of range: {schedule.algorithm} has chunks 0..{schedule.nchunks - 1}"
+
+
 def torus_dims(schedule: Schedule) -> tuple[int, ...] | None:
     """The shape of a program with a ``dims`` parameter that covers all its ranks, else None."""
     value = schedule.param_dict.get("dims")
@@ -410,10 +422,9 @@ def _rect(fig: Figure, x: float, y: float, w: float, h: float) -> tuple[float, f
 
 
 def _check(path: str | Path, schedule: Schedule, chunk: int | None = None) -> None:
-    if not suffix_ok(path):
-        raise ValueError(f"{path}: the picture must be .png, .svg or .pdf")
-    if chunk is not None and not 0 <= chunk < schedule.nchunks:
-        raise ValueError(f"chunk {chunk} is out of range: {schedule.algorithm} has chunks 0..{schedule.nchunks - 1}")
+    problem = suffix_problem(path) or (chunk_problem(schedule, chunk) if chunk is not None else None)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def draw_steps(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -16,14 +17,15 @@ from typing import Any
 import matplotlib
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import collc
 from collc import viz
-from collc.cli import EXIT_INPUT, EXIT_OK, main
+from collc.cli import EXIT_INPUT, EXIT_OK
 from collc.ir import Action, OpKind, Schedule, Step, schedule_from_json
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(Path(__file__).parent))
+from test_cli import EXAMPLES, cli
+
 RING, SWING, TORUS = (str(EXAMPLES / f) for f in ("ring_allreduce.coll", "swing_bw.coll", "torus/swing_bw_torus.coll"))
 
 
@@ -39,9 +41,8 @@ def cli_args(file: str, arg: str) -> list[str]:
 
 
 def viz_cli(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, ["viz", *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result.exit_code, result.output
+    out = cli("viz", *args)  # fails the test on any exception other than SystemExit
+    return out.code, out.text
 
 
 def sends(step: Step, chunk: int | None = None) -> int:

@@ -66,16 +66,16 @@ def viz(
     is, not verified first (a wrong schedule can be looked at too)."""
     from collc import viz as pictures
 
-    if not pictures.suffix_ok(output):
-        raise click.BadParameter(f"{output}: the picture must be .png, .svg or .pdf", param_hint="-o/--output")
+    problem = pictures.suffix_problem(output)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="-o/--output")
     if chunk is not None and color_by is not None:
         raise click.UsageError("--color applies to the step view; --chunk pictures are coloured by step")
     schedule = load_instance(file, p, params, dims, codecs).schedule
     steps = parse_steps(steps_text, len(schedule.steps)) if steps_text is not None else None
-    if chunk is not None and not 0 <= chunk < schedule.nchunks:
-        raise click.BadParameter(
-            f"{chunk} is out of range: {schedule.algorithm} has chunks 0..{schedule.nchunks - 1}", param_hint="--chunk"
-        )
+    problem = pictures.chunk_problem(schedule, chunk) if chunk is not None else None
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--chunk")
     try:
         if chunk is not None:
             picture = pictures.draw_chunk_flow(schedule, output, chunk, steps=steps)

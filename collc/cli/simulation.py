@@ -15,7 +15,7 @@ from collc.cli.common import (
     parse_sizes,
 )
 from collc.diagnostics import CollError
-from collc.viz import suffix_ok
+from collc.viz import suffix_problem
 
 
 @main.command()
@@ -81,8 +81,9 @@ def sim(
         parsed = [goodput.parse_entry(e) for e in entries]
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="FILE") from None
-    if plot_path is not None and not suffix_ok(plot_path):
-        raise click.BadParameter(f"{plot_path}: the picture must be .png, .svg or .pdf", param_hint="--plot")
+    problem = suffix_problem(plot_path) if plot_path is not None else None
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--plot")
     try:
         result = goodput.study(parsed, topology, parse_sizes(sizes), model, extra, exact=exact)
     except CollError as err:
