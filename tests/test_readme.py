@@ -22,6 +22,18 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert "pip install -q -e '.[test]'" in ci and "python -m pytest -q" in ci
 
 
+def test_ci_runs_in_a_fresh_venv_of_its_own() -> None:
+    """CI makes its own venv, without the system's packages, and runs the test command inside it."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    lines = [line.strip() for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    make = next(i for i, line in enumerate(lines) if " -m venv " in line)
+    activate = next(i for i, line in enumerate(lines) if "/bin/activate" in line)
+    install = next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert make < activate < install
+    assert "--system-site-packages" not in ci
+    assert any("mktemp" in line for line in lines[:make]), "the venv is made outside the checkout"
+
+
 @pytest.mark.parametrize("p", [2, 4, 6, 8, 10, 16, 32])
 def test_readme_coll_program_verifies(p: int) -> None:
     program = next(body for _, body in BLOCKS if body.startswith("algorithm "))

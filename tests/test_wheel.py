@@ -1,9 +1,13 @@
 """The built wheel: its contents, and `collc` working from a fresh environment.
 
-The wheel is installed into a virtual environment outside the checkout, created
-with ``--system-site-packages`` so that the dependencies resolve without a
-download.  The editable install of collc is visible there too, so the tests
-first make sure that the environment really imports the wheel.
+The wheel is installed into a virtual environment outside the checkout.  Its
+dependencies resolve without a download from the environment that runs the
+tests: a ``.pth`` file lists that environment's site-packages folders (whether
+it is a virtual environment or the system's), so that what the test extras
+installed is what the wheel sees.  A folder named in a ``.pth`` file is put on
+``sys.path`` without running the ``.pth`` files inside it, so an editable
+install of collc there stays out of sight; the tests still make sure that the
+environment really imports the wheel.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -69,12 +75,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return whl
 
 
+def _dependency_folders() -> list[str]:
+    """The site-packages folders of the environment running the tests, where collc's dependencies are."""
+    folders = [*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    return list(dict.fromkeys(str(Path(f).resolve()) for f in folders if Path(f).is_dir()))
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
     root = tmp_path_factory.mktemp("venv") / "env"
     assert not root.resolve().is_relative_to(REPO)
-    _ok(_run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", root], cwd=root.parent))
+    _ok(_run([sys.executable, "-m", "venv", "--without-pip", root], cwd=root.parent))
     python = root / "bin" / "python"
+    where = _ok(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=root.parent))
+    (Path(where.strip()) / "collc-test-dependencies.pth").write_text(
+        "".join(f"{folder}\n" for folder in _dependency_folders())
+    )
     if _run([python, "-m", "pip", "--version"], cwd=root.parent).returncode != 0:
         _ok(_run([python, "-m", "ensurepip", "--default-pip"], cwd=root.parent))
     _ok(
