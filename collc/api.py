@@ -20,7 +20,7 @@ from collc.backends import cuda, local, mpi_c, mpi_launch, mpi_py, msccl
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
-from collc.elaborate_codecs import codec_table, override_codecs
+from collc.elaborate.codec_ops import codec_table, override_codecs
 from collc.frontend.program import Program, load_program, parse_program
 from collc.ir import Collective, ParamValue, Schedule, schedule_to_json
 from collc.resources import data_dir
