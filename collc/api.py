@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from collc.backends import cuda, local, mpi_c, mpi_launch, mpi_py, msccl
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
-from collc.elaborate_codecs import codec_table, override_codecs
+from collc.elaborate.codec_ops import codec_table, override_codecs
 from collc.frontend.program import Program, load_program, parse_program
 from collc.ir import Collective, ParamValue, Schedule, schedule_to_json
 from collc.resources import data_dir
@@ -180,7 +182,7 @@ class Instance:
             self._require_verified("run --backend cuda")
         return cuda.run(
             self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed,
-            workdir=None if workdir is None else Path(workdir),
+            workdir=None if workdir is None else Path(workdir), error_bounds=_error_bounds(self.schedule, dtype),
         )  # fmt: skip
 
     def run_mpi(
@@ -244,12 +246,8 @@ class Instance:
         if backend != "local":
             raise CollError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
         s = self.schedule
-        bounds = None
-        if s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None and dtype in local.DTYPES:
-            # the inputs are uniform in [-1, 1]: the verifier's bounds for |x| <= 1
-            bounds = analyse(s, input_bound=1.0, dtype=dtype).bound
         try:
-            return local.run(s, count, dtype, op, seed=seed, iters=iters, error_bounds=bounds)
+            return local.run(s, count, dtype, op, seed=seed, iters=iters, error_bounds=_error_bounds(s, dtype))
         except ValueError as err:
             raise CollError(str(err)) from None
 
@@ -260,6 +258,15 @@ class Instance:
         """The schedule as MSCCL-IR XML for MSCCL runtimes (docs/msccl.md); it must verify first."""
         self._require_verified("export --format msccl-xml")
         return msccl.to_xml(msccl.lower(self.schedule, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes))
+
+
+def _error_bounds(schedule: Schedule, dtype: str) -> np.ndarray | None:
+    """For a schedule with compression points, the verifier's error bound per (rank, chunk) slot that the
+    executors judge their results by: the inputs are uniform in [-1, 1], so the bounds for |x| <= 1."""
+    s = schedule
+    if s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None and dtype in local.DTYPES:
+        return analyse(s, input_bound=1.0, dtype=dtype).bound
+    return None
 
 
 def _mpi_count_error(schedule: Schedule, count: int) -> str | None:

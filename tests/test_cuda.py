@@ -465,6 +465,15 @@ def test_no_gpu_is_a_clear_error() -> None:
         pytest.skip("a GPU is available")
 
 
+def test_compressed_runs_need_the_verifiers_bounds() -> None:
+    """The backend judges a compressed result by error bounds its caller passes (the API: the verifier's)."""
+    schedule = _schedule("compressed_ring_allreduce", {"p": 3})
+    with pytest.raises(CollError, match=r"has compression points: .* of shape \(3, 3\); got none"):
+        cuda.run(schedule, [16])
+    with pytest.raises(CollError, match=r"of shape \(3, 3\); got shape \(3, 2\)"):
+        cuda.run(schedule, [16], error_bounds=np.zeros((3, 2)))
+
+
 def _operands(dtype: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Two vectors of ``dtype`` with the values that test an op: NaN, ±inf, ±0, overflow, wrap-around."""
     rng = np.random.default_rng(DTYPE_SEED[dtype])

@@ -45,7 +45,6 @@ from collc.codecs.grid import GridCodec, grid_constants
 from collc.diagnostics import CollError
 from collc.ir import Schedule, format_id_set
 from collc.resources import data_dir
-from collc.verify.compression import analyse
 
 __all__ = [
     "BASE_FLAGS",
@@ -635,6 +634,7 @@ def run(
     seed: int = 0,
     devices: Sequence[int] | None = None,
     workdir: Path | None = None,
+    error_bounds: np.ndarray | None = None,
 ) -> list[CudaRow]:
     """Generate, build and run a VERIFIED schedule on CuPy arrays, once per count; one row per count.
 
@@ -642,7 +642,7 @@ def run(
     The library is built for the architecture of rank 0's device, in
     ``workdir`` (default: a temporary folder).  See `run_library`.
     """
-    _check_run_args(dtype, op, iters, warmup, schedule)
+    _check_run_args(dtype, op, iters, warmup, schedule, error_bounds)
     placement = _placement(schedule, devices)
     arch = gpu_arch(placement[0])
     with tempfile.TemporaryDirectory(prefix="collc-cuda-") as tmp:
@@ -650,7 +650,9 @@ def run(
         generate(schedule, out)
         lib = Library(build(out, schedule, arch=arch), schedule)
         try:
-            return run_library(lib, counts, dtype, op, iters, warmup=warmup, seed=seed, devices=placement)
+            return run_library(
+                lib, counts, dtype, op, iters, warmup=warmup, seed=seed, devices=placement, error_bounds=error_bounds
+            )
         finally:
             lib.release()
 
@@ -665,20 +667,26 @@ def run_library(
     warmup: int = 1,
     seed: int = 0,
     devices: Sequence[int] | None = None,
+    error_bounds: np.ndarray | None = None,
 ) -> list[CudaRow]:
     """Run a built library on CuPy arrays, once per count; one row per count.
 
     Inputs come from `local.make_inputs` (``seed``); every iteration starts
     from them and is timed with CUDA events on the current stream of rank 0's
-    device; the last result is checked with `local.count_wrong`.
+    device; the last result is checked with `local.count_wrong`, or for a
+    schedule with compression points with `judge_compressed` against
+    ``error_bounds``, the verifier's bound per (rank, chunk) slot for inputs of
+    magnitude at most 1 (`collc.verify.compression.analyse`).
     """
-    _check_run_args(dtype, op, iters, warmup, lib.schedule)
+    _check_run_args(dtype, op, iters, warmup, lib.schedule, error_bounds)
     cp = cupy_module()
     placement = _placement(lib.schedule, devices)
-    return [_run_count(cp, lib, count, dtype, op, iters, warmup, seed, placement) for count in counts]
+    return [_run_count(cp, lib, count, dtype, op, iters, warmup, seed, placement, error_bounds) for count in counts]
 
 
-def _check_run_args(dtype: str, op: str, iters: int, warmup: int, schedule: Schedule) -> None:
+def _check_run_args(
+    dtype: str, op: str, iters: int, warmup: int, schedule: Schedule, error_bounds: np.ndarray | None
+) -> None:
     if dtype not in DTYPES or op not in OPS:
         raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(DTYPES)}; ops: {', '.join(OPS)}")
     if iters < 1 or warmup < 0:
@@ -690,6 +698,13 @@ def _check_run_args(dtype: str, op: str, iters: int, warmup: int, schedule: Sche
         raise CollError(
             f"{schedule.algorithm} compresses: the cuda backend runs it on float32 data with the op(s) "
             f"{', '.join(ops)}, not {dtype}/{op}"
+        )
+    shape = (schedule.nranks, schedule.nchunks)
+    if error_bounds is None or error_bounds.shape != shape:
+        got = "none" if error_bounds is None else f"shape {error_bounds.shape}"
+        raise CollError(
+            f"{schedule.algorithm} has compression points: its result is judged by the verifier's error bounds "
+            f"(collc.verify.compression.analyse), one per (rank, chunk) slot of shape {shape}; got {got}"
         )
 
 
@@ -710,6 +725,7 @@ def _run_count(
     warmup: int,
     seed: int,
     placement: list[int],
+    error_bounds: np.ndarray | None,
 ) -> CudaRow:
     schedule = lib.schedule
     try:
@@ -745,8 +761,8 @@ def _run_count(
     result = np.stack([cp.asnumpy(w) for w in work]).view(inputs.dtype)
     itemsize = inputs.dtype.itemsize
     timing = ("cuda", count, count * itemsize, sum(times) / len(times), min(times), max(times), iters)
-    if schedule.compresses():
-        wrong, worst, bound = judge_compressed(schedule, result, inputs, op, count)
+    if schedule.compresses() and error_bounds is not None:
+        wrong, worst, bound = judge_compressed(schedule, result, inputs, op, count, error_bounds)
         return CudaRow(*timing, wrong, worst, bound)
     values, mask = local.expected(schedule, inputs, op)
     p = schedule.nranks
@@ -755,14 +771,15 @@ def _run_count(
 
 
 def judge_compressed(
-    schedule: Schedule, result: np.ndarray, inputs: np.ndarray, op: str, count: int
+    schedule: Schedule, result: np.ndarray, inputs: np.ndarray, op: str, count: int, bounds: np.ndarray
 ) -> tuple[int, float, float]:
     """(wrong elements, the largest absolute error, the largest bound) of a compressed schedule's result.
 
     Wrong: the elements of the output that differ bit for bit from the numpy
     executor's (`local_codecs.execute` on the same inputs), or that are
-    further from the exact result than the verifier's bound for inputs in
-    [-1, 1], whichever count is larger.
+    further from the exact result than ``bounds`` (the verifier's bound per
+    (rank, chunk) slot for inputs in [-1, 1]; `local.judge_error_bounds`),
+    whichever count is larger.
     """
     p, n = schedule.nranks, schedule.nchunks
     offsets = collectives.element_offsets(schedule.collective, p, n, count)
@@ -771,6 +788,5 @@ def judge_compressed(
     _, mask = local.expected(schedule, inputs, op)
     mask = np.asarray(mask, dtype=bool)
     differ = result.view(np.uint32) != reference.view(np.uint32)
-    bounds = analyse(schedule, input_bound=1.0, dtype=str(inputs.dtype)).bound
-    beyond, worst, bound = local_codecs.judge(schedule, result, inputs, op, count, bounds)
+    beyond, worst, bound = local.judge_error_bounds(schedule, result, inputs, op, count, bounds)
     return max(int(np.count_nonzero(differ & mask)), beyond), worst, bound

@@ -16,6 +16,10 @@ collective (`collectives.logical_count`), cut into chunks by
 (`collectives.chunk_origin` / `chunk_dest`), never from the schedule, and
 `count_wrong` compares: exactly for integers, max/min and copies, and within a
 rounding bound for floating-point sum and prod.
+
+A schedule with compression points runs with its codecs
+(`collc.backends.local_codecs.execute`) and is judged by the verifier's error
+bounds, which the caller passes (`judge_error_bounds`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import ml_dtypes
 import numpy as np
 
 from collc import collectives
+from collc.backends import local_codecs
 from collc.collectives import EVERY
 from collc.ir import Action, ChunkSet, Collective, OpKind, Schedule
 
@@ -41,6 +46,7 @@ __all__ = [
     "count_wrong",
     "execute",
     "expected",
+    "judge_error_bounds",
     "make_inputs",
     "plan",
     "run",
@@ -455,6 +461,44 @@ def count_wrong(
     return wrong
 
 
+def judge_error_bounds(
+    schedule: Schedule,
+    result: np.ndarray,
+    inputs: np.ndarray,
+    op: str,
+    count: int,
+    bounds: np.ndarray,
+) -> tuple[int, float, float]:
+    """(wrong elements, the largest absolute error, the largest bound) of a schedule with compression points.
+
+    Over the elements that must match, against the exact float64 reduction
+    (`expected`): ``bounds[r, c]`` is the error bound of slot (r, c), given by
+    the caller (the verifier's); an element is wrong when its error exceeds its
+    slot's bound plus the rounding allowance of `count_wrong`.
+    """
+    p, n = schedule.nranks, schedule.nchunks
+    values, mask = expected(schedule, inputs, op)
+    offsets = collectives.element_offsets(schedule.collective, p, n, count)
+    chunk_of = np.repeat(np.arange(n), np.diff(offsets))
+    g = 0.0
+    if op == "sum":
+        info = ml_dtypes.finfo(result.dtype)
+        g = _gamma(p, float(info.eps)) + _gamma(p, float(np.finfo(np.float64).eps))
+    wrong, worst, bound_max = 0, 0.0, 0.0
+    for r in range(p):
+        m = np.asarray(mask[r])
+        if not m.any():
+            continue
+        exp = values[r][m]
+        err = np.abs(result[r][m].astype(np.float64) - exp)
+        err[np.isnan(err)] = np.inf
+        allowed = bounds[r][chunk_of[m]] + g * (np.abs(exp) + p)
+        wrong += int(np.count_nonzero(~(err <= allowed)))
+        worst = max(worst, float(err.max()))
+        bound_max = max(bound_max, float(bounds[r][chunk_of[m]].max()))
+    return wrong, worst, bound_max
+
+
 # --------------------------------------------------------------------------
 # One run
 # --------------------------------------------------------------------------
@@ -499,15 +543,13 @@ def run(
     _check_layout(schedule)
     _check_budget(schedule, count, dt.itemsize, max_bytes)
     if schedule.compresses():
-        from collc.backends import local_codecs  # it builds on this module
-
         if error_bounds is None:
             raise ValueError(
                 f"{schedule.algorithm} has compression points: its result is judged by the verifier's error bounds "
                 "(collc.verify.compression.analyse); pass error_bounds"
             )
         _logical(schedule, count)
-        return local_codecs.run(schedule, count, dtype, op, seed, iters, error_bounds, max_bytes=max_bytes)
+        return _run_compressed(schedule, count, dtype, op, seed, iters, error_bounds, max_bytes=max_bytes)
     lowered = plan(schedule, count)
     inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
     total = 0.0
@@ -529,4 +571,45 @@ def run(
         iters=iters,
         time_us=total / iters * 1e6,
         wrong=wrong,
+    )
+
+
+def _run_compressed(
+    schedule: Schedule,
+    count: int,
+    dtype: str,
+    op: str,
+    seed: int,
+    iters: int,
+    bounds: np.ndarray,
+    *,
+    max_bytes: int,
+) -> RunResult:
+    """`run` for a schedule with compression points: its codecs run (`local_codecs.execute`) and its result is
+    judged by ``bounds``, the verifier's per-slot error bounds (`judge_error_bounds`)."""
+    local_codecs.check_args(schedule, dtype, op)
+    if bounds.shape != (schedule.nranks, schedule.nchunks):
+        raise ValueError(f"error bounds of shape {bounds.shape}, expected {(schedule.nranks, schedule.nchunks)}")
+    inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
+    offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    total = 0.0
+    buffers = inputs
+    for _ in range(iters):
+        buffers = inputs.copy()
+        start = time.perf_counter()
+        local_codecs.execute(schedule, buffers, op, offsets)
+        total += time.perf_counter() - start
+    wrong, worst, bound = judge_error_bounds(schedule, buffers, inputs, op, count, bounds)
+    return RunResult(
+        algorithm=schedule.algorithm,
+        nranks=schedule.nranks,
+        count=count,
+        nbytes=count * DTYPES[dtype].itemsize,
+        dtype=dtype,
+        op=op,
+        iters=iters,
+        time_us=total / iters * 1e6,
+        wrong=wrong,
+        max_abs_error=worst,
+        error_bound=bound,
     )

@@ -15,31 +15,25 @@ decodes to, and a table records which slots are compressed and with what:
   payloads (the codec's ``add_payloads``: op sum only) and stays compressed;
   any other reduce works on the (decoded) values.
 
-The result is judged by the verifier's error bound for each (rank, chunk)
-slot (`collc.verify.compression`), given by the caller: an element is wrong
-when it is further from the exact float64 reduction than its bound plus the
-floating-point rounding allowance of `local.count_wrong`.  Only float32 and
-float64 data and the ops sum, max and min are supported: the codecs encode
-floating-point values, and the error bounds assume a sum (which also bounds
-max and min).
+`collc.backends.local.run` runs a schedule that compresses with `execute` and
+judges its result by the verifier's error bound for each (rank, chunk) slot
+(`local.judge_error_bounds`).  Only float32 and float64 data and the ops sum,
+max and min are supported (`check_args`): the codecs encode floating-point
+values, and the error bounds assume a sum (which also bounds max and min).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-import ml_dtypes
 import numpy as np
 
-from collc import collectives
-from collc.backends import local
 from collc.codecs import Codec, parse_codec
 from collc.ir import Action, Op, OpKind, Schedule
 
-__all__ = ["OPS", "judge", "run"]
+__all__ = ["DTYPES", "OPS", "check_args", "execute"]
 
 OPS: tuple[str, ...] = ("sum", "max", "min")
 DTYPES: tuple[str, ...] = ("float32", "float64")
@@ -61,7 +55,8 @@ class _Move:
     reduce: bool
 
 
-def _check(schedule: Schedule, dtype: str, op: str) -> None:
+def check_args(schedule: Schedule, dtype: str, op: str) -> None:
+    """ValueError unless ``schedule`` (it compresses) can run on ``dtype`` data with ``op``."""
     if dtype not in DTYPES:
         raise ValueError(
             f"{schedule.algorithm} has compression points: it runs on {' or '.join(DTYPES)} data (codecs encode "
@@ -154,79 +149,3 @@ def execute(schedule: Schedule, buffers: np.ndarray, op: str, offsets: np.ndarra
                         payloads[key] = (codec, total)
                     else:  # raw data (a misuse the verifier reports also lands here, on the decoded values)
                         buffers[m.dst, at] = ufunc(buffers[m.dst, at], data)
-
-
-def judge(
-    schedule: Schedule,
-    result: np.ndarray,
-    inputs: np.ndarray,
-    op: str,
-    count: int,
-    bounds: np.ndarray,
-) -> tuple[int, float, float]:
-    """(wrong elements, the largest absolute error, the largest bound) over the elements that must match.
-
-    ``bounds[r, c]`` is the error bound of slot (r, c); an element is wrong when its
-    error exceeds its slot's bound plus the rounding allowance of `local.count_wrong`.
-    """
-    p, n = schedule.nranks, schedule.nchunks
-    values, mask = local.expected(schedule, inputs, op)
-    offsets = collectives.element_offsets(schedule.collective, p, n, count)
-    chunk_of = np.repeat(np.arange(n), np.diff(offsets))
-    g = 0.0
-    if op == "sum":
-        info = ml_dtypes.finfo(result.dtype)
-        g = local._gamma(p, float(info.eps)) + local._gamma(p, float(np.finfo(np.float64).eps))
-    wrong, worst, bound_max = 0, 0.0, 0.0
-    for r in range(p):
-        m = np.asarray(mask[r])
-        if not m.any():
-            continue
-        exp = values[r][m]
-        err = np.abs(result[r][m].astype(np.float64) - exp)
-        err[np.isnan(err)] = np.inf
-        allowed = bounds[r][chunk_of[m]] + g * (np.abs(exp) + p)
-        wrong += int(np.count_nonzero(~(err <= allowed)))
-        worst = max(worst, float(err.max()))
-        bound_max = max(bound_max, float(bounds[r][chunk_of[m]].max()))
-    return wrong, worst, bound_max
-
-
-def run(
-    schedule: Schedule,
-    count: int,
-    dtype: str,
-    op: str,
-    seed: int,
-    iters: int,
-    bounds: np.ndarray,
-    *,
-    max_bytes: int = local.DEFAULT_MAX_BYTES,
-) -> local.RunResult:
-    """`local.run` for a schedule with compression points; ``bounds``: the verifier's per-slot error bounds."""
-    _check(schedule, dtype, op)
-    if bounds.shape != (schedule.nranks, schedule.nchunks):
-        raise ValueError(f"error bounds of shape {bounds.shape}, expected {(schedule.nranks, schedule.nchunks)}")
-    inputs = local.make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
-    offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
-    total = 0.0
-    buffers = inputs
-    for _ in range(iters):
-        buffers = inputs.copy()
-        start = time.perf_counter()
-        execute(schedule, buffers, op, offsets)
-        total += time.perf_counter() - start
-    wrong, worst, bound = judge(schedule, buffers, inputs, op, count, bounds)
-    return local.RunResult(
-        algorithm=schedule.algorithm,
-        nranks=schedule.nranks,
-        count=count,
-        nbytes=count * local.DTYPES[dtype].itemsize,
-        dtype=dtype,
-        op=op,
-        iters=iters,
-        time_us=total / iters * 1e6,
-        wrong=wrong,
-        max_abs_error=worst,
-        error_bound=bound,
-    )

@@ -33,15 +33,13 @@ The stage, module by module:
   loops, for the simulator (`elaborate_sampled`);
 * `scope`: environments and scopes, and the helpers generated code calls;
 * `syntax`: checks and walks over the AST that need no instance;
-* `collc.elaborate_codecs` (beside this package): codec tables and
-  compress/decompress ops.
+* `codec_ops`: codec tables, codec overrides and compress/decompress ops.
 """
 
 from collc.elaborate.driver import bind_params, constants, elaborate, elaborate_sampled
 from collc.elaborate.emitter import MAX_CALL_DEPTH as MAX_CALL_DEPTH
 from collc.elaborate.emitter import MAX_CHUNKS, MAX_RANKS
 from collc.elaborate.emitter import MAX_LOOP_ITERATIONS as MAX_LOOP_ITERATIONS
-from collc.elaborate.emitter import _Emitter as _Emitter  # the type `collc.elaborate_codecs` names
 from collc.ir import ChunkSet
 
 __all__ = ["MAX_CHUNKS", "MAX_RANKS", "ChunkSet", "bind_params", "constants", "elaborate", "elaborate_sampled"]

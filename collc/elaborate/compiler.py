@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from collc.diagnostics import CollError
+from collc.elaborate.codec_ops import codec_table
 from collc.elaborate.emitter import MAX_CALL_DEPTH, _Emitter
 from collc.elaborate.expr_code import _FOLDABLE_BUILTINS, _FOLDABLE_NODES
 from collc.elaborate.scope import _MISSING, Env, ExprFn, Scope, StmtFn, _bool, _is_local, _Slots
 from collc.elaborate.stmt_code import _Code
 from collc.elaborate.syntax import _assigned, _check_literals, _children, _source_text
-from collc.elaborate_codecs import codec_table
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import Span

@@ -11,15 +11,18 @@ by its subclass `collc.elaborate.stmt_code._Code`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from collc.diagnostics import CollError
-from collc.elaborate.emitter import _new_op, _new_set, _op_codec, _op_fields, _set_bits
+from collc.elaborate.emitter import _Emitter, _new_op, _new_set, _op_codec, _op_fields, _set_bits
 from collc.elaborate.scope import (
     _BOUND,
     _INT_MIN,
     _MISSING,
+    Env,
+    ExprFn,
     Scope,
+    StmtFn,
     _at,
     _bool,
     _note_call,
@@ -29,12 +32,14 @@ from collc.elaborate.scope import (
 )
 from collc.elaborate.syntax import _check_literal
 from collc.frontend import ast
+from collc.frontend.program import Program
 from collc.ir import ChunkSet, CodecOp, Op, Span
 from collc.values import (
     BUILTINS,
     MAX_SET_ELEMENT,
     LangError,
     Range,
+    Value,
     binop,
     compare,
     index,
@@ -42,9 +47,6 @@ from collc.values import (
     make_set,
     unop,
 )
-
-if TYPE_CHECKING:
-    from collc.elaborate.compiler import _Compiler
 
 # The names generated code may use besides its closure variables.
 _CODE_GLOBALS: dict[str, Any] = {
@@ -119,6 +121,35 @@ _FOLDABLE_BUILTINS = frozenset({"log2", "ceil_log2", "is_pow2", "abs", "popcount
 _FOLDABLE_NODES = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Index, ast.SetLit, ast.TupleLit)
 
 
+class _Compiles(Protocol):
+    """What generated code asks of the compiler it writes for (`collc.elaborate.compiler._Compiler`).
+
+    The functions of sub-nodes compiled on their own (a nested expression,
+    statement, comparison chain, comprehension, failing assertion), constant
+    folding, and the state of the instance its code refers to.
+    """
+
+    program: Program
+    globals: Env
+    emitter: _Emitter
+    codecs: dict[str, str]  # codec name -> canonical spec
+    memos: dict[str, dict[tuple[object, ...], Value]]
+    fns: dict[str, Callable[[tuple[Value, ...], Span], Value]]
+    procs: dict[str, Callable[[tuple[Value, ...], Span], None]]
+
+    def constant(self, node: ast.Expr, local: Scope) -> Any: ...
+
+    def expr(self, node: ast.Expr, local: Scope, fold: bool = True) -> ExprFn: ...
+
+    def chain(self, node: ast.Compare, local: Scope) -> ExprFn: ...
+
+    def comprehension(self, node: ast.Comprehension, local: Scope) -> ExprFn: ...
+
+    def stmt(self, node: ast.Stmt, local: Scope) -> StmtFn: ...
+
+    def assertion_failure(self, node: ast.Assert, local: Scope) -> Callable[[Any, Value], None]: ...
+
+
 class _ExprCode:
     """The source of one generated Python function, evaluating expressions inline.
 
@@ -131,7 +162,7 @@ class _ExprCode:
     the same sources for every ``p`` and each is compiled once per process.
     """
 
-    def __init__(self, compiler: _Compiler, fold: bool = True) -> None:
+    def __init__(self, compiler: _Compiles, fold: bool = True) -> None:
         self.compiler = compiler
         self.fold = fold  # evaluate constant sub-expressions once, now
         self.lines: list[str] = []

@@ -24,13 +24,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from collc.ir import Op, Span
 from collc.values import Range, Value, iterate
-
-if TYPE_CHECKING:
-    from collc.elaborate.emitter import _Emitter
 
 SKIPPED = "\x00skipped"
 """The phase recorded for a skipped step counter: any rank that opens that step conflicts."""
@@ -41,6 +38,15 @@ EDGE = 4
 
 class SamplingConflict(Exception):
     """The ranks do not meet a sampled loop the same way; elaborate exactly instead."""
+
+
+class _Steps(Protocol):
+    """What a sampler reads and marks of the emitter that owns it (`collc.elaborate.emitter._Emitter`):
+    its step counter, the ops so far by step counter, and the phase recorded for each counter."""
+
+    counter: int
+    ops: dict[int, list[Op]]
+    phase_of: dict[int, tuple[str, Span]]
 
 
 def picks(n: int, limit: int) -> list[int]:
@@ -66,7 +72,7 @@ class StepSampler:
     loops: dict[int, tuple[int, tuple[int, ...]]] = field(default_factory=dict)  # start -> (n, picked counters)
     stand_in: dict[int, int] = field(default_factory=dict)  # skipped counter -> the counter standing in for it
 
-    def loop(self, emitter: _Emitter, values: Value, span: Span) -> tuple[Iterable[tuple[int, Value]], int]:
+    def loop(self, emitter: _Steps, values: Value, span: Span) -> tuple[Iterable[tuple[int, Value]], int]:
         """The (counter, value) pairs of the iterations to run, and the counter after the loop."""
         base = emitter.counter
         items: Range | list[Value] = values if type(values) is Range else list(iterate(values, "for loop"))
@@ -100,7 +106,7 @@ class StepSampler:
             before = now
         return frozenset(out)
 
-    def _record(self, emitter: _Emitter, base: int, n: int, run: tuple[int, ...], span: Span) -> None:
+    def _record(self, emitter: _Steps, base: int, n: int, run: tuple[int, ...], span: Span) -> None:
         known = self.loops.get(base)
         if known is not None:
             if known != (n, run):

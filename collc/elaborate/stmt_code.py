@@ -5,16 +5,16 @@ expressions do.  Steps are opened and closed inline (falling back to
 `_Emitter.open_step` for the checks), and a send or receive whose peer and
 chunks are valid is appended to the open step inline; anything else goes to
 `_Emitter.emit`.  Compress and decompress ops go to
-`collc.elaborate_codecs.emit_local`; ``do proc(...)`` calls the compiled
+`collc.elaborate.codec_ops.emit_local`; ``do proc(...)`` calls the compiled
 procedure.
 """
 
 from __future__ import annotations
 
+from collc.elaborate.codec_ops import emit_local
 from collc.elaborate.expr_code import _ExprCode
 from collc.elaborate.scope import Scope
 from collc.elaborate.syntax import _check_literals
-from collc.elaborate_codecs import emit_local
 from collc.frontend import ast
 from collc.ir import Action, OpKind, Span
 

@@ -16,17 +16,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING
 
 from collc.codecs import Codec, parse_codec
 from collc.diagnostics import CollError
+from collc.elaborate.emitter import _Emitter
 from collc.frontend import ast
 from collc.frontend.program import Program, check_codec_spec
 from collc.ir import ChunkSet, OpKind, Span, make_op
 from collc.values import Value
-
-if TYPE_CHECKING:
-    from collc.elaborate import _Emitter
 
 __all__ = ["codec", "codec_table", "emit_local", "override_codecs"]
 
