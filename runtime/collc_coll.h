@@ -14,6 +14,12 @@
  *   alltoall              work = the chunk segments the rank touches; the send
  *                         blocks are copied in, the receive blocks out
  *
+ * The schedule moves whole elements, holes included.  For a datatype with holes
+ * (the pair types MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT)
+ * the work buffer is therefore always collc's own, and the result reaches the
+ * caller's receive buffer field by field (collc_copy_data), so that its holes
+ * stay as they were, as with any MPI collective.
+ *
  * A call that does not fit the schedule (see collc_shim.h) goes to the PMPI
  * collective (interposed MPI_* entry points) or returns COLLC_ERR_UNSUPPORTED
  * (collc_* entry points).
@@ -75,7 +81,7 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, op, -1, count);
     struct collc_ctx ctx;
     const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    char *ref = NULL;
+    char *ref = NULL, *work;
     double scale = 0;
     int err;
     if (collc_admit(&c, 1) != COLLC_FITS)
@@ -86,10 +92,12 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
         COLLC_PMPI(Allreduce)(in, ref, count, dt, op, comm);
         scale = collc_check_scale(&c, comm, in, count);
     }
-    err = collc_execute(&c, &ctx, count, (char *)recvbuf, 0, NULL);
+    work = c.holes ? NULL : (char *)recvbuf;
+    err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
-        if (sendbuf != MPI_IN_PLACE) memmove(recvbuf, sendbuf, (size_t)(count * c.extent));
+        if (work != in) memmove(work, in, (size_t)(count * c.extent));
         err = s->run(&ctx);
+        if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
     if (ref != NULL) {
         if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
@@ -106,7 +114,7 @@ static inline int collc_allgather(const struct collc_sched *s, const char *entry
         collc_call_of(s, entry, mode, comm, recvcount, recvtype, MPI_OP_NULL, -1, recvcount * s->nranks);
     struct collc_ctx ctx;
     const int same = sendbuf == MPI_IN_PLACE || (sendcount == recvcount && sendtype == recvtype);
-    char *ref = NULL, *mine;
+    char *ref = NULL, *mine, *work;
     int err;
     if (collc_admit(&c, same) != COLLC_FITS)
         return COLLC_UNFIT(mode, Allgather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -117,10 +125,14 @@ static inline int collc_allgather(const struct collc_sched *s, const char *entry
         COLLC_PMPI(Allgather)(sendbuf == MPI_IN_PLACE ? mine : sendbuf, recvcount, recvtype, ref, recvcount,
                               recvtype, comm);
     }
-    err = collc_execute(&c, &ctx, recvcount * c.size, (char *)recvbuf, 0, NULL);
+    work = c.holes ? NULL : (char *)recvbuf;
+    err = collc_execute(&c, &ctx, recvcount * c.size, work, recvcount * c.size, &work);
     if (err == MPI_SUCCESS) {
-        if (sendbuf != MPI_IN_PLACE) memmove(mine, sendbuf, (size_t)(recvcount * c.extent));
+        const void *from = sendbuf == MPI_IN_PLACE ? mine : sendbuf;
+        char *to = work + c.rank * recvcount * c.extent;
+        if (to != from) memmove(to, from, (size_t)(recvcount * c.extent));
         err = s->run(&ctx);
+        if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, recvcount * c.size);
     }
     if (ref != NULL) {
         if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount * c.size, 0, 0);
@@ -153,7 +165,7 @@ static inline int collc_reduce_scatter_block(const struct collc_sched *s, const 
         const size_t block = (size_t)(recvcount * c.extent);
         memcpy(work, in, block * (size_t)c.size);
         err = s->run(&ctx);
-        if (err == MPI_SUCCESS) memcpy(recvbuf, work + c.rank * block, block);
+        if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work + c.rank * block, recvcount);
     }
     if (ref != NULL) {
         if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount, collc_rounded(op), scale);
@@ -167,7 +179,7 @@ static inline int collc_bcast(const struct collc_sched *s, const char *entry, en
 {
     struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, MPI_OP_NULL, root, count);
     struct collc_ctx ctx;
-    char *ref = NULL;
+    char *ref = NULL, *work;
     int err;
     if (collc_admit(&c, 1) != COLLC_FITS)
         return COLLC_UNFIT(mode, Bcast, buffer, count, dt, root, comm);
@@ -177,8 +189,13 @@ static inline int collc_bcast(const struct collc_sched *s, const char *entry, en
         if (c.rank == root) memcpy(ref, buffer, (size_t)(count * c.extent));
         COLLC_PMPI(Bcast)(ref, count, dt, root, comm);
     }
-    err = collc_execute(&c, &ctx, count, (char *)buffer, 0, NULL);
-    if (err == MPI_SUCCESS) err = s->run(&ctx);
+    work = c.holes ? NULL : (char *)buffer;
+    err = collc_execute(&c, &ctx, count, work, count, &work);
+    if (err == MPI_SUCCESS) {
+        if (c.rank == root && work != buffer) memcpy(work, buffer, (size_t)(count * c.extent));
+        err = s->run(&ctx);
+        if (err == MPI_SUCCESS && c.rank != root) collc_copy_data(&c, (char *)buffer, work, count);
+    }
     if (ref != NULL) {
         if (err == MPI_SUCCESS) collc_compare(&c, buffer, ref, count, 0, 0);
         free(ref);
@@ -205,13 +222,14 @@ static inline int collc_reduce_to_root(const struct collc_sched *s, const char *
         scale = collc_check_scale(&c, comm, in, count);
     }
     if (c.rank == root)
-        work = (char *)recvbuf;
+        work = c.holes ? NULL : (char *)recvbuf;
     else if (!s->receives[c.rank])
         work = (char *)in; /* only read: the rank sends and never receives */
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
         if (work != in) memmove(work, in, (size_t)(count * c.extent));
         err = s->run(&ctx);
+        if (err == MPI_SUCCESS && c.rank == root) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
     if (ref != NULL) {
         if (err == MPI_SUCCESS && c.rank == root) collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
@@ -246,8 +264,8 @@ static inline int collc_alltoall(const struct collc_sched *s, const char *entry,
         memcpy(work + collc_chunk_pos(&ctx, c.rank * p * k) * c.extent, in, block * (size_t)p);
         err = s->run(&ctx);
         for (int src = 0; src < p && err == MPI_SUCCESS; src++)
-            memcpy((char *)recvbuf + src * block, work + collc_chunk_pos(&ctx, (src * p + c.rank) * k) * c.extent,
-                   block);
+            collc_copy_data(&c, (char *)recvbuf + src * block,
+                            work + collc_chunk_pos(&ctx, (src * p + c.rank) * k) * c.extent, recvcount);
     }
     if (ref != NULL) {
         if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount * p, 0, 0);

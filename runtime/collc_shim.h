@@ -60,6 +60,17 @@ enum collc_reason {
     COLLC_NREASONS
 };
 
+/* The bytes of one element that carry data, as runs [at, at + len): a datatype
+ * whose size is below its extent (a pair type such as MPI_DOUBLE_INT) has holes,
+ * which are not part of a buffer: MPI leaves them in a receive buffer as they were. */
+#define COLLC_MAX_FIELDS 8
+struct collc_fields {
+    int n;
+    struct {
+        int at, len;
+    } run[COLLC_MAX_FIELDS];
+};
+
 /* One call: its arguments, and what admission learnt about them. */
 struct collc_call {
     const struct collc_sched *sched;
@@ -74,6 +85,8 @@ struct collc_call {
     int size, rank;
     MPI_Aint extent;
     MPI_Count type_size;
+    int holes;                  /* type_size < extent: results are copied out field by field */
+    struct collc_fields fields; /* when holes */
 };
 
 static struct {
@@ -150,8 +163,9 @@ static inline void collc_describe(const struct collc_call *c, char *out, size_t 
  * ------------------------------------------------------------------------- */
 
 /* Whether `dt` can be moved as `extent` raw bytes per element: a predefined
- * datatype (pair types such as MPI_DOUBLE_INT included: padding travels along),
- * or a derived one that is contiguous, without holes and with lower bound 0. */
+ * datatype (pair types such as MPI_DOUBLE_INT included: the schedule moves their
+ * holes too, in collc's own buffers, and results reach the caller's buffer field
+ * by field), or a derived one that is contiguous, without holes and with lower bound 0. */
 static inline int collc_plain_type(MPI_Datatype dt, MPI_Count size, MPI_Aint extent, MPI_Aint lb)
 {
     int ni, na, nd, combiner;
@@ -160,6 +174,51 @@ static inline int collc_plain_type(MPI_Datatype dt, MPI_Count size, MPI_Aint ext
     if (combiner == MPI_COMBINER_NAMED) return lb == 0 && extent > 0;
     if (PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS) return 0;
     return size > 0 && size == extent && lb == 0 && true_lb == 0 && true_extent == extent;
+}
+
+/* The data bytes of one element of `dt` (extent at most 256), found by packing
+ * an element whose bytes are their own offsets: the packed bytes name the offsets
+ * that carry data.  Returns 0 when the packed form is not such a selection of
+ * bytes (a library that converts data when packing) or has too many runs. */
+static inline int collc_fields_of(MPI_Datatype dt, MPI_Aint extent, MPI_Count size, struct collc_fields *f)
+{
+    unsigned char elem[256], packed[256], seen[256];
+    int position = 0;
+    f->n = 0;
+    if (extent <= 0 || extent > (MPI_Aint)sizeof elem || size <= 0 || size > extent) return 0;
+    for (int k = 0; k < (int)extent; k++) elem[k] = (unsigned char)k, seen[k] = 0;
+    if (PMPI_Pack(elem, 1, dt, packed, (int)sizeof packed, &position, MPI_COMM_SELF) != MPI_SUCCESS ||
+        position != (int)size)
+        return 0;
+    for (int j = 0; j < position; j++) {
+        int at = packed[j];
+        if (at >= (int)extent || seen[at]) return 0;
+        seen[at] = 1;
+        if (f->n > 0 && f->run[f->n - 1].at + f->run[f->n - 1].len == at) {
+            f->run[f->n - 1].len++;
+        } else {
+            if (f->n == COLLC_MAX_FIELDS) return 0;
+            f->run[f->n].at = at;
+            f->run[f->n].len = 1;
+            f->n++;
+        }
+    }
+    return 1;
+}
+
+/* dst = src for n elements of call c, leaving the holes of dst's elements as they were. */
+static inline void collc_copy_data(const struct collc_call *c, char *dst, const char *src, MPI_Count n)
+{
+    if (dst == src || n == 0) return;
+    if (!c->holes) {
+        memmove(dst, src, (size_t)(n * c->extent));
+        return;
+    }
+    for (MPI_Count e = 0; e < n; e++)
+        for (int k = 0; k < c->fields.n; k++) {
+            MPI_Count at = e * c->extent + c->fields.run[k].at;
+            memmove(dst + at, src + at, (size_t)c->fields.run[k].len);
+        }
 }
 
 /* Whether `op` is one of MPI's predefined reduction ops. */
@@ -234,6 +293,9 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
     PMPI_Type_get_extent(c->dt, &lb, &c->extent);
     if (!collc_plain_type(c->dt, c->type_size, c->extent, lb))
         return collc_reason_set(COLLC_DATATYPE, "datatype with holes or a nonzero lower bound");
+    c->holes = c->type_size < c->extent;
+    if (c->holes && !collc_fields_of(c->dt, c->extent, c->type_size, &c->fields))
+        return collc_reason_set(COLLC_DATATYPE, "a predefined datatype whose data bytes cannot be found");
     if (c->op != MPI_OP_NULL && collc_predefined_op(c->op)) {
         int ni, na, nd, combiner = MPI_COMBINER_NAMED;
         PMPI_Type_get_envelope(c->dt, &ni, &na, &nd, &combiner);

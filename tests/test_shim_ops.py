@@ -1,0 +1,316 @@
+"""Every predefined reduction op on every datatype MPI defines it for, through the PMPI shim
+(``LD_PRELOAD=libcollc_<algorithm>.so``) of every allreduce, allgather and reduce-scatter
+example, at 4, 6 and 8 ranks, against the MPI library's own algorithm.
+
+``tests/mpi/op_matrix.c`` runs the matrix (the MPI standard's table of predefined ops
+and datatypes for C, pair types and ``MPI_IN_PLACE`` included; see its header) and
+compares each interposed call with the ``PMPI_`` collective on the same input; its tally
+uses PMPI too.  Here each (example, ranks) pair is built once and runs the whole matrix
+in one ``mpiexec``; the shim's log (``COLLC_SHIM_LOG=1``) must show every call of the
+matrix run on the schedule, on every rank, and none handed to PMPI, so that a shim
+that fell back for everything could not pass.
+
+The pairs come from the examples' declared collectives and constraints: a rank count
+(or torus shape) that an example's constraints exclude is listed by
+`test_excluded_pairs_are_excluded_by_the_examples_constraints`, not run; an example that
+allows none of 4, 6 and 8 ranks runs at the smallest rank count it allows.  Schedules
+with compression points are refused by the mpi-c target (another matter) and listed too.
+
+Planted bugs (the element size taken for the extent, the holes of pair types written,
+the PMPI_Reduce_local fallback one element short) show that the matrix catches what it
+is meant to catch.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import collc
+from collc.backends import mpi_c
+from collc.backends.mpitools import mpi_env, mpicc, mpiexec
+from collc.diagnostics import CollError
+from collc.ir import Collective, ParamValue
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "examples"
+OP_MATRIX = HERE / "mpi" / "op_matrix.c"
+RANKS = (4, 6, 8)
+MORE_RANKS = range(9, 17)  # for an example that allows none of RANKS
+TIMEOUT = 300
+
+# The matrix's collective for each collective an example may declare.
+MATRIX = {
+    Collective.ALLREDUCE: "allreduce",
+    Collective.ALLGATHER: "allgather",
+    Collective.REDUCE_SCATTER: "reduce_scatter_block",
+}
+# The fewest cases a full run of each matrix makes (fewer: the program lost part of it).
+MIN_CASES = {"allreduce": 2400, "allgather": 300, "reduce_scatter_block": 1600}
+
+# The pair types whose size is below their extent (holes between or after the fields).
+HOLED_PAIRS = ("MPI_DOUBLE_INT", "MPI_LONG_INT", "MPI_SHORT_INT", "MPI_LONG_DOUBLE_INT")
+
+
+# --------------------------------------------------------------------------
+# Which (example, ranks) pairs run
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One example at one rank count (torus examples: one shape)."""
+
+    path: Path
+    name: str
+    collective: str
+    params: tuple[tuple[str, ParamValue], ...]
+    nranks: int
+
+    @property
+    def id(self) -> str:
+        shape = dict(self.params).get("dims")
+        dims = "x".join(map(str, shape)) if isinstance(shape, tuple) else None
+        return f"{self.name}-p{self.nranks}" + (f"-{dims}" if dims else "")
+
+
+@dataclass(frozen=True)
+class Excluded:
+    name: str
+    params: str
+    reason: str
+
+
+def _shapes(p: int) -> list[dict[str, ParamValue]]:
+    """Torus shapes of p ranks: two dimensions a x b (2 <= a <= b), then one."""
+    two = [{"dims": (a, p // a)} for a in range(2, p) if p % a == 0 and a <= p // a]
+    return [*two, {"dims": (p,)}]
+
+
+def _candidates(alg: collc.Algorithm, p: int) -> list[dict[str, ParamValue]]:
+    return _shapes(p) if "dims" in alg.param_names else [{"p": p}]
+
+
+def _try(alg: collc.Algorithm, params: dict[str, ParamValue]) -> collc.Instance | str:
+    """The instance, or why the example's constraints exclude these parameters."""
+    try:
+        return alg.instantiate(**params)
+    except CollError as err:
+        if "violates the constraint" in err.message:
+            return f"{err.message} ({err.span})" if err.span else err.message
+        raise
+
+
+def _first_allowed(
+    alg: collc.Algorithm, p: int, excluded: list[Excluded] | None
+) -> tuple[dict[str, ParamValue], collc.Instance] | None:
+    """The first parameters of p ranks the constraints allow (torus: two dimensions before one);
+    the others are added to ``excluded`` (when given) with the constraint they violate."""
+    for params in _candidates(alg, p):
+        inst = _try(alg, params)
+        if not isinstance(inst, str):
+            return params, inst
+        if excluded is not None:
+            excluded.append(Excluded(alg.name, ", ".join(f"{k}={v}" for k, v in params.items()), inst))
+    return None
+
+
+def _plan() -> tuple[list[Pair], list[Excluded]]:
+    pairs: list[Pair] = []
+    excluded: list[Excluded] = []
+    for path in sorted(EXAMPLES.rglob("*.coll")):
+        if path.parent.name == "lib" or (alg := collc.load(path)).collective not in MATRIX:
+            continue
+        allowed = [(p, found) for p in RANKS if (found := _first_allowed(alg, p, excluded)) is not None]
+        if not allowed:  # the smallest rank count it allows
+            allowed = [(p, found) for p in MORE_RANKS if (found := _first_allowed(alg, p, None)) is not None][:1]
+        for p, (params, inst) in allowed:
+            if inst.schedule.compresses():
+                excluded.append(Excluded(alg.name, "any p", "compression points: the mpi-c target refuses them"))
+                break
+            pairs.append(Pair(path, alg.name, MATRIX[alg.collective], tuple(params.items()), p))
+    return pairs, excluded
+
+
+PAIRS, EXCLUDED = _plan()
+
+
+def test_every_example_of_the_three_collectives_is_covered() -> None:
+    """Each allreduce, allgather and reduce-scatter example runs, unless the mpi-c target refuses it."""
+    names = {p.name for p in PAIRS}
+    refused = {e.name for e in EXCLUDED if "compression" in e.reason}
+    declared = {
+        collc.load(path).name
+        for path in EXAMPLES.rglob("*.coll")
+        if path.parent.name != "lib" and collc.load(path).collective in MATRIX
+    }
+    assert declared == names | refused, sorted(declared - names - refused)
+    assert {"swing_bw", "ring_allreduce", "ring_allgather", "ring_reduce_scatter"} <= names
+    for name in names - {"recursive_doubling", "hamiltonian_torus", "recdoub_bw_torus", "recdoub_lat_torus"}:
+        assert {p.nranks for p in PAIRS if p.name == name} == set(RANKS), name
+
+
+def test_excluded_pairs_are_excluded_by_the_examples_constraints() -> None:
+    for e in EXCLUDED:
+        assert "violates the constraint" in e.reason or "compression" in e.reason, e
+    recursive = {e.params for e in EXCLUDED if e.name == "recursive_doubling"}
+    assert recursive == {"p=6"}
+    assert any(p.name == "hamiltonian_torus" and p.nranks == 9 for p in PAIRS)
+
+
+# --------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    command: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def tail(self, lines: int = 40) -> str:
+        fails = [line for line in self.stderr.splitlines() if line.startswith("FAIL")]
+        other = [line for line in (self.stdout + self.stderr).splitlines() if not line.startswith(("collc:", "case "))]
+        return f"$ {self.command}\nexit status {self.returncode}\n" + "\n".join((fails or other)[:lines])
+
+
+def mpirun(nranks: int, args: Sequence[str | Path], *, preload: Path, env: dict[str, str] | None = None) -> Run:
+    """``mpiexec -n nranks ARGS`` with the library preloaded into the ranks only, stdin closed."""
+    base = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("COLLC_SHIM_")}
+    full_env = mpi_env(nranks, base)
+    full_env.update(env or {})
+    command = [str(mpiexec()), "-n", str(nranks), "-genv", "LD_PRELOAD", str(preload), *map(str, args)]
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"timed out after {TIMEOUT} s\n" + Run(" ".join(command), -9, out, err).tail())
+    return Run(" ".join(command), proc.returncode, out, err)
+
+
+SUMMARY = re.compile(r"op_matrix: (\w+): (\d+) cases, (\d+) interposed calls per rank, on (\d+) ranks, (\d+) failures")
+CASE = re.compile(r"^case (\S+) (\S+) (\S+) (\d+)$", re.M)
+# One interposed call that ran on the schedule (a fallback line goes on with " -> PMPI fallback (...)").
+RAN = re.compile(r"^collc: (MPI_\w+) (\S+) p=(\d+) rank (\d+) count=(\d+) (\S+)(?: (MPI_[A-Z]+))?$", re.M)
+
+
+def summary(run: Run) -> tuple[int, int, int, int]:
+    """(cases, interposed calls per rank, ranks, failures) from the matrix's last line."""
+    found = SUMMARY.search(run.stdout)
+    assert found is not None, "op_matrix printed no summary\n" + run.tail()
+    return int(found[2]), int(found[3]), int(found[4]), int(found[5])
+
+
+def failing(run: Run) -> set[tuple[str, str]]:
+    """The (op, type) of every FAIL line."""
+    return set(re.findall(r"^FAIL coll=\S+ entry=\S+ op=(\S+) type=(\S+) ", run.stderr, re.M))
+
+
+@pytest.fixture(scope="module")
+def op_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    exe = tmp_path_factory.mktemp("op_matrix") / "op_matrix"
+    cmd = [str(mpicc()), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(OP_MATRIX)]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert proc.returncode == 0, f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+    return exe
+
+
+def build(pair: Pair, out: Path, patch: tuple[str, str, str] | None = None) -> Path:
+    """The pair's library, built in ``out``; ``patch`` (header, old, new) edits a runtime header first."""
+    inst = collc.load(pair.path).instantiate(**dict(pair.params))
+    assert inst.verify().ok
+    mpi_c.generate(inst.schedule, out)
+    if patch is not None:
+        header, old, new = patch
+        text = (out / header).read_text(encoding="utf-8")
+        assert text.count(old) == 1, f"{header} no longer has {old!r}"
+        (out / header).write_text(text.replace(old, new), encoding="utf-8")
+    return mpi_c.build(out, inst.schedule)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p.id)
+def test_op_matrix_through_the_shim(pair: Pair, op_matrix: Path, tmp_path: Path) -> None:
+    lib = build(pair, tmp_path)
+    run = mpirun(pair.nranks, [op_matrix, pair.collective, "--list", "1"], preload=lib, env={"COLLC_SHIM_LOG": "1"})
+    cases, calls, nranks, failures = summary(run)
+    assert run.returncode == 0 and failures == 0, run.tail()
+    assert nranks == pair.nranks and cases >= MIN_CASES[pair.collective] and calls > 0, run.tail()
+
+    # Every call of the matrix ran on the schedule, on every rank: none went to PMPI.
+    assert "fallback" not in run.stderr, run.tail()
+    listed = CASE.findall(run.stdout)
+    assert len(listed) == cases, run.tail()
+    want = collections.Counter((str(r), *case) for case in listed for r in range(nranks))
+    ran = collections.Counter()
+    for entry, algorithm, p, rank, count, dtype, op in RAN.findall(run.stderr):
+        assert algorithm == pair.name and int(p) == nranks
+        ran[(rank, entry, dtype, op or "-", count)] += 1
+    missing = want - ran
+    assert not missing, f"{sum(missing.values())} calls not logged as run on the schedule, e.g. {min(missing)}"
+    assert ran == want
+
+
+# --------------------------------------------------------------------------
+# The matrix catches planted bugs
+# --------------------------------------------------------------------------
+
+# The (op, datatype) pairs that run inline loops (collc_reduce.h), never PMPI_Reduce_local.
+INLINE_TYPES = {
+    "MPI_FLOAT", "MPI_DOUBLE", "MPI_SIGNED_CHAR", "MPI_UNSIGNED_CHAR", "MPI_SHORT", "MPI_UNSIGNED_SHORT", "MPI_INT",
+    "MPI_UNSIGNED", "MPI_LONG", "MPI_UNSIGNED_LONG", "MPI_LONG_LONG", "MPI_LONG_LONG_INT", "MPI_UNSIGNED_LONG_LONG",
+    "MPI_INT8_T", "MPI_INT16_T", "MPI_INT32_T", "MPI_INT64_T", "MPI_UINT8_T", "MPI_UINT16_T", "MPI_UINT32_T",
+    "MPI_UINT64_T",
+}  # fmt: skip
+INLINE = {(op, t) for op in ("MPI_SUM", "MPI_PROD", "MPI_MIN", "MPI_MAX") for t in INLINE_TYPES}
+HOLED_PAIR_CASES = {(op, t) for op in ("MPI_MINLOC", "MPI_MAXLOC") for t in HOLED_PAIRS}
+
+PLANTED: dict[str, tuple[str, str, str]] = {
+    # Element offsets computed with the datatype's size instead of its extent.
+    "size_for_extent": ("collc_shim.h", "ctx->extent = c->extent;", "ctx->extent = (MPI_Aint)c->type_size;"),
+    # Results copied to the caller's buffer as whole elements, holes included.
+    "holes_written": ("collc_shim.h", "if (!c->holes) {", "if (1) {"),
+    # The PMPI_Reduce_local fallback one element short.
+    "reduce_local_short": (
+        "collc_reduce.h",
+        "return PMPI_Reduce_local_c(src, dst, n, dt, op);",
+        "return PMPI_Reduce_local_c(src, dst, n - 1, dt, op);",
+    ),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_op_matrix_catches_a_planted_bug(bug: str, op_matrix: Path, tmp_path: Path) -> None:
+    pair = next(p for p in PAIRS if p.name == "swing_bw" and p.nranks == 6)
+    lib = build(pair, tmp_path, PLANTED[bug])
+    run = mpirun(pair.nranks, [op_matrix, "allreduce"], preload=lib)
+    _, _, _, failures = summary(run)
+    assert run.returncode != 0 and failures > 0, run.tail()
+    bad = failing(run)
+    if bug == "reduce_local_short":  # every pair without an inline loop, and no other
+        assert not bad & INLINE, sorted(bad & INLINE)
+        wanted = {("MPI_MINLOC", "MPI_DOUBLE_INT"), ("MPI_MAXLOC", "MPI_2INT"), ("MPI_SUM", "MPI_LONG_DOUBLE"),
+                  ("MPI_PROD", "MPI_C_DOUBLE_COMPLEX"), ("MPI_LXOR", "MPI_C_BOOL"), ("MPI_BAND", "MPI_BYTE"),
+                  ("MPI_LAND", "MPI_INT"), ("MPI_SUM", "MPI_AINT")}  # fmt: skip
+        assert wanted <= bad, sorted(wanted - bad)
+    else:  # the pair types with holes, and nothing else
+        assert bad == HOLED_PAIR_CASES, sorted(bad ^ HOLED_PAIR_CASES)
