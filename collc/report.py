@@ -12,6 +12,7 @@ from collc.ir import ParamValue, Schedule
 from collc.verify.check import CheckReport, Finding
 from collc.verify.compression import ErrorStats, fmt_bound
 from collc.verify.deadlock import DeadlockReport
+from collc.verify.findings import contents_note
 from collc.verify.sweep import SKIPPED, InstanceResult, SweepResult
 from collc.verify.trace import trace_chunk
 
@@ -113,6 +114,11 @@ def summary_text(report: CheckReport) -> str:
     return text
 
 
+def _diagnostic(f: Finding) -> Diagnostic:
+    note = contents_note(f)
+    return Diagnostic("error", f.message, f.span, (note,) if note is not None else ())
+
+
 def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown: int = 5) -> str:
     head = f"{schedule.algorithm} ({schedule.collective.value}) {params_text(schedule.params)}"
     if report.ok:
@@ -120,10 +126,7 @@ def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown
     total = len(report.findings) + report.omitted
     lines = [f"{head}: WRONG ({total} finding(s))"]
     for f in report.findings[:shown]:
-        notes = []
-        if f.expected is not None or f.actual is not None:
-            notes.append(f"expected contributions {f.expected}, actual {f.actual}")
-        lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), sources))
+        lines.append(format_diagnostic(_diagnostic(f), sources))
     if total > shown:
         lines.append(f"  ... and {total - shown} more (--show N prints more, --json lists them)")
     lines.append(f"  {summary_text(report)}")
@@ -203,10 +206,7 @@ def sweep_text(alg: Algorithm, outcome: SweepResult, shown: int = 5) -> str:
     elif first.report is not None:
         sources = alg.sources
         for f in first.report.findings[:shown]:
-            notes = []
-            if f.expected is not None or f.actual is not None:
-                notes.append(f"expected contributions {f.expected}, actual {f.actual}")
-            lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), sources))
+            lines.append(format_diagnostic(_diagnostic(f), sources))
         rest = len(first.report.findings) + first.report.omitted - shown
         if rest > 0:
             lines.append(f"  ... and {rest} more for this instance (--json lists them)")
@@ -221,10 +221,13 @@ def sweep_text(alg: Algorithm, outcome: SweepResult, shown: int = 5) -> str:
 def trace_text(schedule: Schedule, chunk: int) -> str:
     events, final = trace_chunk(schedule, chunk)
     lines = [f"history of chunk {chunk} in {schedule.algorithm} {params_text(schedule.params)}"]
-    lines.append(f"{'step':>5}  {'phase':<16} {'rank':>5} {'from':>5}  {'action':<6} {'line':>5}  contributions after")
+    names = max([len("phase")] + [len(e.phase) for e in events])  # phase names whole, aligned
+    lines.append(
+        f"{'step':>5}  {'phase':<{names}} {'rank':>5} {'from':>5}  {'action':<6} {'line':>5}  contributions after"
+    )
     for e in events:
         lines.append(
-            f"{e.step:>5}  {e.phase[:16]:<16} {e.rank:>5} {e.peer:>5}  {e.action:<6} {e.span.line:>5}  "
+            f"{e.step:>5}  {e.phase:<{names}} {e.rank:>5} {e.peer:>5}  {e.action:<6} {e.span.line:>5}  "
             f"{e.after}   (was {e.before})"
         )
     lines.append("at the end:")
