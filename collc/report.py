@@ -64,6 +64,10 @@ def compression_json(errors: ErrorStats | None) -> dict[str, Any]:
             "bounded": math.isfinite(errors.error_bound),
             "unbounded_codecs": list(errors.unbounded),
             "worst": {"rank": errors.worst_rank, "chunk": errors.worst_chunk},
+            "wire": {
+                "max_sent_fraction": errors.max_wire_sent_fraction,
+                "max_received_fraction": errors.max_wire_received_fraction,
+            },
         },
     }
 
@@ -100,10 +104,15 @@ def report_json(schedule: Schedule, report: CheckReport, deadlock: DeadlockRepor
 
 
 def summary_text(report: CheckReport) -> str:
-    stats = report.stats
+    stats, errors = report.stats, report.compression
+    traffic = f"{stats.max_sent_fraction:.4g} of the vector sent and {stats.max_received_fraction:.4g} received"
+    if errors is not None:  # compressed chunks travel smaller: both figures
+        traffic += (
+            f" raw, {errors.max_wire_sent_fraction:.4g} and {errors.max_wire_received_fraction:.4g} on the wire "
+            f"(compressed chunks at their codec's worst-case size)"
+        )
     text = (
-        f"{stats.steps} steps, {stats.messages} messages, per rank at most "
-        f"{stats.max_sent_fraction:.4g} of the vector sent and {stats.max_received_fraction:.4g} received; "
+        f"{stats.steps} steps, {stats.messages} messages, per rank at most {traffic}; "
         f"deficiency: latency {stats.latency_deficiency:.3g}x, bandwidth {stats.bandwidth_deficiency:.3g}x "
         f"of the lower bounds"
     )

@@ -23,6 +23,7 @@ from collc.cli.common import (
     load_algorithm,
     load_instance,
     main,
+    range_options,
 )
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
@@ -31,7 +32,7 @@ from collc.verify.sweep import SweepResult, judge, parameter_sets, sweep
 
 
 @main.command()
-@instance_options
+@range_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--show", "shown", default=5, show_default=True, type=click.IntRange(min=1), help="Findings to print.")
 @click.option(
@@ -85,7 +86,7 @@ def check(
             try:
                 click.echo(report.trace_text(schedule, trace))
             except ValueError as err:
-                raise click.BadParameter(str(err), param_hint="--trace") from None
+                raise click.BadParameter(str(err), param_hint="'--trace'") from None
             sys.exit(EXIT_OK)
         result = judge(schedule, instances[0], model, input_bound=input_bound, tolerance=tolerance)
         assert result.report is not None

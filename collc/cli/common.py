@@ -209,7 +209,7 @@ def parse_codec_options(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def instance_options(fn: F) -> F:
+def _parameter_options(fn: F, ranges: bool) -> F:
     fn = click.option(
         "--codec",
         "codecs",
@@ -217,15 +217,31 @@ def instance_options(fn: F) -> F:
         metavar="NAME=SPEC",
         help="Replace a declared codec, e.g. q=ebq(eb=1e-4) (docs/compression.md).",
     )(fn)
-    fn = click.option(
-        "--param", "params", multiple=True, metavar="NAME=SPEC", help="Another parameter (a value, range or list)."
-    )(fn)
-    fn = click.option("--dims", default=None, metavar="SHAPES", help="Torus shapes, e.g. 4x4 or 4x4,8x8 (dims).")(fn)
-    fn = click.option(
-        "-p", "--ranks", "p", default=None, metavar="SPEC", help="Ranks: 16, 2..64, pow2:2..1024, even:2..512, 4,6,12."
-    )(fn)
+    if ranges:
+        param_help, dims_help = (
+            "Another parameter (a value, range or list).",
+            "Torus shapes, e.g. 4x4 or 4x4,8x8 (dims).",
+        )
+        ranks_help = "Ranks: 16, 2..64, pow2:2..1024, even:2..512, 4,6,12."
+    else:
+        param_help, dims_help = "Another parameter (one value).", "The torus shape, e.g. 4x4 (dims)."
+        ranks_help = "The number of ranks (one; 'collc check' takes ranges)."
+    metavar = ("NAME=SPEC", "SHAPES", "SPEC") if ranges else ("NAME=VALUE", "SHAPE", "N")
+    fn = click.option("--param", "params", multiple=True, metavar=metavar[0], help=param_help)(fn)
+    fn = click.option("--dims", default=None, metavar=metavar[1], help=dims_help)(fn)
+    fn = click.option("-p", "--ranks", "p", default=None, metavar=metavar[2], help=ranks_help)(fn)
     fn = click.argument("file")(fn)
     return fn
+
+
+def instance_options(fn: F) -> F:
+    """FILE, -p, --dims, --param, --codec for a command that works on one instance."""
+    return _parameter_options(fn, ranges=False)
+
+
+def range_options(fn: F) -> F:
+    """FILE, -p, --dims, --param, --codec where each may give a range of values (collc check)."""
+    return _parameter_options(fn, ranges=True)
 
 
 def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoReturn:

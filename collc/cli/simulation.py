@@ -65,7 +65,7 @@ def sim(
     try:
         topology = parse_topology(topology_text)
     except ValueError as err:
-        raise click.BadParameter(str(err), param_hint="--topology") from None
+        raise click.BadParameter(str(err), param_hint="'--topology'") from None
     model = NetworkModel(
         link_bandwidth=_unit(goodput.parse_rate, link_bw, "--link-bw"),
         link_latency=_unit(goodput.parse_duration, link_latency, "--link-latency"),
@@ -79,11 +79,11 @@ def sim(
     try:
         parsed = [goodput.parse_entry(e) for e in entries]
     except ValueError as err:
-        raise click.BadParameter(str(err), param_hint="FILE") from None
+        raise click.BadParameter(str(err), param_hint="'FILE'") from None
     extra = _extra_params(params, [path for entry in parsed for path in entry.files])
     problem = suffix_problem(plot_path) if plot_path is not None else None
     if problem is not None:
-        raise click.BadParameter(problem, param_hint="--plot")
+        raise click.BadParameter(problem, param_hint="'--plot'")
     try:
         result = goodput.study(parsed, topology, byte_sizes, model, extra, exact=exact)
     except CollError as err:
@@ -142,9 +142,9 @@ def _unit(parse: Callable[[str], float], text: str, option: str) -> float:
     try:
         value = parse(text)
     except ValueError as err:
-        raise click.BadParameter(str(err), param_hint=option) from None
+        raise click.BadParameter(str(err), param_hint=f"'{option}'") from None
     rate = text.strip().endswith("/s")
     if not math.isfinite(value) or value < 0 or (rate and value == 0):
         least = "above" if rate else "at least"
-        raise click.BadParameter(f"{text!r} must be finite and {least} zero", param_hint=option)
+        raise click.BadParameter(f"{text!r} must be finite and {least} zero", param_hint=f"'{option}'")
     return value

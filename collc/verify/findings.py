@@ -70,17 +70,15 @@ class Finding:
 
 
 def contents_note(finding: Finding) -> str | None:
-    """What the slot a finding is about should hold and holds, in words, or None when the finding says nothing
-    of it: ``expected contributions {0..3}, actual {0..3} (x2: {1})``; ``actual none`` for an empty slot; the
-    data's form for an output left compressed."""
+    """What the slot a finding is about should hold and holds, in words, or None when there is nothing to add
+    to its message: ``expected contributions {0..3}, actual {0..3} (x2: {1})``; ``actual none`` for an empty
+    slot; the data's form for an output left compressed.  (A send of a slot that holds nothing says so.)"""
     expected, actual = finding.expected, finding.actual
     if finding.code == "compressed-output" and actual is not None:
         return f"expected raw data, actual data compressed with {actual}"
-    if expected is None and actual is None:
-        return None
     actual_text = "none" if actual == "{}" else actual
     if expected is None:
-        return f"contributions held: {actual_text}"
+        return None if actual_text in (None, "none") else f"contributions held: {actual_text}"
     if actual is None:
         return f"expected contributions {expected}"
     return f"expected contributions {expected}, actual {actual_text}"
