@@ -11,7 +11,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.elaborate.codec_ops import codec_table, override_codecs
+from collc.elaborate.driver import missing_param, param_problem
 from collc.frontend.program import Program, load_program, parse_program
 from collc.ir import Collective, ParamValue, Schedule, schedule_to_json
 from collc.resources import data_dir
@@ -116,6 +117,17 @@ class Algorithm:
     def with_codecs(self, codecs: Mapping[str, str]) -> Algorithm:
         """The algorithm with declared codecs replaced (``{"q": "ebq(eb=1e-4)"}``, as ``--codec q=...``)."""
         return Algorithm(override_codecs(self.program, codecs))
+
+    def param_problem(self, name: str, value: ParamValue) -> str | None:
+        """Why ``value`` cannot be parameter ``name`` (unknown name, wrong type), or None; constraints aside."""
+        return param_problem(self.program, name, value)
+
+    def check_given(self, names: Iterable[str]) -> None:
+        """Raise the error of the first parameter without a default that ``names`` leaves out."""
+        given = set(names)
+        for param in self.program.params:
+            if param.default is None and param.name not in given:
+                raise missing_param(param)
 
     def instantiate(self, **params: ParamValue) -> Instance:
         """Elaborate with the given parameter values (``p=16``, ``dims=(4, 4)``)."""

@@ -63,6 +63,12 @@ def chunks_per_rank(collective: Collective, nranks: int, nchunks: int) -> int:
     return nchunks
 
 
+def vector_chunks(collective: Collective, nranks: int, nchunks: int) -> int:
+    """The chunks of "the vector" that traffic statistics are fractions of: a rank's send buffer for alltoall
+    (``nchunks / p``), the whole buffer otherwise (at least 1)."""
+    return max(1, nchunks // nranks if collective is Collective.ALLTOALL else nchunks)
+
+
 def chunk_origin(collective: Collective, nranks: int, nchunks: int, root: int | None) -> np.ndarray:
     """``origin[c]`` for every chunk (see the module docstring)."""
     k = chunks_per_rank(collective, nranks, nchunks)

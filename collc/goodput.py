@@ -140,10 +140,14 @@ def schedule_for(
     """The schedule of ``path`` on ``topology`` and the weights of its steps (all 1 when ``exact``)."""
     alg, values = bind(path, topology, extra)
     program = alg.program
-    if exact:
-        schedule = elaborate(program, values)
-        return schedule, (1,) * len(schedule.steps)
-    return elaborate_sampled(program, values, SAMPLE_LIMIT)
+    try:
+        if exact:
+            schedule = elaborate(program, values)
+            return schedule, (1,) * len(schedule.steps)
+        return elaborate_sampled(program, values, SAMPLE_LIMIT)
+    except CollError as err:
+        err.sources = err.sources or dict(alg.sources)  # for the caret under a constraint or an evaluation error
+        raise
 
 
 def study(

@@ -12,6 +12,7 @@ from collc.ir import ParamValue, Schedule
 from collc.verify.check import CheckReport, Finding
 from collc.verify.compression import ErrorStats, fmt_bound
 from collc.verify.deadlock import DeadlockReport
+from collc.verify.findings import contents_note
 from collc.verify.sweep import SKIPPED, InstanceResult, SweepResult
 from collc.verify.trace import trace_chunk
 
@@ -63,6 +64,10 @@ def compression_json(errors: ErrorStats | None) -> dict[str, Any]:
             "bounded": math.isfinite(errors.error_bound),
             "unbounded_codecs": list(errors.unbounded),
             "worst": {"rank": errors.worst_rank, "chunk": errors.worst_chunk},
+            "wire": {
+                "max_sent_fraction": errors.max_wire_sent_fraction,
+                "max_received_fraction": errors.max_wire_received_fraction,
+            },
         },
     }
 
@@ -99,10 +104,15 @@ def report_json(schedule: Schedule, report: CheckReport, deadlock: DeadlockRepor
 
 
 def summary_text(report: CheckReport) -> str:
-    stats = report.stats
+    stats, errors = report.stats, report.compression
+    traffic = f"{stats.max_sent_fraction:.4g} of the vector sent and {stats.max_received_fraction:.4g} received"
+    if errors is not None:  # compressed chunks travel smaller: both figures
+        traffic += (
+            f" raw, {errors.max_wire_sent_fraction:.4g} and {errors.max_wire_received_fraction:.4g} on the wire "
+            f"(compressed chunks at their codec's worst-case size)"
+        )
     text = (
-        f"{stats.steps} steps, {stats.messages} messages, per rank at most "
-        f"{stats.max_sent_fraction:.4g} of the vector sent and {stats.max_received_fraction:.4g} received; "
+        f"{stats.steps} steps, {stats.messages} messages, per rank at most {traffic}; "
         f"deficiency: latency {stats.latency_deficiency:.3g}x, bandwidth {stats.bandwidth_deficiency:.3g}x "
         f"of the lower bounds"
     )
@@ -113,6 +123,11 @@ def summary_text(report: CheckReport) -> str:
     return text
 
 
+def _diagnostic(f: Finding) -> Diagnostic:
+    note = contents_note(f)
+    return Diagnostic("error", f.message, f.span, (note,) if note is not None else ())
+
+
 def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown: int = 5) -> str:
     head = f"{schedule.algorithm} ({schedule.collective.value}) {params_text(schedule.params)}"
     if report.ok:
@@ -120,10 +135,7 @@ def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown
     total = len(report.findings) + report.omitted
     lines = [f"{head}: WRONG ({total} finding(s))"]
     for f in report.findings[:shown]:
-        notes = []
-        if f.expected is not None or f.actual is not None:
-            notes.append(f"expected contributions {f.expected}, actual {f.actual}")
-        lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), sources))
+        lines.append(format_diagnostic(_diagnostic(f), sources))
     if total > shown:
         lines.append(f"  ... and {total - shown} more (--show N prints more, --json lists them)")
     lines.append(f"  {summary_text(report)}")
@@ -203,10 +215,7 @@ def sweep_text(alg: Algorithm, outcome: SweepResult, shown: int = 5) -> str:
     elif first.report is not None:
         sources = alg.sources
         for f in first.report.findings[:shown]:
-            notes = []
-            if f.expected is not None or f.actual is not None:
-                notes.append(f"expected contributions {f.expected}, actual {f.actual}")
-            lines.append(format_diagnostic(Diagnostic("error", f.message, f.span, tuple(notes)), sources))
+            lines.append(format_diagnostic(_diagnostic(f), sources))
         rest = len(first.report.findings) + first.report.omitted - shown
         if rest > 0:
             lines.append(f"  ... and {rest} more for this instance (--json lists them)")
@@ -221,10 +230,13 @@ def sweep_text(alg: Algorithm, outcome: SweepResult, shown: int = 5) -> str:
 def trace_text(schedule: Schedule, chunk: int) -> str:
     events, final = trace_chunk(schedule, chunk)
     lines = [f"history of chunk {chunk} in {schedule.algorithm} {params_text(schedule.params)}"]
-    lines.append(f"{'step':>5}  {'phase':<16} {'rank':>5} {'from':>5}  {'action':<6} {'line':>5}  contributions after")
+    names = max([len("phase")] + [len(e.phase) for e in events])  # phase names whole, aligned
+    lines.append(
+        f"{'step':>5}  {'phase':<{names}} {'rank':>5} {'from':>5}  {'action':<6} {'line':>5}  contributions after"
+    )
     for e in events:
         lines.append(
-            f"{e.step:>5}  {e.phase[:16]:<16} {e.rank:>5} {e.peer:>5}  {e.action:<6} {e.span.line:>5}  "
+            f"{e.step:>5}  {e.phase:<{names}} {e.rank:>5} {e.peer:>5}  {e.action:<6} {e.span.line:>5}  "
             f"{e.after}   (was {e.before})"
         )
     lines.append("at the end:")

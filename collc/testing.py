@@ -50,6 +50,7 @@ from collc.diagnostics import CollError, Diagnostic, format_diagnostic, format_e
 from collc.elaborate import constants
 from collc.ir import Collective, ParamValue, Schedule
 from collc.verify.check import CheckReport, Finding
+from collc.verify.findings import contents_note
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -376,8 +377,9 @@ def _finding_text(finding: Finding, sources: Mapping[str, str]) -> str:
         if value is not None:
             where.append(f"{label} {value}")
     notes = [" ".join(where)]
-    if finding.expected is not None or finding.actual is not None:
-        notes.append(f"expected contributions {finding.expected}, actual {finding.actual}")
+    contents = contents_note(finding)
+    if contents is not None:
+        notes.append(contents)
     return format_diagnostic(Diagnostic("error", finding.message, finding.span, tuple(notes)), sources)
 
 

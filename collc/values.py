@@ -67,6 +67,18 @@ def type_name(v: object) -> str:
     return type(v).__name__
 
 
+def show_value(v: Value) -> str:
+    """A value as the language writes it, for messages: ``true``, ``(4, 4)``, ``{0..3}``, ``0 .. 8``."""
+    if type(v) is bool:
+        return "true" if v else "false"
+    if isinstance(v, tuple):
+        inner = ", ".join(show_value(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, Range):
+        return f"{v.lo} .. {v.hi}" if v.step == 1 else f"range({v.lo}, {v.hi}, {v.step})"
+    return str(v)
+
+
 def a_type(v: object) -> str:
     """``an int``, ``a set``: the type of ``v`` with its article, for messages."""
     name = type_name(v)
@@ -375,7 +387,7 @@ def _bitreverse(x: Value, n: Value) -> int:
 
 def _dims(d: Value) -> tuple[int, ...]:
     if not isinstance(d, tuple) or not d or not all(type(k) is int and k >= 1 for k in d):
-        raise LangError(f"torus dimensions must be a non-empty tuple of positive ints, not {d!r}")
+        raise LangError(f"torus dimensions must be a non-empty tuple of positive ints, not {show_value(d)}")
     return d
 
 

@@ -332,7 +332,7 @@ def test_cli_unknown_and_missing_parameters(tmp_path: Path) -> None:
     path = _write(tmp_path / "t.coll", HEADER + "param k : int\n")
     result = _cli(["check", str(path), "-p", "4", "--param", "k=1", "--param", "zz=3"])
     assert result.exit_code == 2
-    assert_cli_error(result.stderr, str(path), 1, 1, "unknown parameter 'zz'")
+    assert "Invalid value for '--param': 'zz=3': unknown parameter 'zz' for t (its parameters: p, k)" in result.stderr
     result = _cli(["check", str(path), "-p", "4"])
     assert result.exit_code == 2
     assert_cli_error(result.stderr, str(path), 4, 1, "missing value for parameter k")

@@ -269,7 +269,7 @@ def test_drawing_leaves_matplotlib_settings_alone(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["no_such.coll", "-p", "4", "-o", "OUT.png"], "no such file"),
-        ([SWING, "-p", "zz", "-o", "OUT.png"], "-p/--ranks"),
+        ([SWING, "-p", "zz", "-o", "OUT.png"], "Invalid value for '-p' / '--ranks': 'zz'"),
         ([SWING, "-p", "16", "-o", "OUT.jpg"], "must be .png, .svg or .pdf"),
         ([SWING, "-p", "16", "-o", "OUT.png", "--chunk", "16"], "16 is out of range: swing_bw has chunks 0..15"),
         ([SWING, "-p", "16", "-o", "OUT.png", "--chunk", "-1"], "out of range"),

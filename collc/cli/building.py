@@ -17,6 +17,7 @@ from collc.backends.mpi_launch import MpiRow
 from collc.cli.common import (
     EXIT_OK,
     EXIT_WRONG,
+    bad_value,
     fail_input,
     instance_options,
     load_instance,
@@ -119,6 +120,16 @@ def run(
     if size is not None and sizes is not None:
         raise click.UsageError("give --size or --sizes, not both")
     byte_sizes = parse_sizes(sizes) if sizes is not None else [parse_size(size or "4MiB")]
+    itemsize = local.DTYPES[dtype].itemsize
+    if 0 < byte_sizes[0] < itemsize:  # sizes are rounded down to whole elements, but not to none
+        option, text = ("--sizes", sizes) if sizes is not None else ("--size", size or "")
+        raise bad_value(option, text, f"{byte_sizes[0]} bytes is less than one {itemsize}-byte {dtype} element")
+    try:
+        launcher_args = tuple(shlex.split(mpiexec_args))
+    except ValueError as err:
+        raise bad_value(
+            "--mpiexec-args", mpiexec_args, f"{str(err).lower()} (the text is split as a shell would)"
+        ) from None
     inst = load_instance(file, p, params, dims, codecs)
     s = inst.schedule
     if not no_check:
@@ -126,7 +137,6 @@ def run(
         if not checked.ok:
             click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
             sys.exit(EXIT_WRONG)
-    itemsize = local.DTYPES[dtype].itemsize
     counts = []
     for nbytes in byte_sizes:
         count = nbytes // itemsize
@@ -152,7 +162,7 @@ def run(
                 timeout=timeout,
                 verify=False,
                 workdir=workdir,
-                mpiexec_args=tuple(shlex.split(mpiexec_args)),
+                mpiexec_args=launcher_args,
             )
             rows = [_mpi_row(s, dtype, redop, r) for r in results]
     except CollError as err:

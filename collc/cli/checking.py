@@ -15,12 +15,15 @@ from collc.cli.common import (
     EXIT_INPUT,
     EXIT_OK,
     EXIT_WRONG,
+    bad_value,
+    check_values,
     collect_ranges,
     fail_input,
     instance_options,
     load_algorithm,
     load_instance,
     main,
+    range_options,
 )
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
@@ -29,7 +32,7 @@ from collc.verify.sweep import SweepResult, judge, parameter_sets, sweep
 
 
 @main.command()
-@instance_options
+@range_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--show", "shown", default=5, show_default=True, type=click.IntRange(min=1), help="Findings to print.")
 @click.option(
@@ -70,8 +73,10 @@ def check(
 ) -> None:
     """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition,
     compression points and their error bound."""
-    instances = parameter_sets(collect_ranges(p, params, dims))
+    ranges = collect_ranges(p, params, dims)
     alg = load_algorithm(file, codecs)
+    check_values(alg, ranges, p, params, dims)
+    instances = parameter_sets(ranges)
     if len(instances) == 1:
         try:
             schedule = alg.instantiate(**instances[0]).schedule
@@ -81,7 +86,7 @@ def check(
             try:
                 click.echo(report.trace_text(schedule, trace))
             except ValueError as err:
-                raise click.BadParameter(str(err), param_hint="--trace") from None
+                raise click.BadParameter(str(err), param_hint="'--trace'") from None
             sys.exit(EXIT_OK)
         result = judge(schedule, instances[0], model, input_bound=input_bound, tolerance=tolerance)
         assert result.report is not None
@@ -98,6 +103,11 @@ def check(
         click.echo(json.dumps(report.sweep_json(alg, outcome), indent=2))
     else:
         click.echo(report.sweep_text(alg, outcome, shown))
+    if outcome.total and outcome.skipped == outcome.total:  # nothing was checked: say why, at the constraint
+        try:
+            alg.instantiate(**instances[0])
+        except CollError as err:
+            fail_input(err, alg.sources)
     first = outcome.failures[0] if outcome.failures else None
     sys.exit(EXIT_OK if first is None else EXIT_INPUT if first.status == "error" else EXIT_WRONG)
 
@@ -150,6 +160,8 @@ def show(
     """Print a schedule step by step (or its IR as JSON)."""
     inst = load_instance(file, p, params, dims, codecs)
     s = inst.schedule
+    if only_rank is not None and not 0 <= only_rank < s.nranks:
+        raise bad_value("--rank", str(only_rank), f"is not a rank of this schedule (ranks 0..{s.nranks - 1})")
     if as_json:
         click.echo(json.dumps(inst.to_json()))
         return
@@ -158,7 +170,10 @@ def show(
         f"{len(s.steps)} steps" + "".join(f"; codec {name} = {spec}" for name, spec in s.codecs)
     )
     width = 10 if s.compresses() else 4  # room for "decompress"
-    header = f"{'step':>5}  {'phase':<16} {'rank':>5}  {'op':<{width}} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
+    names = max((len(step.phase) for step in s.steps), default=0)
+    header = (
+        f"{'step':>5}  {'phase':<{names}} {'rank':>5}  {'op':<{width}} {'peer':>5}  {'action':<6} {'line':>5}  chunks"
+    )
     click.echo(header)
     click.echo("-" * len(header))
     for step in s.steps:
@@ -169,6 +184,6 @@ def show(
             peer = "" if op.kind.local else str(op.peer)
             codec = f"  [{op.codec}]" if op.codec is not None else ""
             click.echo(
-                f"{step.index:>5}  {step.phase[:16]:<16} {op.rank:>5}  {op.kind.value:<{width}} {peer:>5}  "
+                f"{step.index:>5}  {step.phase:<{names}} {op.rank:>5}  {op.kind.value:<{width}} {peer:>5}  "
                 f"{action:<6} {op.span.line:>5}  {op.chunks}{codec}"
             )

@@ -41,22 +41,43 @@ _UNITS = {
 }
 
 
-def parse_size(text: str) -> int:
+def option_hint(*names: str) -> str:
+    """How click names an option in its errors: ``'-p' / '--ranks'``."""
+    return " / ".join(f"'{name}'" for name in names)
+
+
+RANKS = option_hint("-p", "--ranks")
+
+
+def bad_value(option: str, text: str, why: str) -> click.BadParameter:
+    """``Invalid value for '--sizes': '1K:foo': ...``: an option's error names the option and the value it got
+    (``why`` starting with "is " reads on from the value: ``'x' is not a size``)."""
+    if why.startswith(repr(text)):  # the reason names the value already
+        message = why
+    else:
+        message = f"{text!r} {why}" if why.startswith("is ") else f"{text!r}: {why}"
+    return click.BadParameter(message, param_hint=option if option.startswith("'") else f"'{option}'")
+
+
+def parse_size(text: str, option: str = "--size") -> int:
     """``4MiB``, ``64K``, ``1000`` -> bytes."""
     m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
-        raise click.BadParameter(f"{text!r} is not a size (examples: 8, 64K, 4MiB, 1GiB)")
+        raise bad_value(option, text, "is not a size (examples: 8, 64K, 4MiB, 1GiB)")
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
-def parse_sizes(text: str) -> list[int]:
+def parse_sizes(text: str, option: str = "--sizes") -> list[int]:
     """``8:64MiB`` -> 8, 16, ..., 64 MiB (doubling); a single size -> [size]."""
     if ":" not in text:
-        return [parse_size(text)]
+        return [parse_size(text, option)]
     lo_text, hi_text = text.split(":", 1)
-    lo, hi = parse_size(lo_text), parse_size(hi_text)
+    lo, hi = _size_or_none(lo_text), _size_or_none(hi_text)
+    if lo is None or hi is None:
+        bad = lo_text if lo is None else hi_text
+        raise bad_value(option, text, f"{bad.strip()!r} is not a size (a sweep is LOW:HIGH, e.g. 8:64MiB)")
     if lo < 1 or hi < lo:
-        raise click.BadParameter(f"{text!r}: need 1 <= low <= high")
+        raise bad_value(option, text, f"a sweep LOW:HIGH needs 1 <= LOW <= HIGH, got {lo} and {hi} bytes")
     sizes = []
     size = lo
     while size <= hi:
@@ -65,52 +86,113 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def parse_param_value(text: str) -> ParamValue:
-    """``16`` -> 16; ``4x4`` -> (4, 4)."""
+def _size_or_none(text: str) -> int | None:
+    try:
+        return parse_size(text)
+    except click.BadParameter:
+        return None
+
+
+def parse_param_value(text: str, option: str = "--param", item: str | None = None) -> ParamValue:
+    """``16`` -> 16; ``4x4`` -> (4, 4).  Errors name ``item`` (the whole ``NAME=VALUE``) when given."""
     text = text.strip()
     if re.fullmatch(r"-?\d+", text):
         return int(text)
     if re.fullmatch(r"\d+(x\d+)+", text):
         return tuple(int(d) for d in text.split("x"))
-    raise click.BadParameter(f"{text!r} is neither an int nor torus dimensions like 4x4")
+    if item is None:
+        raise bad_value(option, text, "is neither an int nor torus dimensions like 4x4")
+    raise bad_value(option, item, f"{text!r} is neither an int nor torus dimensions like 4x4")
+
+
+def parse_param_item(item: str, option: str = "--param") -> tuple[str, str]:
+    """``NAME=VALUE`` -> (name, value text)."""
+    name, sep, value = (part.strip() for part in item.partition("="))
+    if not sep:
+        raise bad_value(option, item, "expected NAME=VALUE, e.g. root=2")
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        raise bad_value(option, item, f"{name!r} is not a parameter name")
+    if not value:
+        raise bad_value(option, item, f"no value after {name}=")
+    return name, value
+
+
+def _ranks(p: str) -> list[int]:
+    try:
+        ranks = parse_int_spec(p)
+    except ValueError as err:
+        raise bad_value(RANKS, p, str(err)) from None
+    if ranks and ranks[0] < 1:
+        raise bad_value(RANKS, p, f"the number of ranks must be at least 1, got {ranks[0]}")
+    return ranks
+
+
+def _shapes(text: str, option: str) -> list[tuple[int, ...]]:
+    try:
+        shapes = parse_dims_spec(text)
+    except ValueError as err:
+        raise bad_value(option, text, str(err)) from None
+    for shape in shapes:
+        if min(shape) < 1:
+            shown = "x".join(map(str, shape))
+            raise bad_value(option, text, f"every dimension of a torus is at least 1, got {shown}")
+    return shapes
 
 
 def collect_ranges(p: str | None, params: tuple[str, ...], dims: str | None) -> dict[str, list[ParamValue]]:
     """Parameter values from the command line: single values, ranges and lists (see parse_int_spec)."""
     ranges: dict[str, list[ParamValue]] = {}
-    try:
-        if p is not None:
-            ranks = parse_int_spec(p)
-            if ranks and ranks[0] < 1:
-                raise ValueError(f"the number of ranks must be at least 1, got {ranks[0]}")
-            ranges["p"] = list(ranks)
-        if dims is not None:
-            ranges["dims"] = list(parse_dims_spec(dims))
-    except ValueError as err:
-        hint = "-p/--ranks" if p and "dims" not in ranges else "--dims"
-        raise click.BadParameter(str(err), param_hint=hint) from None
+    if p is not None:
+        ranges["p"] = list(_ranks(p))
+    if dims is not None:
+        ranges["dims"] = list(_shapes(dims, "--dims"))
     for item in params:
-        if "=" not in item:
-            raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--param")
-        name, value = (part.strip() for part in item.split("=", 1))
-        if not re.fullmatch(r"[A-Za-z_]\w*", name):
-            raise click.BadParameter(f"{name!r} is not a parameter name", param_hint="--param")
+        name, value = parse_param_item(item)
+        if name in ranges:
+            raise bad_value("--param", item, f"{name} is given twice (also by {option_of(name, p, dims)})")
+        if re.fullmatch(r"\d+(x\d+)+(,\d+(x\d+)*)*", value):
+            ranges[name] = list(_shapes(value, "--param"))
+            continue
         try:
-            if re.fullmatch(r"\d+(x\d+)+(,\d+(x\d+)*)*", value):
-                ranges[name] = list(parse_dims_spec(value))
-            else:
-                ranges[name] = list(parse_int_spec(value))
+            ranges[name] = list(parse_int_spec(value))
         except ValueError as err:
-            raise click.BadParameter(f"{name}={value}: {err}", param_hint="--param") from None
+            raise bad_value("--param", item, str(err)) from None
     return ranges
 
 
+def option_of(name: str, p: str | None, dims: str | None) -> str:
+    """The option that gave parameter ``name`` its values, as click names it in errors."""
+    if name == "p" and p is not None:
+        return RANKS
+    if name == "dims" and dims is not None:
+        return "'--dims'"
+    return "'--param'"
+
+
+def _given(name: str, p: str | None, params: tuple[str, ...], dims: str | None) -> str:
+    """The text the command line gave for parameter ``name``."""
+    if name == "p" and p is not None:
+        return p
+    if name == "dims" and dims is not None:
+        return dims
+    return next(item for item in params if item.partition("=")[0].strip() == name)
+
+
 def collect_params(p: str | None, params: tuple[str, ...], dims: str | None = None) -> dict[str, ParamValue]:
-    """Exactly one value per parameter (for commands that work on one instance)."""
+    """Exactly one value per parameter (for commands that work on one instance, unlike `collc check`)."""
     values: dict[str, ParamValue] = {}
+    command = click.get_current_context(silent=True)
+    verb = f"collc {command.info_name}" if command is not None and command.info_name else "this command"
     for name, options in collect_ranges(p, params, dims).items():
         if len(options) != 1:
-            raise click.UsageError(f"this command takes one value of {name}, got {len(options)}; use 'collc check'")
+            given, origin = _given(name, p, params, dims), option_of(name, p, dims)
+            what = {RANKS: "one rank count", "'--dims'": "one torus shape"}.get(origin, f"one value of {name}")
+            flag = {RANKS: "-p", "'--dims'": "--dims"}.get(origin, "--param")
+            raise click.BadParameter(
+                f"{verb} takes {what}, got {given!r} ({len(options)} values); "
+                f"'collc check FILE {flag} {given}' checks a range",
+                param_hint=origin,
+            )
         values[name] = options[0]
     return values
 
@@ -122,12 +204,12 @@ def parse_codec_options(items: tuple[str, ...]) -> dict[str, str]:
         name, sep, spec = item.partition("=")
         name, spec = name.strip(), spec.strip()
         if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name) or not spec:
-            raise click.BadParameter(f"{item!r}: expected NAME=SPEC, e.g. q=ebq(eb=1e-4)", param_hint="--codec")
+            raise bad_value("--codec", item, "expected NAME=SPEC, e.g. q=ebq(eb=1e-4)")
         out[name] = spec
     return out
 
 
-def instance_options(fn: F) -> F:
+def _parameter_options(fn: F, ranges: bool) -> F:
     fn = click.option(
         "--codec",
         "codecs",
@@ -135,15 +217,31 @@ def instance_options(fn: F) -> F:
         metavar="NAME=SPEC",
         help="Replace a declared codec, e.g. q=ebq(eb=1e-4) (docs/compression.md).",
     )(fn)
-    fn = click.option(
-        "--param", "params", multiple=True, metavar="NAME=SPEC", help="Another parameter (a value, range or list)."
-    )(fn)
-    fn = click.option("--dims", default=None, metavar="SHAPES", help="Torus shapes, e.g. 4x4 or 4x4,8x8 (dims).")(fn)
-    fn = click.option(
-        "-p", "--ranks", "p", default=None, metavar="SPEC", help="Ranks: 16, 2..64, pow2:2..1024, even:2..512, 4,6,12."
-    )(fn)
+    if ranges:
+        param_help, dims_help = (
+            "Another parameter (a value, range or list).",
+            "Torus shapes, e.g. 4x4 or 4x4,8x8 (dims).",
+        )
+        ranks_help = "Ranks: 16, 2..64, pow2:2..1024, even:2..512, 4,6,12."
+    else:
+        param_help, dims_help = "Another parameter (one value).", "The torus shape, e.g. 4x4 (dims)."
+        ranks_help = "The number of ranks (one; 'collc check' takes ranges)."
+    metavar = ("NAME=SPEC", "SHAPES", "SPEC") if ranges else ("NAME=VALUE", "SHAPE", "N")
+    fn = click.option("--param", "params", multiple=True, metavar=metavar[0], help=param_help)(fn)
+    fn = click.option("--dims", default=None, metavar=metavar[1], help=dims_help)(fn)
+    fn = click.option("-p", "--ranks", "p", default=None, metavar=metavar[2], help=ranks_help)(fn)
     fn = click.argument("file")(fn)
     return fn
+
+
+def instance_options(fn: F) -> F:
+    """FILE, -p, --dims, --param, --codec for a command that works on one instance."""
+    return _parameter_options(fn, ranges=False)
+
+
+def range_options(fn: F) -> F:
+    """FILE, -p, --dims, --param, --codec where each may give a range of values (collc check)."""
+    return _parameter_options(fn, ranges=True)
 
 
 def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoReturn:
@@ -157,10 +255,34 @@ def load_algorithm(file: str, codecs: tuple[str, ...] = ()) -> api.Algorithm:
         alg = api.load(file)
     except CollError as err:
         fail_input(err, err.sources)
+    for name, spec in overrides.items():  # one at a time, so that an error names its --codec option
+        try:
+            alg.with_codecs({name: spec})
+        except CollError as err:
+            raise bad_value("--codec", f"{name}={spec}", err.message) from None
+    return alg.with_codecs(overrides)
+
+
+def check_values(
+    alg: api.Algorithm,
+    ranges: dict[str, list[ParamValue]],
+    p: str | None,
+    params: tuple[str, ...],
+    dims: str | None,
+) -> None:
+    """Every given value fits its parameter (known name, int or shape) and no parameter lacks one:
+    checked before anything is elaborated or verified.  Constraints are left to each instance."""
+    for name, values in ranges.items():
+        for value in values:
+            problem = alg.param_problem(name, value)
+            if problem is not None:
+                raise click.BadParameter(
+                    f"{_given(name, p, params, dims)!r}: {problem}", param_hint=option_of(name, p, dims)
+                )
     try:
-        return alg.with_codecs(overrides)
+        alg.check_given(ranges)
     except CollError as err:
-        fail_input(CollError(f"--codec: {err.message}", None, err.notes), alg.sources)
+        fail_input(err, alg.sources)
 
 
 def load_instance(
@@ -168,6 +290,7 @@ def load_instance(
 ) -> api.Instance:
     values = collect_params(p, params, dims)
     alg = load_algorithm(file, codecs)
+    check_values(alg, {name: [value] for name, value in values.items()}, p, params, dims)
     try:
         return alg.instantiate(**values)
     except CollError as err:

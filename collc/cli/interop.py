@@ -10,7 +10,7 @@ import click
 
 from collc import report
 from collc.backends import msccl
-from collc.cli.common import EXIT_WRONG, fail_input, instance_options, load_instance, main, parse_size
+from collc.cli.common import EXIT_WRONG, bad_value, fail_input, instance_options, load_instance, main, parse_size
 from collc.diagnostics import CollError
 from collc.ir import schedule_to_json
 
@@ -44,7 +44,11 @@ def export(
 ) -> None:
     """Verify a schedule, then write it for other tools: MSCCL-IR XML (allreduce, allgather,
     reduce-scatter, alltoall), or the IR as JSON."""
-    low, high = _size(min_bytes, "--min-bytes"), _size(max_bytes, "--max-bytes")
+    low, high = parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes")
+    if high < low:
+        raise bad_value("--max-bytes", max_bytes, f"is below --min-bytes {min_bytes} ({high} < {low} bytes)")
+    if high > msccl.MAX_BYTES:
+        raise bad_value("--max-bytes", max_bytes, f"is above the largest size MSCCL-IR takes ({msccl.MAX_BYTES} bytes)")
     try:
         msccl.check_options(proto, low, high)
     except CollError as err:
@@ -73,13 +77,6 @@ def export(
     except OSError as err:
         fail_input(CollError(f"cannot write {out}: {err.strerror or err}"))
     click.echo(f"wrote {out}: {summary}")
-
-
-def _size(text: str, option: str) -> int:
-    try:
-        return parse_size(text)
-    except click.BadParameter as err:
-        raise click.BadParameter(err.message, param_hint=option) from None
 
 
 def _summary(algo: msccl.Algo) -> str:

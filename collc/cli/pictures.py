@@ -15,13 +15,13 @@ def parse_steps(text: str, nsteps: int) -> range:
     m = re.fullmatch(r"\s*(\d*)\s*(?:(\.\.)\s*(\d*))?\s*", text)
     if not m or not (m.group(1) or m.group(3)) or (not m.group(2) and not m.group(1)):
         expected = "expected A..B (both included), A.., ..B or one step A"
-        raise click.BadParameter(f"{text!r}: {expected}", param_hint="--steps")
+        raise click.BadParameter(f"{text!r}: {expected}", param_hint="'--steps'")
     lo = int(m.group(1)) if m.group(1) else 0
     hi = (int(m.group(3)) + 1 if m.group(3) else nsteps) if m.group(2) else lo + 1
     if not 0 <= lo < hi <= nsteps:
         has = f"steps 0..{nsteps - 1}" if nsteps else "no steps"
         raise click.BadParameter(f"{text!r} selects no steps or steps past the end: the schedule has {has}",
-                                 param_hint="--steps")  # fmt: skip
+                                 param_hint="'--steps'")  # fmt: skip
     return range(lo, hi)
 
 
@@ -68,14 +68,14 @@ def viz(
 
     problem = pictures.suffix_problem(output)
     if problem is not None:
-        raise click.BadParameter(problem, param_hint="-o/--output")
+        raise click.BadParameter(problem, param_hint="'-o' / '--output'")
     if chunk is not None and color_by is not None:
         raise click.UsageError("--color applies to the step view; --chunk pictures are coloured by step")
     schedule = load_instance(file, p, params, dims, codecs).schedule
     steps = parse_steps(steps_text, len(schedule.steps)) if steps_text is not None else None
     problem = pictures.chunk_problem(schedule, chunk) if chunk is not None else None
     if problem is not None:
-        raise click.BadParameter(problem, param_hint="--chunk")
+        raise click.BadParameter(problem, param_hint="'--chunk'")
     try:
         if chunk is not None:
             picture = pictures.draw_chunk_flow(schedule, output, chunk, steps=steps)

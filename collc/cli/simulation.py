@@ -8,13 +8,17 @@ from collections.abc import Callable
 
 import click
 
+from collc import api
 from collc.cli.common import (
+    bad_value,
     fail_input,
     main,
+    parse_param_item,
     parse_param_value,
     parse_sizes,
 )
 from collc.diagnostics import CollError
+from collc.ir import ParamValue
 from collc.viz import suffix_problem
 
 
@@ -61,7 +65,7 @@ def sim(
     try:
         topology = parse_topology(topology_text)
     except ValueError as err:
-        raise click.BadParameter(str(err), param_hint="--topology") from None
+        raise click.BadParameter(str(err), param_hint="'--topology'") from None
     model = NetworkModel(
         link_bandwidth=_unit(goodput.parse_rate, link_bw, "--link-bw"),
         link_latency=_unit(goodput.parse_duration, link_latency, "--link-latency"),
@@ -71,21 +75,17 @@ def sim(
         codec_bandwidth=_unit(goodput.parse_rate, codec_bw, "--codec-bw"),
         adaptive=routing == "adaptive",
     )  # fmt: skip
-    extra = {}
-    for item in params:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--param")
-        extra[name.strip()] = parse_param_value(value)
+    byte_sizes = parse_sizes(sizes)
     try:
         parsed = [goodput.parse_entry(e) for e in entries]
     except ValueError as err:
-        raise click.BadParameter(str(err), param_hint="FILE") from None
+        raise click.BadParameter(str(err), param_hint="'FILE'") from None
+    extra = _extra_params(params, [path for entry in parsed for path in entry.files])
     problem = suffix_problem(plot_path) if plot_path is not None else None
     if problem is not None:
-        raise click.BadParameter(problem, param_hint="--plot")
+        raise click.BadParameter(problem, param_hint="'--plot'")
     try:
-        result = goodput.study(parsed, topology, parse_sizes(sizes), model, extra, exact=exact)
+        result = goodput.study(parsed, topology, byte_sizes, model, extra, exact=exact)
     except CollError as err:
         fail_input(err, err.sources)
     if plot_path is not None:
@@ -113,14 +113,38 @@ def sim(
         click.echo(f"# wrote {plot_path}")
 
 
+def _extra_params(items: tuple[str, ...], files: list[str]) -> dict[str, ParamValue]:
+    """``--param NAME=VALUE`` options: each must be a parameter of some program, and fit it where it is one."""
+    given = []
+    for item in items:
+        name, text = parse_param_item(item)
+        given.append((item, name, parse_param_value(text, item=item)))
+    algorithms = []
+    for path in files:
+        try:
+            algorithms.append(api.load(path))
+        except CollError as err:
+            fail_input(err, err.sources)
+    for item, name, value in given:
+        takers = [alg for alg in algorithms if name in alg.param_names]
+        if not takers:
+            names = "; ".join(f"{alg.name}: {', '.join(alg.param_names) or 'none'}" for alg in algorithms)
+            raise bad_value("--param", item, f"no program takes a parameter {name} ({names})")
+        for alg in takers:
+            problem = alg.param_problem(name, value)
+            if problem is not None:
+                raise bad_value("--param", item, f"{alg.name}: {problem}")
+    return {name: value for _, name, value in given}
+
+
 def _unit(parse: Callable[[str], float], text: str, option: str) -> float:
     """A rate or duration option; a rate must be above zero, a duration at least zero."""
     try:
         value = parse(text)
     except ValueError as err:
-        raise click.BadParameter(str(err), param_hint=option) from None
+        raise click.BadParameter(str(err), param_hint=f"'{option}'") from None
     rate = text.strip().endswith("/s")
     if not math.isfinite(value) or value < 0 or (rate and value == 0):
         least = "above" if rate else "at least"
-        raise click.BadParameter(f"{text!r} must be finite and {least} zero", param_hint=option)
+        raise click.BadParameter(f"{text!r} must be finite and {least} zero", param_hint=f"'{option}'")
     return value

@@ -192,7 +192,7 @@ class Codec(abc.ABC):
             y = x.astype(np.float32)
         bad = first_index(np.isfinite(x) & ~np.isfinite(y))
         if bad is not None:
-            raise CodecValueError(f"{self.name}: x[{bad}] = {x[bad]!r} overflows float32", bad)
+            raise CodecValueError(f"{self.name}: x[{bad}] = {float(x[bad]):.9g} overflows float32", bad)
         return y
 
     def _payload_size(self, payload: np.ndarray, expected: int) -> None:

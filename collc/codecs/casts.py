@@ -117,7 +117,7 @@ class _Cast(Codec):
         h, overflow = self._encode(x.view(np.uint32))
         bad = first_index(overflow)
         if bad is not None:
-            message = f"{self.name}: x[{bad}] = {x[bad]!r} rounds to infinity in {self.name}"
+            message = f"{self.name}: x[{bad}] = {float(x[bad]):.9g} rounds to infinity in {self.name}"
             raise CodecValueError(f"{message} (largest finite {self.max_finite:g})", bad)
         return h.astype("<u2").view(np.uint8)
 

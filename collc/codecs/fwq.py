@@ -122,8 +122,10 @@ class Fwq(Codec):
         index = np.flatnonzero(nonfinite | huge)[0] * self.block + lane[nonfinite | huge][0]
         value = x[index]
         if nonfinite[index // self.block]:
-            raise CodecValueError(f"fwq: x[{index}] = {value!r} is not finite", int(index))
-        raise CodecValueError(f"fwq: x[{index}] = {value!r} is too large: its block's scale reaches 2**127", int(index))
+            raise CodecValueError(f"fwq: x[{index}] = {float(value):.9g} is not finite", int(index))
+        raise CodecValueError(
+            f"fwq: x[{index}] = {float(value):.9g} is too large: its block's scale reaches 2**127", int(index)
+        )
 
     def _decompress(self, payload: np.ndarray, n: int, dtype: np.dtype) -> np.ndarray:
         self._payload_size(payload, self.max_compressed_bytes(n))
@@ -160,5 +162,5 @@ def _integer(what: str, value: object) -> int:
         raise ValueError(f"fwq: {what} must be an integer, got {value!r}")
     if isinstance(value, (float, np.floating)):
         if not float(value).is_integer():
-            raise ValueError(f"fwq: {what} must be an integer, got {value!r}")
+            raise ValueError(f"fwq: {what} must be an integer, got {float(value):g}")
     return int(value)

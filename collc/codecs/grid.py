@@ -49,9 +49,9 @@ def check_eb(name: str, eb: object) -> float:
         raise ValueError(f"{name}: eb must be a number, got {eb!r}")
     value = float(eb)
     if math.isnan(value) or value <= 0:
-        raise ValueError(f"{name}: eb must be positive, got {eb!r}")
+        raise ValueError(f"{name}: eb must be positive, got {value:g}")
     if not EB_MIN <= value <= EB_MAX:
-        raise ValueError(f"{name}: eb must be between {EB_MIN:g} and {EB_MAX:g}, got {eb!r}")
+        raise ValueError(f"{name}: eb must be between {EB_MIN:g} and {EB_MAX:g}, got {value:g}")
     return value
 
 
@@ -72,10 +72,10 @@ def quantize(name: str, x: np.ndarray, inv2eb: np.float32) -> np.ndarray:
     if bad is not None:
         value = x[bad]
         if not np.isfinite(value):
-            raise CodecValueError(f"{name}: x[{bad}] = {value!r} is not finite", bad)
+            raise CodecValueError(f"{name}: x[{bad}] = {float(value):.9g} is not finite", bad)
         need = float(abs(value)) / (2 * GRID_QMAX * GRID_SHRINK)
         raise CodecValueError(
-            f"{name}: x[{bad}] = {value!r} is more than {GRID_QMAX} grid steps from 0, where float32 "
+            f"{name}: x[{bad}] = {float(value):.9g} is more than {GRID_QMAX} grid steps from 0, where float32 "
             f"cannot keep the error bound; use eb >= {need:.3g}",
             bad,
         )

@@ -67,7 +67,7 @@ class Zfp(Codec):
             raise ValueError(f"zfp: rate must be a number, got {rate!r}")
         value = float(rate)
         if not ZFP_MIN_RATE <= value <= ZFP_MAX_RATE:
-            raise ValueError(f"zfp: rate must be between {ZFP_MIN_RATE:g} and {ZFP_MAX_RATE:g} bits, got {rate!r}")
+            raise ValueError(f"zfp: rate must be between {ZFP_MIN_RATE:g} and {ZFP_MAX_RATE:g} bits, got {value:g}")
         object.__setattr__(self, "rate", int(value) if value.is_integer() else value)
 
     @property
@@ -90,7 +90,7 @@ class Zfp(Codec):
         zfpy = self._zfpy()
         bad = first_index(~np.isfinite(x))
         if bad is not None:
-            raise CodecValueError(f"zfp: x[{bad}] = {x[bad]!r} is not finite", bad)
+            raise CodecValueError(f"zfp: x[{bad}] = {float(x[bad]):.9g} is not finite", bad)
         if x.size == 0:
             return np.zeros(0, dtype=np.uint8)
         stream = zfpy.compress_numpy(np.ascontiguousarray(x), rate=float(self.rate))

@@ -134,35 +134,67 @@ class _Compiler:
         return run
 
     def comprehension(self, node: ast.Comprehension, local: Scope) -> ExprFn:
-        var, span, func = node.var, node.span, node.func
-        if isinstance(local, _Slots):
-            inner, slot = local.bind(var)
-        else:
-            inner, slot = local | {var}, -1
-        elt = self.expr(node.elt, inner)  # (compiled in this order, for which compile error comes first)
-        it = self.expr(node.iter, local)
-        cond = self.expr(node.cond, inner) if node.cond is not None else None
-        cspan = node.cond.span if node.cond is not None else span
+        span, func = node.span, node.func
+        scopes, keys = [local], []  # the scope each clause's iterable sees, and where its variable lives
+        for clause in node.clauses:
+            inner = scopes[-1]
+            if isinstance(inner, _Slots):
+                inner, slot = inner.bind(clause.var)
+                keys.append(slot)  # a position of its own in the function's environment
+            else:
+                inner = inner | {clause.var}
+                keys.append(clause.var)
+            scopes.append(inner)
+        slots = isinstance(local, _Slots)
+        elt = self.expr(node.elt, scopes[-1])  # (compiled in this order, for which compile error comes first)
+        clauses = []
+        for i, clause in enumerate(node.clauses):
+            it = self.expr(clause.iter, scopes[i])
+            conds = tuple((self.expr(c, scopes[i + 1]), c.span) for c in clause.conds)
+            clauses.append((it, keys[i], conds))
         impl = BUILTINS[func][2] if func != "set" else None
         emitter = self.emitter
+        last = len(clauses) - 1
+
+        def fill(scope: Any, depth: int, items: list[Value]) -> None:
+            """The items of clause ``depth`` and of the clauses nested in it, in order."""
+            it, key, conds = clauses[depth]
+            for v in iterate(it(scope), "comprehension"):
+                left = emitter.iterations_left - 1
+                emitter.iterations_left = left
+                if left < 0:
+                    emitter.spend(0, span)
+                scope[key] = v
+                for cond, cspan in conds:
+                    if not _bool(cond(scope), cspan, "comprehension filter"):
+                        break
+                else:
+                    if depth == last:
+                        items.append(elt(scope))
+                    else:
+                        fill(scope, depth + 1, items)
+
+        def fill_one(scope: Any, depth: int, items: list[Value]) -> None:
+            """`fill` for the common comprehension: one clause, at most one condition."""
+            it, key, conds = clauses[0]
+            cond, cspan = conds[0] if conds else (None, span)
+            for v in iterate(it(scope), "comprehension"):
+                left = emitter.iterations_left - 1
+                emitter.iterations_left = left
+                if left < 0:
+                    emitter.spend(0, span)
+                scope[key] = v
+                if cond is not None and not _bool(cond(scope), cspan, "comprehension filter"):
+                    continue
+                items.append(elt(scope))
+
+        run_clauses = fill_one if last == 0 and len(clauses[0][2]) <= 1 else fill
 
         def run(env: Any) -> Value:
-            if slot < 0:
-                scope = dict(env)
-                key: Any = var
-            else:
-                scope, key = env, slot  # a position of its own in the function's environment
+            scope = env if slots else dict(env)  # a dict environment is copied: the variables stay inside
             items: list[Value] = []
             try:
-                for v in iterate(it(env), "comprehension"):
-                    left = emitter.iterations_left - 1
-                    emitter.iterations_left = left
-                    if left < 0:
-                        emitter.spend(0, span)
-                    scope[key] = v
-                    if cond is not None and not _bool(cond(scope), cspan, "comprehension filter"):
-                        continue
-                    items.append(elt(scope))
+                run_clauses(scope, 0, items)
                 if impl is None:
                     return make_set(items)
                 return impl(tuple(items))

@@ -27,15 +27,37 @@ from collc.values import LangError, Value, a_type, as_int
 
 
 def bind_params(program: Program, values: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
-    """Check the given values against the declared parameters; fill in defaults."""
+    """Check the given values against the declared parameters (names, and ints against dims)."""
     declared = {p.name: p for p in program.params}
-    for name in values:
-        if name not in declared:
-            names = ", ".join(declared) or "none"
-            raise CollError(
-                f"unknown parameter {name!r} for {program.name} (its parameters: {names})", program.header.span
-            )
+    for name, value in values.items():
+        problem = param_problem(program, name, value)
+        if problem is not None:
+            raise CollError(problem, declared[name].span if name in declared else program.header.span)
     return dict(values)
+
+
+def param_problem(program: Program, name: str, value: ParamValue) -> str | None:
+    """Why ``value`` cannot be the value of parameter ``name`` (no such parameter, a shape for an int, a bad
+    shape); None when it can (its constraint aside)."""
+    declared = {p.name: p for p in program.params}
+    param = declared.get(name)
+    if param is None:
+        names = ", ".join(declared) or "none"
+        return f"unknown parameter {name!r} for {program.name} (its parameters: {names})"
+    shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    if param.type == "int" and type(value) is not int:
+        return f"parameter {name} is an int, got {shown}"
+    if param.type == "dims":
+        shape = (value,) if type(value) is int else value
+        if not isinstance(shape, tuple) or not shape or not all(type(d) is int and d >= 1 for d in shape):
+            return f"parameter {name} needs torus dimensions like 4x4, got {shown}"
+    return None
+
+
+def missing_param(param: ast.Param) -> CollError:
+    """The error of a parameter without a default that was given no value."""
+    flag = "-p N" if param.name == "p" else f"--param {param.name}=VALUE"
+    return CollError(f"missing value for parameter {param.name} (pass {flag})", param.span)
 
 
 def _bind(program: Program, values: Mapping[str, ParamValue], compiler_for: Callable[[Env], _Compiler]) -> Env:
@@ -44,21 +66,13 @@ def _bind(program: Program, values: Mapping[str, ParamValue], compiler_for: Call
     compiler = compiler_for(globals_)
     for param in program.params:
         if param.name in values:
-            value = values[param.name]
-            if param.type == "int" and type(value) is not int:
-                raise CollError(f"parameter {param.name} is an int, got {value!r}", param.span)
-            if param.type == "dims":
-                if type(value) is int:
-                    value = (value,)
-                if not isinstance(value, tuple) or not value or not all(type(d) is int and d >= 1 for d in value):
-                    raise CollError(
-                        f"parameter {param.name} needs torus dimensions like 4x4, got {value!r}", param.span
-                    )
+            value = values[param.name]  # checked by bind_params
+            if param.type == "dims" and type(value) is int:
+                value = (value,)
         elif param.default is not None:
             value = compiler.expr(param.default, frozenset())(globals_)  # type: ignore[assignment]
         else:
-            flag = "-p N" if param.name == "p" else f"--param {param.name}=VALUE"
-            raise CollError(f"missing value for parameter {param.name} (pass {flag})", param.span)
+            raise missing_param(param)
         globals_[param.name] = value
     for param in program.params:
         if param.constraint is not None:

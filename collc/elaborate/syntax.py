@@ -33,7 +33,8 @@ def _check_literals(node: ast.Expr) -> None:
 def _check_children(node: ast.Expr) -> None:
     if type(node) is ast.Comprehension:  # compiled in this order
         assert isinstance(node, ast.Comprehension)
-        children: tuple[ast.Expr | None, ...] = (node.elt, node.iter, node.cond)
+        parts = [e for clause in node.clauses for e in (clause.iter, *clause.conds)]
+        children: tuple[ast.Expr | None, ...] = (node.elt, *parts)
     elif type(node) is ast.Call:
         assert isinstance(node, ast.Call)
         children = node.args

@@ -89,14 +89,23 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class CompFor:
+    """One clause ``for var in iter if cond if ...`` of a comprehension (no ``if``: ``conds`` is empty)."""
+
+    var: str
+    iter: Expr
+    conds: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Comprehension:
-    """``elt for var in iter if cond``; ``func`` is the builtin applied (``set`` for ``{...}``)."""
+    """``elt for a in A if c for b in B ...``: the clauses nest left to right (the last varies fastest), each
+    sees the variables of those before it; ``func`` is the builtin applied (``set`` for ``{...}``)."""
 
     func: str
     elt: Expr
-    var: str
-    iter: Expr
-    cond: Expr | None
+    clauses: tuple[CompFor, ...]
     span: Span
 
 

@@ -160,6 +160,17 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 
 def _unclosed_bracket(text: str, upto: int) -> tuple[str, int, int] | None:
     """The innermost bracket opened before ``upto`` and not closed by then (comments skipped)."""
+    stack = _brackets(text, upto)
+    return stack[-1] if stack else None
+
+
+def _never_closed(text: str, bracket: tuple[str, int, int]) -> bool:
+    """Whether ``bracket`` (as `_unclosed_bracket` gives it) stays open to the end of ``text``."""
+    return bracket in _brackets(text, len(text))
+
+
+def _brackets(text: str, upto: int) -> list[tuple[str, int, int]]:
+    """The brackets opened before ``upto`` and not closed by then, outermost first: (char, line, column)."""
     stack: list[tuple[str, int, int]] = []
     line, col, i = 1, 1, 0
     while i < min(upto, len(text)):
@@ -184,7 +195,7 @@ def _unclosed_bracket(text: str, upto: int) -> tuple[str, int, int] | None:
         else:
             col += 1
         i += 1
-    return stack[-1] if stack else None
+    return stack
 
 
 _FLOAT_TEXT = re.compile(r"([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+")
@@ -251,7 +262,9 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         else:
             span = _token_span(file, token)
         unclosed = _unclosed_bracket(text, token.start_pos if token.start_pos is not None else len(text))
-        if unclosed is not None:
+        if unclosed is not None:  # inside brackets a line goes on: the end of a line cannot come next
+            expected = _friendly_terminals(parser, set(err.expected) - {"_NL"})
+        if unclosed is not None and _never_closed(text, unclosed):
             char, line, col = unclosed
             raise CollError(
                 f"'{char}' is never closed",
@@ -527,16 +540,19 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return ast.Call(str(children[0]), args, self.span(meta), self.tspan(children[0]))
 
     def gencall(self, meta: Any, children: list[Any]) -> ast.Comprehension:
-        func, elt, (var, iterable, cond) = children
-        return ast.Comprehension(str(func), elt, var, iterable, cond, self.span(meta))
+        func, elt, clauses = children
+        return ast.Comprehension(str(func), elt, clauses, self.span(meta))
 
     def set_comp(self, meta: Any, children: list[Any]) -> ast.Comprehension:
-        elt, (var, iterable, cond) = children
-        return ast.Comprehension("set", elt, var, iterable, cond, self.span(meta))
+        elt, clauses = children
+        return ast.Comprehension("set", elt, clauses, self.span(meta))
 
-    def comp_for(self, meta: Any, children: list[Any]) -> tuple[str, Any, Any]:
-        cond = children[2] if len(children) > 2 else None
-        return str(children[0]), children[1], cond
+    def comp_for(self, meta: Any, children: list[Any]) -> tuple[ast.CompFor, ...]:
+        return tuple(children)
+
+    def comp_clause(self, meta: Any, children: list[Any]) -> ast.CompFor:
+        var, iterable, *conds = children
+        return ast.CompFor(str(var), iterable, tuple(conds), self.span(meta))
 
     def args(self, meta: Any, children: list[Any]) -> tuple[Any, ...]:
         return tuple(children)

@@ -59,8 +59,15 @@ def load_program(path: str | Path) -> Program:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as err:
-        raise CollError(f"cannot read {file}: {err}") from None
+        raise CollError(f"cannot read {file}: {_read_problem(err)}") from None
     return parse_program(text, file)
+
+
+def _read_problem(err: OSError | UnicodeDecodeError) -> str:
+    """Why a file could not be read, in words (no exception class names)."""
+    if isinstance(err, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
+    return (err.strerror or "cannot be read").lower()
 
 
 def parse_program(text: str, file: str = "<input>") -> Program:
@@ -126,7 +133,8 @@ def _collect_includes(
         try:
             text = target.read_text()
         except (OSError, UnicodeDecodeError) as err:
-            raise CollError(f"cannot include {decl.path!r}: {err.__class__.__name__}: {err}", decl.span) from None
+            where = f" ({target})" if isinstance(err, OSError) else ""
+            raise CollError(f"cannot include {decl.path!r}: {_read_problem(err)}{where}", decl.span) from None
         sources[name] = text
         lib = parse_module(text, name, library=True)
         for d in lib.decls:
@@ -380,11 +388,13 @@ class _Resolver:
                     f"{node.func}() cannot take a comprehension; one of {', '.join(COMPREHENSION_FUNCS)} can",
                     node.span,
                 )
-            self.expr(node.iter, scope)
-            inner = scope | {node.var}
+            inner = set(scope)
+            for clause in node.clauses:  # each clause sees the variables of those before it
+                self.expr(clause.iter, inner)
+                inner = inner | {clause.var}
+                for cond in clause.conds:
+                    self.expr(cond, inner)
             self.expr(node.elt, inner)
-            if node.cond is not None:
-                self.expr(node.cond, inner)
         elif isinstance(node, ast.Call):
             self.call(node, scope)
 

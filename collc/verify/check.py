@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error
+from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error, vector_chunks
 from collc.ir import Action, Collective, Op, OpKind, Schedule
 from collc.verify.compression import ErrorStats, analyse, fmt_bound
 from collc.verify.findings import CODES, Finding
@@ -709,7 +709,7 @@ def check(
             span = where.span if where is not None else schedule.span
             out.add(Finding("tolerance", msg, span, None, errors.worst_rank, errors.worst_chunk, None, None))
     findings, omitted = out.select()
-    vector = max(1, n // p if schedule.collective is Collective.ALLTOALL else n)
+    vector = vector_chunks(schedule.collective, p, n)
     sent, received = max(fp.sent, default=0), max(fp.received, default=0)
     stats = Stats(
         steps=fp.steps,

@@ -26,6 +26,12 @@ dataflow tree.  Copies and sends keep them; a lossy compression adds
 except when the codec is idempotent and the data is already on its grid
 (decompressed from that codec and not changed since); a reduce adds them up.
 A codec without a sound bound makes ``E`` infinite.
+
+Traffic on the wire: a chunk a rank sends travels raw, or compressed when the send
+names a codec or the slot it reads is compressed; a compressed chunk counts as the
+codec's worst-case size (`Codec.max_compressed_bytes`, for large messages of float32
+data, as the simulator charges it) over its raw size.  The most a rank sends and
+receives this way, as fractions of the vector, go with the error figures.
 """
 
 from __future__ import annotations
@@ -37,13 +43,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from collc.codecs import Codec, parse_codec
-from collc.collectives import EVERY, chunk_dest, chunk_origin
+from collc.collectives import EVERY, chunk_dest, chunk_origin, vector_chunks
 from collc.ir import Action, Op, OpKind, Schedule, Step
 from collc.verify.findings import Collector, Finding, bits_ids, chunks_word, lowest, them
 
-__all__ = ["ErrorAnalysis", "ErrorStats", "analyse", "fmt_bound"]
+__all__ = ["ErrorAnalysis", "ErrorStats", "analyse", "fmt_bound", "wire_ratio"]
 
 _RAW = 0  # slot state: raw; k > 0: compressed with codec k
+_WIRE_ELEMENTS = 1 << 20  # a large message: the compressed size per raw byte of a codec is taken at this size
+
+
+def wire_ratio(codec: Codec) -> float:
+    """The worst-case compressed size of a large message of float32 data over its raw size."""
+    return codec.max_compressed_bytes(_WIRE_ELEMENTS) / (4 * _WIRE_ELEMENTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +70,8 @@ class ErrorStats:
     input_bound: float  # the inputs' magnitude bound the figures assume
     codecs: tuple[str, ...]  # the codecs the schedule uses, canonical specs
     unbounded: tuple[str, ...]  # codecs without a sound bound that some output went through
+    max_wire_sent_fraction: float = 0.0  # the most a rank sends on the wire, compressed chunks at their codec's size
+    max_wire_received_fraction: float = 0.0  # ... and receives (fractions of the vector, as Stats)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -98,6 +112,9 @@ class _Pass:
         self.p, self.n = p, n
         self.specs: list[str] = [""]
         self.codecs: list[Codec | None] = [None]
+        self.ratios: list[float] = [1.0]  # per codec index: on-wire size over raw size (raw: 1)
+        self.wire_sent = np.zeros(p)  # chunks on the wire per rank, a compressed chunk counting its ratio
+        self.wire_received = np.zeros(p)
         self.index: dict[str, int] = {}
         self.errors: dict[tuple[int, float], tuple[float, float]] = {}
         self.unbounded: set[int] = set()
@@ -130,6 +147,7 @@ class _Pass:
             k = self.index[spec] = len(self.specs)
             self.specs.append(spec)
             self.codecs.append(codec)
+            self.ratios.append(wire_ratio(codec))
         return k
 
     def is_idempotent(self, k: np.ndarray) -> np.ndarray:
@@ -309,6 +327,8 @@ class _Pass:
                 sends.setdefault((op.rank, op.peer), []).append((bits, k, op))
             else:
                 recvs.append((op, bits, k))
+        for (src, dst), sent in sends.items():
+            self.count_wire(src, dst, sent)
         segs: list[_Seg] = []
         for op, bits, k in recvs:
             for sent, wire, send_op in sends.get((op.peer, op.rank), ()):
@@ -325,6 +345,23 @@ class _Pass:
                     self.add("codec-mismatch", msg, op, step, lowest(both))
                 segs.append(_Seg(op.peer, op.rank, both, wire, op.action is Action.REDUCE, op, send_op))
         return segs
+
+    def count_wire(self, src: int, dst: int, sent: list[tuple[int, int, Op]]) -> None:
+        """The chunks ``src`` sends ``dst`` in a step (merged over its sends), at their size on the wire."""
+        covered, weight = 0, 0.0
+        for bits, k, _ in sent:  # a chunk carried twice counts once, with the codec of its first send
+            new = bits & ~covered
+            if not new:
+                continue
+            covered |= new
+            if k:  # compressed on the wire
+                weight += new.bit_count() * self.ratios[k]
+                continue
+            slots = src * self.n + bits_ids(new)
+            state = self.state[slots][self.held[slots]]  # a compressed slot travels compressed
+            weight += new.bit_count() - state.size + float(np.asarray(self.ratios)[state].sum())
+        self.wire_sent[src] += weight
+        self.wire_received[dst] += weight
 
     def transfer(self, segs: list[_Seg], step: int) -> None:
         n = self.n
@@ -438,6 +475,7 @@ class _Pass:
     # ------------------------------------------------------------ the end
     def finish(self, input_bound: float) -> ErrorAnalysis:
         p, n = self.p, self.n
+        vector = vector_chunks(self.s.collective, p, n)
         dest = chunk_dest(self.s.collective, p, n, self.s.root)
         out = ((dest[None, :] == EVERY) | (dest[None, :] == np.arange(p)[:, None])).reshape(-1) & self.held
         left = np.flatnonzero(out & (self.state != _RAW))
@@ -473,6 +511,8 @@ class _Pass:
             input_bound=input_bound,
             codecs=tuple(self.specs[1:]),
             unbounded=tuple(self.specs[k] for k in sorted(self.unbounded)),
+            max_wire_sent_fraction=float(self.wire_sent.max(initial=0.0)) / vector,
+            max_wire_received_fraction=float(self.wire_received.max(initial=0.0)) / vector,
         )
         w = int(self.blame[worst]) if outputs.size else -1
         shape = (p, n)

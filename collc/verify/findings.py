@@ -9,7 +9,18 @@ import numpy as np
 
 from collc.ir import ChunkSet, Span, bits_to_runs, format_id_set
 
-__all__ = ["CODES", "Collector", "Finding", "bits_ids", "chunks_word", "fmt", "fmt_ids", "lowest", "them"]
+__all__ = [
+    "CODES",
+    "Collector",
+    "Finding",
+    "bits_ids",
+    "chunks_word",
+    "contents_note",
+    "fmt",
+    "fmt_ids",
+    "lowest",
+    "them",
+]
 
 # Codes, most useful first: the order findings are reported in.  The compression codes
 # (docs/compression.md) come from collc.verify.compression.
@@ -56,6 +67,21 @@ class Finding:
     chunk: int | None
     expected: str | None
     actual: str | None
+
+
+def contents_note(finding: Finding) -> str | None:
+    """What the slot a finding is about should hold and holds, in words, or None when there is nothing to add
+    to its message: ``expected contributions {0..3}, actual {0..3} (x2: {1})``; ``actual none`` for an empty
+    slot; the data's form for an output left compressed.  (A send of a slot that holds nothing says so.)"""
+    expected, actual = finding.expected, finding.actual
+    if finding.code == "compressed-output" and actual is not None:
+        return f"expected raw data, actual data compressed with {actual}"
+    actual_text = "none" if actual == "{}" else actual
+    if expected is None:
+        return None if actual_text in (None, "none") else f"contributions held: {actual_text}"
+    if actual is None:
+        return f"expected contributions {expected}"
+    return f"expected contributions {expected}, actual {actual_text}"
 
 
 def fmt(bits: int) -> str:
