@@ -11,7 +11,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,10 +145,17 @@ class Instance:
     def nranks(self) -> int:
         return self.schedule.nranks
 
-    def verify(self, *, input_bound: float = 1.0, tolerance: float | None = None) -> CheckReport:
+    def verify(
+        self,
+        *,
+        input_bound: float = 1.0,
+        tolerance: float | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> CheckReport:
         """Check the schedule; with compression points, for inputs ``|x| <= input_bound``, and
-        a worst-case error bound above ``tolerance`` is a finding (see `collc.verify.check.check`)."""
-        return check(self.schedule, input_bound=input_bound, tolerance=tolerance)
+        a worst-case error bound above ``tolerance`` is a finding (see `collc.verify.check.check`,
+        which calls ``on_progress(done, total)`` after each step)."""
+        return check(self.schedule, input_bound=input_bound, tolerance=tolerance, on_progress=on_progress)
 
     def _require_verified(self, what: str) -> None:
         report = self.verify()
@@ -182,8 +189,10 @@ class Instance:
         seed: int = 0,
         verify: bool = True,
         workdir: str | Path | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> list[cuda.CudaRow]:
-        """Run the generated CUDA executor with the p ranks as virtual ranks on this machine's GPU(s)."""
+        """Run the generated CUDA executor with the p ranks as virtual ranks on this machine's GPU(s);
+        ``on_progress(done, total)``, when given, is called after each count is run (``total``: the counts)."""
         if dtype not in local.DTYPES or op not in local.OPS:
             raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
         for count in counts:
@@ -195,6 +204,7 @@ class Instance:
         return cuda.run(
             self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed,
             workdir=None if workdir is None else Path(workdir), error_bounds=_error_bounds(self.schedule, dtype),
+            on_progress=on_progress,
         )  # fmt: skip
 
     def run_mpi(
@@ -211,8 +221,11 @@ class Instance:
         verify: bool = True,
         workdir: str | Path | None = None,
         mpiexec_args: tuple[str, ...] = (),
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> list[mpi_launch.MpiRow]:
-        """Run on ``nranks`` MPI processes (``backend`` "mpi": the mpi-py module, "mpi-c": the C library)."""
+        """Run on ``nranks`` MPI processes (``backend`` "mpi": the mpi-py module, "mpi-c": the C library);
+        ``on_progress(done, total)``, when given, is called as each count's row arrives (``total``: the counts),
+        from a thread of the launcher."""
         if backend not in ("mpi", "mpi-c"):
             raise CollError(f"unknown MPI backend {backend!r}; expected mpi or mpi-c")
         if dtype not in local.DTYPES or op not in local.OPS:
@@ -226,9 +239,17 @@ class Instance:
         if verify:
             self._require_verified(f"run --backend {backend}")
         kind = "mpi-py" if backend == "mpi" else "mpi-c"
+        arrived: list[mpi_launch.MpiRow] = []
+
+        def on_row(row: mpi_launch.MpiRow) -> None:
+            arrived.append(row)
+            if on_progress is not None:
+                on_progress(len(arrived), len(counts))
+
         return mpi_launch.run(
             self.schedule, counts, kinds=(kind,), dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
             timeout=timeout, workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,
+            on_row=on_row if on_progress is not None else None,
         )  # fmt: skip
 
     def run(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,8 +157,21 @@ def study(
     model: NetworkModel,
     extra: Mapping[str, ParamValue] | None = None,
     exact: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Study:
-    """Simulate every entry at every size; an entry's time is the best of its files'."""
+    """Simulate every entry at every size; an entry's time is the best of its files'.
+
+    ``on_progress(done, total)``, when given, counts the work: for each file, one unit once it is
+    elaborated, then one per size simulated (``total``: files x (sizes + 1))."""
+    files = sum(len(entry.files) for entry in entries)
+    total, done = files * (len(sizes) + 1), 0
+
+    def advance(units: int = 1) -> None:
+        nonlocal done
+        done += units
+        if on_progress is not None:
+            on_progress(done, total)
+
     points: list[Point] = []
     variants: list[Variant] = []
     names: set[str] = set()
@@ -171,8 +184,11 @@ def study(
             schedule, weights = schedule_for(path, topology, extra or {}, exact)
             if schedule.nranks != topology.nodes:
                 raise CollError(f"{path}: {schedule.nranks} ranks on a topology of {topology.nodes} nodes")
+            advance()
             try:
-                sim = simulate(schedule, topology, list(sizes), model, weights=weights)
+                sim = simulate(
+                    schedule, topology, list(sizes), model, weights=weights, on_progress=lambda *_: advance()
+                )
             except ValueError as err:
                 raise CollError(f"{path}: {err}") from None
             name = name or schedule.algorithm

@@ -38,7 +38,7 @@ with communication.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -445,6 +445,7 @@ def simulate(
     sizes_bytes: Iterable[int],
     model: NetworkModel | None = None,
     weights: Sequence[float] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Simulation:
     """The simulated time of ``schedule`` on ``topology`` for each vector size in bytes.
 
@@ -452,7 +453,8 @@ def simulate(
     logical_count`: the whole vector for allreduce, the gathered output for allgather, the
     send buffer for alltoall).  ``weights[i]`` (default 1) is how many steps
     ``schedule.steps[i]`` stands for.  A ValueError says what does not fit: the topology's
-    node count, a size, the weights.
+    node count, a size, the weights.  ``on_progress(done, total)``, when given, is called
+    after each size is simulated (``total``: the sizes).
     """
     model = model if model is not None else NetworkModel()
     sizes = _counts(sizes_bytes, schedule, model.itemsize)
@@ -468,6 +470,8 @@ def simulate(
             if plan.codec_rank.size:
                 t += _codec_bytes(plan, ev, model.itemsize) / model.codec_bandwidth
             step_times[i, j] = t
+        if on_progress is not None:
+            on_progress(j + 1, len(sizes))
     totals = w @ step_times if nsteps else np.zeros(len(sizes))
     rows = tuple(
         SimRow(size, float(t), size / float(t) if t > 0 else math.inf)

@@ -635,6 +635,7 @@ def run(
     devices: Sequence[int] | None = None,
     workdir: Path | None = None,
     error_bounds: np.ndarray | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[CudaRow]:
     """Generate, build and run a VERIFIED schedule on CuPy arrays, once per count; one row per count.
 
@@ -651,8 +652,9 @@ def run(
         lib = Library(build(out, schedule, arch=arch), schedule)
         try:
             return run_library(
-                lib, counts, dtype, op, iters, warmup=warmup, seed=seed, devices=placement, error_bounds=error_bounds
-            )
+                lib, counts, dtype, op, iters, warmup=warmup, seed=seed, devices=placement,
+                error_bounds=error_bounds, on_progress=on_progress,
+            )  # fmt: skip
         finally:
             lib.release()
 
@@ -668,8 +670,10 @@ def run_library(
     seed: int = 0,
     devices: Sequence[int] | None = None,
     error_bounds: np.ndarray | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[CudaRow]:
-    """Run a built library on CuPy arrays, once per count; one row per count.
+    """Run a built library on CuPy arrays, once per count; one row per count (``on_progress(done, total)``,
+    when given, is called after each).
 
     Inputs come from `local.make_inputs` (``seed``); every iteration starts
     from them and is timed with CUDA events on the current stream of rank 0's
@@ -681,7 +685,12 @@ def run_library(
     _check_run_args(dtype, op, iters, warmup, lib.schedule, error_bounds)
     cp = cupy_module()
     placement = _placement(lib.schedule, devices)
-    return [_run_count(cp, lib, count, dtype, op, iters, warmup, seed, placement, error_bounds) for count in counts]
+    rows = []
+    for count in counts:
+        rows.append(_run_count(cp, lib, count, dtype, op, iters, warmup, seed, placement, error_bounds))
+        if on_progress is not None:
+            on_progress(len(rows), len(counts))
+    return rows
 
 
 def _check_run_args(

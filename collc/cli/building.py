@@ -25,9 +25,11 @@ from collc.cli.common import (
     parse_size,
     parse_sizes,
 )
+from collc.cli.progress import Bar, progress_bar
 from collc.collectives import busbw_factor, count_error
 from collc.diagnostics import CollError
 from collc.ir import Collective, Schedule
+from collc.verify.check import CheckReport
 
 
 @main.command(name="compile")
@@ -130,43 +132,21 @@ def run(
         raise bad_value(
             "--mpiexec-args", mpiexec_args, f"{str(err).lower()} (the text is split as a shell would)"
         ) from None
-    inst = load_instance(file, p, params, dims, codecs)
-    s = inst.schedule
-    if not no_check:
-        checked = inst.verify()
-        if not checked.ok:
-            click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
-            sys.exit(EXIT_WRONG)
-    counts = []
-    for nbytes in byte_sizes:
-        count = nbytes // itemsize
-        if count_error(s.collective, s.nranks, count) is not None or (backend != "local" and _needs_blocks(s)):
-            count -= count % s.nranks  # equal blocks per rank
-        counts.append(count)
-    rows = []
-    try:
-        if backend == "local":
-            for count in counts:
-                rows.append(_row(s, inst.run(count, dtype, redop, backend=backend, iters=iters)))
-        elif backend == "cuda":
-            results = inst.run_cuda(counts, dtype, redop, iters=iters, warmup=warmup, verify=False, workdir=workdir)
-            rows = [_mpi_row(s, dtype, redop, r) for r in results]
-        else:
-            results = inst.run_mpi(
-                counts,
-                dtype,
-                redop,
-                backend=backend,
-                iters=iters,
-                warmup=warmup,
-                timeout=timeout,
-                verify=False,
-                workdir=workdir,
-                mpiexec_args=launcher_args,
+    with progress_bar("elaborating", quiet=as_json) as bar:
+        inst = load_instance(file, p, params, dims, codecs)
+        s = inst.schedule
+        checked: CheckReport | None = None
+        if not no_check:
+            bar.stage(f"verifying {s.algorithm}", len(s.steps))
+            checked = inst.verify(on_progress=bar.on_progress)
+        if checked is None or checked.ok:
+            bar.stage(f"running {s.algorithm}", len(byte_sizes))
+            rows = _run_rows(
+                inst, byte_sizes, dtype, redop, backend, iters, warmup, timeout, workdir, launcher_args, bar
             )
-            rows = [_mpi_row(s, dtype, redop, r) for r in results]
-    except CollError as err:
-        fail_input(err)
+    if checked is not None and not checked.ok:
+        click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
+        sys.exit(EXIT_WRONG)
     if as_json:
         payload = {
             "algorithm": s.algorithm,
@@ -180,6 +160,61 @@ def run(
     else:
         click.echo(_rows_text(s, backend, rows))
     sys.exit(EXIT_WRONG if any(r["wrong"] for r in rows) else EXIT_OK)
+
+
+def _run_rows(
+    inst: api.Instance,
+    byte_sizes: list[int],
+    dtype: str,
+    redop: str,
+    backend: str,
+    iters: int,
+    warmup: int,
+    timeout: float,
+    workdir: str | None,
+    launcher_args: tuple[str, ...],
+    bar: Bar,
+) -> list[dict[str, Any]]:
+    """The rows of `collc run`, one per size, on ``backend`` (``bar`` counts the sizes done)."""
+    s = inst.schedule
+    itemsize = local.DTYPES[dtype].itemsize
+    counts = []
+    for nbytes in byte_sizes:
+        count = nbytes // itemsize
+        if count_error(s.collective, s.nranks, count) is not None or (backend != "local" and _needs_blocks(s)):
+            count -= count % s.nranks  # equal blocks per rank
+        counts.append(count)
+    rows = []
+    try:
+        if backend == "local":
+            for count in counts:
+                rows.append(_row(s, inst.run(count, dtype, redop, backend=backend, iters=iters)))
+                if bar.on_progress is not None:
+                    bar.on_progress(len(rows), len(counts))
+        elif backend == "cuda":
+            results = inst.run_cuda(
+                counts, dtype, redop, iters=iters, warmup=warmup, verify=False, workdir=workdir,
+                on_progress=bar.on_progress,
+            )  # fmt: skip
+            rows = [_mpi_row(s, dtype, redop, r) for r in results]
+        else:
+            results = inst.run_mpi(
+                counts,
+                dtype,
+                redop,
+                backend=backend,
+                iters=iters,
+                warmup=warmup,
+                timeout=timeout,
+                verify=False,
+                workdir=workdir,
+                mpiexec_args=launcher_args,
+                on_progress=bar.on_progress,
+            )
+            rows = [_mpi_row(s, dtype, redop, r) for r in results]
+    except CollError as err:
+        fail_input(err)
+    return rows
 
 
 def _needs_blocks(s: Schedule) -> bool:

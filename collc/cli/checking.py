@@ -7,8 +7,6 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from collc import api, report
 from collc.cli.common import (
@@ -25,6 +23,7 @@ from collc.cli.common import (
     main,
     range_options,
 )
+from collc.cli.progress import progress_bar
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
 from collc.verify.deadlock import MODELS
@@ -78,17 +77,27 @@ def check(
     check_values(alg, ranges, p, params, dims)
     instances = parameter_sets(ranges)
     if len(instances) == 1:
-        try:
-            schedule = alg.instantiate(**instances[0]).schedule
-        except CollError as err:
-            fail_input(err, alg.sources)
+        with progress_bar(f"elaborating {alg.name}", quiet=as_json) as bar:
+            try:
+                schedule = alg.instantiate(**instances[0]).schedule
+            except CollError as err:
+                fail_input(err, alg.sources)
+            if trace is None:
+                bar.stage(f"checking {alg.name}", len(schedule.steps))
+                result = judge(
+                    schedule,
+                    instances[0],
+                    model,
+                    input_bound=input_bound,
+                    tolerance=tolerance,
+                    on_progress=bar.on_progress,
+                )
         if trace is not None:
             try:
                 click.echo(report.trace_text(schedule, trace))
             except ValueError as err:
                 raise click.BadParameter(str(err), param_hint="'--trace'") from None
             sys.exit(EXIT_OK)
-        result = judge(schedule, instances[0], model, input_bound=input_bound, tolerance=tolerance)
         assert result.report is not None
         if as_json:
             click.echo(json.dumps(report.report_json(schedule, result.report, result.deadlock), indent=2))
@@ -121,25 +130,14 @@ def _sweep_with_progress(
     quiet: bool,
     limits: dict[str, Any],
 ) -> SweepResult:
-    if quiet or not sys.stderr.isatty():
-        return sweep(alg.program, instances, model=model, jobs=jobs, keep_going=keep_going, **limits)
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("checking {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(alg.name, total=len(instances))
+    with progress_bar(f"checking {alg.name}", len(instances), quiet=quiet, delay=0) as bar:
         return sweep(
             alg.program,
             instances,
             model=model,
             jobs=jobs,
             keep_going=keep_going,
-            progress=lambda _: bar.advance(task),
+            on_progress=bar.on_progress,
             **limits,
         )
 

@@ -12,6 +12,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from collc import api
+from collc.cli import progress
 from collc.diagnostics import CollError, format_error
 from collc.ir import ParamValue
 from collc.verify.sweep import parse_dims_spec, parse_int_spec
@@ -245,6 +246,7 @@ def range_options(fn: F) -> F:
 
 
 def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoReturn:
+    progress.hide()
     click.echo(format_error(err, sources or {}), err=True)
     sys.exit(EXIT_INPUT)
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import click
 
+from collc.cli.progress import DELAY_S
+
 _UNSET: Any = getattr(click.core, "UNSET", None)  # click >= 8.3: the default of an option without one
 
 TITLE = "# Command-line reference"
@@ -26,7 +28,12 @@ INTRO = (
     "do not edit by hand (a test compares this file with a fresh rendering).\n\n"
     "Exit codes of every command: 0 success, 1 the schedule is wrong (or a run produced wrong "
     "elements), 2 a usage error or a mistake in the program. `FILE` is a `.coll` file or the "
-    "name of a bundled example (`collc examples`). A flag is off unless given."
+    "name of a bundled example (`collc examples`). A flag is off unless given.\n\n"
+    "Progress: on a terminal, `collc check`, `collc sim` and `collc run` draw a progress bar on stderr "
+    f"while they work (a range of instances at once, anything else once it has run for {DELAY_S:g} s) and erase it "
+    "when they are done, so that what they print is the same with or without it; with `--json`, or when "
+    "stdout or stderr is not a terminal, there is none. The environment variable `COLLC_PROGRESS` decides "
+    "otherwise: `auto` (the default), `always` (as if on a terminal, still none with `--json`) or `never`."
 )
 
 

@@ -17,6 +17,7 @@ from collc.cli.common import (
     parse_param_value,
     parse_sizes,
 )
+from collc.cli.progress import progress_bar
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
 from collc.viz import suffix_problem
@@ -84,10 +85,11 @@ def sim(
     problem = suffix_problem(plot_path) if plot_path is not None else None
     if problem is not None:
         raise click.BadParameter(problem, param_hint="'--plot'")
-    try:
-        result = goodput.study(parsed, topology, byte_sizes, model, extra, exact=exact)
-    except CollError as err:
-        fail_input(err, err.sources)
+    with progress_bar("simulating", quiet=as_json) as bar:
+        try:
+            result = goodput.study(parsed, topology, byte_sizes, model, extra, exact=exact, on_progress=bar.on_progress)
+        except CollError as err:
+            fail_input(err, err.sources)
     if plot_path is not None:
         try:
             goodput.plot(result, plot_path, peak_gbps=topology.peak_bandwidth(model.link_bandwidth) * 8 / 1e9)

@@ -19,7 +19,7 @@ peer) or cut to the valid chunk range; a receive without an action is a copy.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -264,10 +264,13 @@ class _Fingerprint:
             self.cached += got.size
         return got
 
-    def run(self) -> None:
-        for step in self.s.steps:
+    def run(self, on_progress: Callable[[int, int], None] | None = None) -> None:
+        total = len(self.s.steps)
+        for done, step in enumerate(self.s.steps, 1):
             if step.ops:
                 self.step(step.index, step.ops)
+            if on_progress is not None:
+                on_progress(done, total)
 
     def step(self, step: int, ops: Sequence[Op]) -> None:
         """Stats, matching and write conflicts of one step, then its data flow."""
@@ -663,13 +666,19 @@ def _last_receive(schedule: Schedule, rank: int) -> tuple[int, Op] | None:
 
 
 def check(
-    schedule: Schedule, *, max_findings: int = 20, input_bound: float = 1.0, tolerance: float | None = None
+    schedule: Schedule,
+    *,
+    max_findings: int = 20,
+    input_bound: float = 1.0,
+    tolerance: float | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> CheckReport:
     """Check `schedule` against its collective's contract; see the module docstring.
 
     For a schedule with compression points, also their use and the error of its outputs
     (`collc.verify.compression`), for inputs of magnitude at most ``input_bound``; a
-    worst-case error bound above ``tolerance`` is a finding.
+    worst-case error bound above ``tolerance`` is a finding.  ``on_progress(done, total)``,
+    when given, is called after each step of the schedule is checked (``total`` its steps).
     """
     p, n = schedule.nranks, schedule.nchunks
     out = _Collector(max(1, max_findings))
@@ -681,7 +690,7 @@ def check(
         out.add(Finding("root-out-of-range", msg, schedule.span, None, None, None, None, None))
     dataflow = out.total == 0
     fp = _Fingerprint(schedule, out, dataflow)
-    fp.run()
+    fp.run(on_progress)
     if dataflow:
         failing = fp.failing_chunks()
         dest = chunk_dest(schedule.collective, p, n, schedule.root)

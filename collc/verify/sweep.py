@@ -123,8 +123,10 @@ def judge(
     *,
     input_bound: float = 1.0,
     tolerance: float | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> InstanceResult:
-    report = check(schedule, input_bound=input_bound, tolerance=tolerance)
+    """Check one elaborated instance and its deadlock freedom under ``model``; ``on_progress``: see `check`."""
+    report = check(schedule, input_bound=input_bound, tolerance=tolerance, on_progress=on_progress)
     unmatched = sum(1 for f in report.findings if f.code in UNMATCHED)
     deadlock = check_step(schedule, unmatched) if model == "step" else check_blocking(schedule)
     if not deadlock.ok and model == "blocking":
@@ -186,19 +188,22 @@ def sweep(
     model: str = "step",
     jobs: int | None = None,
     keep_going: bool = False,
-    progress: Callable[[InstanceResult], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
     input_bound: float = 1.0,
     tolerance: float | None = None,
 ) -> SweepResult:
-    """Check every instance in order; stop at the first (smallest) failure unless ``keep_going``."""
+    """Check every instance in order; stop at the first (smallest) failure unless ``keep_going``.
+
+    ``on_progress(done, total)``, when given, is called in this process after each instance's result
+    (``total``: the instances of the range; a sweep that stops early ends below it)."""
     jobs = jobs if jobs is not None else min(len(instances), os.cpu_count() or 1)
     results: list[InstanceResult] = []
     stopped = False
     limits: _Limits = {"input_bound": input_bound, "tolerance": tolerance}
     for result in _results(program, instances, model, jobs, limits):
         results.append(result)
-        if progress is not None:
-            progress(result)
+        if on_progress is not None:
+            on_progress(len(results), len(instances))
         if result.status in ("wrong", "error") and not keep_going:
             stopped = len(results) < len(instances)
             break
