@@ -144,6 +144,32 @@ def test_a_goodput_study_counts_each_file_and_size() -> None:
     assert result.points == study(entries, parse_topology("ring:8"), sizes, NetworkModel()).points
 
 
+def test_an_mpi_run_reports_every_count() -> None:
+    inst = collc.load(EXAMPLES / "ring_allreduce.coll").instantiate(p=2)
+    counts = [64, 1024, 4096]
+    seen = Recorder()
+    rows = inst.run_mpi(counts, on_progress=seen, timeout=120)
+    assert [r.count for r in rows] == counts and all(r.wrong == 0 for r in rows)
+    assert_counts_up(seen.calls, len(counts))
+
+
+@pytest.mark.gpu
+def test_a_cuda_run_reports_every_count() -> None:
+    from collc.backends import cuda
+    from collc.diagnostics import CollError
+
+    try:
+        cuda.cupy_module()
+    except CollError as err:
+        pytest.skip(str(err))
+    inst = collc.load(EXAMPLES / "ring_allreduce.coll").instantiate(p=4)
+    counts = [1024, 4096, 1 << 16]
+    seen = Recorder()
+    rows = inst.run_cuda(counts, on_progress=seen)
+    assert [r.count for r in rows] == counts and all(r.wrong == 0 for r in rows)
+    assert_counts_up(seen.calls, len(counts))
+
+
 # --------------------------------------------------------------------------
 # The command line
 # --------------------------------------------------------------------------
