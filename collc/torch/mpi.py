@@ -47,7 +47,6 @@ class MpiSetupError(RuntimeError):
 
 _lock = threading.Lock()
 _world_ranks: tuple[int, ...] | None = None  # torch global rank of each MPI world rank
-_server: subprocess.Popen[str] | None = None
 _pmi_socket: int | None = None  # the PMI connection's descriptor, open until the process ends
 
 
@@ -128,18 +127,18 @@ def init_world(store: Any, rank: int, size: int, global_ranks: Sequence[int], ti
 
 def _start_world(store: Any, rank: int, size: int, timeout: timedelta) -> None:
     """The torchrun case: a PMI server at rank 0 and MPI initialized in every member (see the module's doc)."""
-    global _server, _pmi_socket
+    global _pmi_socket
     store.set(f"collc/pmi/host/{rank}", socket.gethostname())
     if rank == 0:
         hosts = [_store_get(store, f"collc/pmi/host/{r}") for r in range(size)]
         command = [
             sys.executable, str(Path(__file__).with_name("pmi.py")), "--size", str(size), "--kvsname",
             f"collc_{secrets.token_hex(6)}", "--mapping", process_mapping(hosts), "--timeout",
-            str(max(timeout.total_seconds(), 60.0)),
+            str(max(timeout.total_seconds(), 60.0)), "--detach",
         ]  # fmt: skip
-        _server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        assert _server.stdout is not None
-        port = _server.stdout.readline().strip()
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as starter:
+            assert starter.stdout is not None
+            port = starter.stdout.readline().strip()
         if not port.isdigit():
             raise MpiSetupError(f"collc: the PMI server did not start ({' '.join(command)})")
         store.set("collc/pmi/hosts", json.dumps(hosts))

@@ -8,7 +8,9 @@ else: a key-value space, barriers and the job's attributes.  It runs as a
 process of its own (``python .../collc/torch/pmi.py --size N``: by path, so that it imports
 neither collc nor torch), started by the
 group's rank 0 (`collc.torch.mpi`); it prints its port, serves the N processes
-until each has finalized or gone, and exits.
+until each has finalized or gone, and exits.  With ``--detach`` it serves from a
+child process and the process started exits at once, so that the starter has no
+child left to wait for.
 
 The commands served (PMI-1 wire protocol, one ``cmd=NAME key=value ...`` line each):
 ``init``, ``get_maxes``, ``get_appnum``, ``get_my_kvsname``, ``get_universe_size``,
@@ -20,6 +22,7 @@ pending and later PMI calls fail (MPI reports the error) instead of waiting fore
 from __future__ import annotations
 
 import argparse
+import os
 import selectors
 import socket
 import sys
@@ -172,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kvsname", default="collc_kvs", help="the name of the job's key-value space")
     parser.add_argument("--mapping", default=None, help="PMI_process_mapping (default: all on one node)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for every process to connect")
+    parser.add_argument("--detach", action="store_true", help="serve from a child process and exit at once")
     args = parser.parse_args(argv)
     mapping = args.mapping or f"(vector,(0,1,{args.size}))"
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -179,7 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     listener.bind(("", 0))
     listener.listen(max(args.size, 16))
     print(listener.getsockname()[1], flush=True)
-    sys.stdout.close()
+    if args.detach and os.fork() > 0:
+        os._exit(0)  # the starter waits for this process only; the child serves on, in a session of its own
+    if args.detach:
+        os.setsid()
+    sys.stdout.flush()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the starter's pipe closes
     return serve(listener, Server(args.size, args.kvsname, mapping), args.timeout)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import queue
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -48,6 +49,7 @@ __all__ = ["CollcError", "ProcessGroupCollc"]
 
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "gloo", "trivial")
 _ROUTE_COLLC, _ROUTE_GLOO, _ROUTE_LOCAL = 1, 2, 3
+_GLOO_OPS = {"allreduce": 1, "_allgather_base": 2, "_reduce_scatter_base": 3, "broadcast": 4}
 _FIELDS = ("operation", "route", "dtype", "element count", "reduction op", "root", "schedule", "failed")
 
 
@@ -106,6 +108,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         self._settings_seen = -1
         self._settings = config.current()
         self._gloo: Any = None
+        self.stats: Counter[str] = Counter()  # collectives run, by route and operation ("collc all_reduce")
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=f"collc-group-{rank}", daemon=True)
         self._thread.start()
@@ -163,6 +166,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
             raise failure
         assert planned is not None
         planned.run()
+        route = {_ROUTE_COLLC: "collc", _ROUTE_GLOO: "gloo"}.get(planned.signature[1], "local")
+        self.stats[f"{route} {name}"] += 1
 
     def _agree(self, name: str, planned: Planned | None, failure: Exception | None) -> None:
         mine = np.zeros(8, dtype=np.int64)
@@ -234,6 +239,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     def _gloo_step(self, method: str, args: tuple[Any, ...], describe: str, count: int = 0,
                    dtype: torch.dtype | None = None, why: str | None = None) -> Planned:  # fmt: skip
+        """Run ``method`` of the inner gloo group; ``why`` (the first time) says why in a warning."""
         if why is not None:
             _warn_once(f"{method}:{why}", f"collc: {why} run on the inner gloo group (collc has no schedule for it)")
 
@@ -241,7 +247,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
             getattr(self._gloo_backend(), method)(*args).wait()
 
         code = ops.dtype_code(dtype) if dtype is not None else 0
-        return Planned((6, _ROUTE_GLOO, code, count, 0, 0, 0), run, describe)
+        operation = _GLOO_OPS.get(method, 6)
+        return Planned((operation, _ROUTE_GLOO, code, count, 0, 0, 0), run, describe)
 
     # ------------------------------------------------------------------ argument checks
 
