@@ -38,14 +38,13 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
 from collc.torch import config, mpi, ops
 from collc.torch.library import GroupLibrary
 from collc.torch.schedules import CODEC_DTYPES, Compiled, prepare
 
-__all__ = ["CollcError", "ProcessGroupCollc"]
+__all__ = ["CollcError", "CollcWork", "ProcessGroupCollc"]
 
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "gloo", "trivial")
 _ROUTE_COLLC, _ROUTE_GLOO, _ROUTE_LOCAL = 1, 2, 3
@@ -64,6 +63,7 @@ class Planned:
     signature: tuple[int, int, int, int, int, int, int]  # operation, route, dtype, count, op, root, schedule
     run: Callable[[], None]
     describe: str  # for errors: "all_reduce of 1024 float32 elements"
+    schedule: str = ""  # the schedule that runs it, for errors
 
 
 Step = Callable[[], Planned]
@@ -75,6 +75,24 @@ class _Job:
     steps: list[Step]
     future: Future[Any] = field(default_factory=Future)
     result: Any = None
+
+
+class CollcWork(dist._Work):
+    """The Work of a queued collective: ``wait()`` blocks until the group's thread ran it, and raises its error."""
+
+    def __init__(self, future: Future[Any]) -> None:
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        self._future.wait()  # raises what the collective raised
+        return True
+
+    def is_completed(self) -> bool:
+        return bool(self._future.done())
+
+    def get_future(self) -> Future[Any]:
+        return self._future
 
 
 _warned: set[str] = set()
@@ -138,7 +156,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def _submit(self, name: str, steps: list[Step], result: Any = None) -> Any:
         job = _Job(name, steps, result=result)
         self._queue.put(job)
-        return _create_work_from_future(job.future)
+        return CollcWork(job.future)
 
     def _serve(self) -> None:
         while True:
@@ -197,7 +215,10 @@ class ProcessGroupCollc(dist.ProcessGroup):
             0: "every rank must issue the same collectives in the same order",
         }.get(column, "every rank must make the same call")
         what = planned.describe if planned is not None else name
-        return f"collc: {what}: the ranks disagree on the {_FIELDS[column]} ({per_rank}); {hint}"
+        mine = ""
+        if column == 6 and planned is not None and planned.schedule:
+            mine = f" (this rank runs {planned.schedule})"
+        return f"collc: {what}: the ranks disagree on the {_FIELDS[column]} ({per_rank}){mine}; {hint}"
 
     @staticmethod
     def _field_text(column: int, value: int) -> str:
@@ -259,7 +280,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         return t
 
     def _compressed_dtype(self, compiled: Compiled, dtype: torch.dtype, what: str) -> None:
-        name = str(dtype).removeprefix("torch.")
+        name = _name(dtype)
         if compiled.compressed and name not in CODEC_DTYPES:
             raise CollcError(
                 f"collc: {what}: {name} tensors cannot be compressed by {', '.join(compiled.codecs)} "
@@ -275,7 +296,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     def _all_reduce_step(self, t: torch.Tensor, op: Any) -> Step:
         def step() -> Planned:
-            desc = f"all_reduce of {t.numel()} {str(t.dtype).removeprefix('torch.')} elements"
+            desc = f"all_reduce of {t.numel()} {_name(t.dtype)} elements"
             kind = ops.reduce_kind(op)
             why = None
             if kind is None:
@@ -297,17 +318,17 @@ class ProcessGroupCollc(dist.ProcessGroup):
                 return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype,
                                        f"all_reduce {kind.name.upper()} with a compressed schedule")  # fmt: skip
             sig = (1, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), kind.code, 0, compiled.key)
-            return Planned(sig, lambda: ops.all_reduce(lib, t, kind, self._size), desc)
+            return Planned(sig, lambda: ops.all_reduce(lib, t, kind, self._size), desc, compiled.describe())
 
         return step
 
     def _reduce_scatter_step(self, out: torch.Tensor, inp: torch.Tensor, op: Any) -> Step:
         def step() -> Planned:
             n = out.numel()
-            desc = f"reduce_scatter into {n} {str(out.dtype).removeprefix('torch.')} elements"
+            desc = f"reduce_scatter into {n} {_name(out.dtype)} elements"
             if inp.numel() != n * self._size or inp.dtype != out.dtype:
                 raise CollcError(
-                    f"collc: {desc}: the input has {inp.numel()} {inp.dtype} elements; it must have "
+                    f"collc: {desc}: the input has {inp.numel()} {_name(inp.dtype)} elements; it must have "
                     f"{self._size} x {n} = {n * self._size} of the output's dtype"
                 )
             kind = ops.reduce_kind(op)
@@ -333,17 +354,18 @@ class ProcessGroupCollc(dist.ProcessGroup):
                 return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype,
                                        f"reduce_scatter {kind.name.upper()} with a compressed schedule")  # fmt: skip
             sig = (3, _ROUTE_COLLC, ops.dtype_code(out.dtype), n, kind.code, 0, compiled.key)
-            return Planned(sig, lambda: ops.reduce_scatter_into(lib, out, inp, kind, self._size), desc)
+            return Planned(sig, lambda: ops.reduce_scatter_into(lib, out, inp, kind, self._size), desc,
+                           compiled.describe())  # fmt: skip
 
         return step
 
     def _all_gather_step(self, out: torch.Tensor, inp: torch.Tensor) -> Step:
         def step() -> Planned:
             n = inp.numel()
-            desc = f"all_gather of {n} {str(inp.dtype).removeprefix('torch.')} elements"
+            desc = f"all_gather of {n} {_name(inp.dtype)} elements"
             if out.numel() != n * self._size or out.dtype != inp.dtype:
                 raise CollcError(
-                    f"collc: {desc}: the output has {out.numel()} {out.dtype} elements; it must have "
+                    f"collc: {desc}: the output has {out.numel()} {_name(out.dtype)} elements; it must have "
                     f"{self._size} x {n} = {n * self._size} of the input's dtype"
                 )
             if self._size == 1:
@@ -355,13 +377,13 @@ class ProcessGroupCollc(dist.ProcessGroup):
             compiled, lib = entry
             self._compressed_dtype(compiled, inp.dtype, desc)
             sig = (2, _ROUTE_COLLC, ops.dtype_code(inp.dtype), n, 0, 0, compiled.key)
-            return Planned(sig, lambda: ops.all_gather_into(lib, out, inp, self._rank), desc)
+            return Planned(sig, lambda: ops.all_gather_into(lib, out, inp, self._rank), desc, compiled.describe())
 
         return step
 
     def _broadcast_step(self, t: torch.Tensor, root: int) -> Step:
         def step() -> Planned:
-            desc = f"broadcast of {t.numel()} {str(t.dtype).removeprefix('torch.')} elements from rank {root}"
+            desc = f"broadcast of {t.numel()} {_name(t.dtype)} elements from rank {root}"
             if not 0 <= root < self._size:
                 raise CollcError(f"collc: {desc}: the root must be a rank of the group (0..{self._size - 1})")
             if self._size == 1:
@@ -372,7 +394,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             compiled, lib = entry
             self._compressed_dtype(compiled, t.dtype, desc)
             sig = (4, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), 0, root, compiled.key)
-            return Planned(sig, lambda: ops.broadcast(lib, t, root), desc)
+            return Planned(sig, lambda: ops.broadcast(lib, t, root), desc, compiled.describe())
 
         return step
 
@@ -414,7 +436,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if any(o.numel() != inp.numel() or o.dtype != inp.dtype for o in outs):
                 raise CollcError(
                     f"collc: all_gather: every output tensor must have the input's {inp.numel()} elements "
-                    f"and dtype {inp.dtype}"
+                    f"and dtype {_name(inp.dtype)}"
                 )
             flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype)
             inner = self._all_gather_step(flat, inp)
@@ -462,7 +484,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if any(i.numel() != out.numel() or i.dtype != out.dtype for i in parts):
                 raise CollcError(
                     f"collc: reduce_scatter: every input tensor must have the output's {out.numel()} elements "
-                    f"and dtype {out.dtype}"
+                    f"and dtype {_name(out.dtype)}"
                 )
             flat = torch.cat([i.reshape(-1) for i in parts]) if parts else torch.empty(0, dtype=out.dtype)
             return self._reduce_scatter_step(out, flat, op)
@@ -527,6 +549,10 @@ class ProcessGroupCollc(dist.ProcessGroup):
             self._thread.join()
             self._libs.clear()
             self._comm.Free()
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _local_copy(out: torch.Tensor, inp: torch.Tensor) -> None:
