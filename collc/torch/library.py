@@ -96,6 +96,7 @@ class GroupLibrary:
         self.fn.restype = ctypes.c_int
         self.last_error = getattr(self.lib, f"collc_{ident}_last_error")
         self.last_error.restype = ctypes.c_char_p
+        self.comm_object = comm
         self.comm = ctypes.c_int(int(comm.py2f()))
 
     def _check(self, code: int) -> None:

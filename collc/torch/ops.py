@@ -75,9 +75,15 @@ class ReduceKind:
         return "sum" if self.name in ("avg", "premul_sum") else self.name
 
 
+def op_name(op: dist.ReduceOp | _R) -> str:
+    """``BAND`` for ReduceOp.BAND (and for a ReduceOp holding it)."""
+    kind = getattr(op, "op", op)
+    return str(getattr(kind, "name", kind)).rsplit(".", 1)[-1]
+
+
 def reduce_kind(op: dist.ReduceOp | _R) -> ReduceKind | None:
     """The `ReduceKind` of a torch op, or None for one the libraries cannot run (bitwise ops, ...)."""
-    kind = op.op if isinstance(op, dist.ReduceOp) else op
+    kind = getattr(op, "op", op)  # a ReduceOp holds its RedOpType; ReduceOp.SUM and co. are RedOpTypes
     name = _KINDS.get(kind)
     if name is None:
         return None

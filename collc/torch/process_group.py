@@ -123,6 +123,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         mpi.init_world(store, rank, size, ranks, timeout)
         self._comm = mpi.group_comm(ranks, rank)
         self._libs: dict[tuple[Any, ...], tuple[Compiled, GroupLibrary]] = {}
+        self._rotated: dict[tuple[Any, ...], GroupLibrary] = {}
         self._settings_seen = -1
         self._settings = config.current()
         self._gloo: Any = None
@@ -234,7 +235,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     # ------------------------------------------------------------------ schedules and gloo
 
-    def _library(self, collective: str, root: int | None = None) -> tuple[Compiled, GroupLibrary] | None:
+    def _library(self, collective: str) -> tuple[Compiled, GroupLibrary] | None:
         """The group's library for ``collective`` (None: the collective is configured to run on gloo)."""
         if config.generation() != self._settings_seen:
             self._settings = config.current()
@@ -243,12 +244,26 @@ class ProcessGroupCollc(dist.ProcessGroup):
         source = settings.schedule(collective)
         if source == config.GLOO:
             return None
-        key = (collective, source, root, tuple(sorted(settings.codecs.items())), str(settings.cache_dir))
+        key = (collective, source, tuple(sorted(settings.codecs.items())), str(settings.cache_dir))
         found = self._libs.get(key)
         if found is None:
-            compiled = prepare(collective, source, self._size, root=root, codecs=settings.codecs,
-                               cache_dir=settings.cache_dir)  # fmt: skip
+            compiled = prepare(collective, source, self._size, codecs=settings.codecs, cache_dir=settings.cache_dir)
             found = self._libs[key] = (compiled, GroupLibrary(compiled, self._comm))
+        return found
+
+    def _rooted(self, compiled: Compiled, lib: GroupLibrary, root: int) -> GroupLibrary:
+        """The library for a broadcast from ``root``: the ranks renumbered so that ``root`` is the schedule's root.
+
+        Collective over the group (a communicator split): call it only after the ranks agreed on the call.
+        """
+        if compiled.root is None or compiled.root == root:
+            return lib
+        key = ("rooted", compiled.library, root)
+        found = self._rotated.get(key)
+        if found is None:
+            order = (self._rank - root + compiled.root) % self._size
+            comm = self._comm.Split(0, order)
+            found = self._rotated[key] = GroupLibrary(compiled, comm)
         return found
 
     def _gloo_backend(self) -> Any:
@@ -300,7 +315,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             kind = ops.reduce_kind(op)
             why = None
             if kind is None:
-                why = f"all_reduce with {op.op if isinstance(op, dist.ReduceOp) else op}"
+                why = f"all_reduce with {ops.op_name(op)}"
             elif (problem := ops.reduce_problem(t.dtype, kind)) is not None:
                 why = f"all_reduce: {problem}"
             if why is not None:
@@ -334,7 +349,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             kind = ops.reduce_kind(op)
             why = None
             if kind is None:
-                why = f"reduce_scatter with {op.op if isinstance(op, dist.ReduceOp) else op}"
+                why = f"reduce_scatter with {ops.op_name(op)}"
             elif (problem := ops.reduce_problem(out.dtype, kind)) is not None:
                 why = f"reduce_scatter: {problem}"
             if self._size == 1 and why is None:
@@ -388,13 +403,15 @@ class ProcessGroupCollc(dist.ProcessGroup):
                 raise CollcError(f"collc: {desc}: the root must be a rank of the group (0..{self._size - 1})")
             if self._size == 1:
                 return Planned((7, _ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, root, 0), lambda: None, desc)
-            entry = self._library("broadcast", root)
+            entry = self._library("broadcast")
             if entry is None:
                 return self._gloo_step("broadcast", ([t], _broadcast_opts(root)), desc, t.numel(), t.dtype)
             compiled, lib = entry
             self._compressed_dtype(compiled, t.dtype, desc)
             sig = (4, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), 0, root, compiled.key)
-            return Planned(sig, lambda: ops.broadcast(lib, t, root), desc, compiled.describe())
+            schedule_root = compiled.root if compiled.root is not None else root
+            return Planned(sig, lambda: ops.broadcast(self._rooted(compiled, lib, root), t, schedule_root), desc,
+                           compiled.describe())  # fmt: skip
 
         return step
 
@@ -547,7 +564,10 @@ class ProcessGroupCollc(dist.ProcessGroup):
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+            for lib in self._rotated.values():
+                lib.comm_object.Free()
             self._libs.clear()
+            self._rotated.clear()
             self._comm.Free()
 
 

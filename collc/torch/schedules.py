@@ -1,7 +1,9 @@
 """Schedules for the torch backend: loaded, verified for a group's size, compiled to mpi-c, cached.
 
 `prepare` turns a configured schedule (a ``.coll`` path or a bundled example)
-into a `Compiled` library for one group size (and root, for a broadcast):
+into a `Compiled` library for one group size (and root, for a broadcast; the torch
+backend compiles a broadcast for its schedule's default root and serves other roots
+by renumbering the ranks):
 
 1. load the program (`collc.api.load`) and check that it implements the
    collective it was configured for;
@@ -78,7 +80,7 @@ class Compiled:
     path: Path  # the .coll file
     algorithm: str
     nranks: int
-    root: int | None
+    root: int | None  # the schedule's root (broadcast, reduce), else None
     codecs: tuple[str, ...]  # canonical specs of the codecs the schedule uses; () without compression
     library: Path
     key: int  # a 63-bit digest of what was compiled: ranks compare it before every collective
@@ -172,7 +174,7 @@ def _prepare(
         path=Path(path),
         algorithm=schedule.algorithm,
         nranks=p,
-        root=root,
+        root=schedule.root,
         codecs=specs,
         library=library,
         key=int(digest[:16], 16) & ((1 << 63) - 1),

@@ -71,7 +71,7 @@ def main() -> None:
     case("schedule of another collective", wrong_collective, reset=True)
 
     def configured_differently() -> None:
-        collc.torch.configure(allreduce="ring_allreduce" if rank == 0 else "swing_bw")
+        collc.torch.configure(allreduce="gloo" if rank == 0 else "swing_bw")
         dist.all_reduce(torch.ones(8))
 
     case("ranks configured differently", configured_differently, reset=True)
