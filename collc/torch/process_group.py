@@ -129,6 +129,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
         self._gloo: Any = None
         self.stats: Counter[str] = Counter()  # collectives run, by route and operation ("collc all_reduce")
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # held while a job runs
+        self._pending = 0  # jobs queued and not finished
         self._thread = threading.Thread(target=self._serve, name=f"collc-group-{rank}", daemon=True)
         self._thread.start()
 
@@ -154,8 +156,15 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     # ------------------------------------------------------------------ the worker
 
-    def _submit(self, name: str, steps: list[Step], result: Any = None) -> Any:
+    def _submit(self, name: str, steps: list[Step], result: Any = None, opts: Any = None) -> Any:
+        """Queue a job; a synchronous call (``opts.asyncOp`` false) with nothing queued runs in the caller's thread."""
         job = _Job(name, steps, result=result)
+        inline = opts is not None and getattr(opts, "asyncOp", True) is False
+        with self._lock:
+            if inline and self._pending == 0:  # the thread is idle and stays so while the lock is held
+                self._execute(job)
+                return CollcWork(job.future)
+            self._pending += 1
         self._queue.put(job)
         return CollcWork(job.future)
 
@@ -164,14 +173,19 @@ class ProcessGroupCollc(dist.ProcessGroup):
             job = self._queue.get()
             if job is None:
                 return
-            try:
-                with torch.no_grad():
-                    for step in job.steps:
-                        self._run_step(job.name, step)
-            except BaseException as err:  # the waiting thread re-raises it
-                job.future.set_exception(err if isinstance(err, Exception) else CollcError(str(err)))
-            else:
-                job.future.set_result(job.result)
+            with self._lock:
+                self._execute(job)
+                self._pending -= 1
+
+    def _execute(self, job: _Job) -> None:
+        try:
+            with torch.no_grad():
+                for step in job.steps:
+                    self._run_step(job.name, step)
+        except BaseException as err:  # the waiting thread re-raises it
+            job.future.set_exception(err if isinstance(err, Exception) else CollcError(str(err)))
+        else:
+            job.future.set_result(job.result)
 
     def _run_step(self, name: str, step: Step) -> None:
         failure: Exception | None = None
@@ -420,18 +434,18 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         step = self._guard(lambda: self._all_reduce_step(self._single(tensors, "all_reduce"), op))
-        return self._submit("all_reduce", [step], tensors)
+        return self._submit("all_reduce", [step], tensors, opts)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         steps = [self._guard(lambda t=t: self._all_reduce_step(self._tensor(t, "a tensor of all_reduce"), op))
                  for t in tensors]  # fmt: skip
-        return self._submit("all_reduce", steps, tensors)
+        return self._submit("all_reduce", steps, tensors, opts)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
         return self._submit("all_gather", [self._guard(lambda: self._all_gather_step(
             self._tensor(output, "the output of all_gather"), self._tensor(input, "the input of all_gather")))],
-            output)  # fmt: skip
+            output, opts)  # fmt: skip
 
     _allgather_base = all_gather_single
 
@@ -440,7 +454,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         steps = [self._guard(lambda o=o, i=i: self._all_gather_step(
             self._tensor(o, "an output of all_gather"), self._tensor(i, "an input of all_gather")))
             for o, i in zip(outputs, inputs, strict=True)]  # fmt: skip
-        return self._submit("all_gather", steps, outputs)
+        return self._submit("all_gather", steps, outputs, opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -470,13 +484,13 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
             return step
 
-        return self._submit("all_gather", [self._guard(build)], outputs)
+        return self._submit("all_gather", [self._guard(build)], outputs, opts)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._submit("reduce_scatter", [self._guard(lambda: self._reduce_scatter_step(
             self._tensor(output, "the output of reduce_scatter"), self._tensor(input, "the input of reduce_scatter"),
-            op))], output)  # fmt: skip
+            op))], output, opts)  # fmt: skip
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -486,7 +500,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         steps = [self._guard(lambda o=o, i=i: self._reduce_scatter_step(
             self._tensor(o, "an output of reduce_scatter"), self._tensor(i, "an input of reduce_scatter"), op))
             for o, i in zip(outputs, inputs, strict=True)]  # fmt: skip
-        return self._submit("reduce_scatter", steps, outputs)
+        return self._submit("reduce_scatter", steps, outputs, opts)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -506,18 +520,18 @@ class ProcessGroupCollc(dist.ProcessGroup):
             flat = torch.cat([i.reshape(-1) for i in parts]) if parts else torch.empty(0, dtype=out.dtype)
             return self._reduce_scatter_step(out, flat, op)
 
-        return self._submit("reduce_scatter", [self._guard(build)], outputs)
+        return self._submit("reduce_scatter", [self._guard(build)], outputs, opts)
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         root = int(opts.rootRank) if opts is not None else 0
         return self._submit("broadcast", [self._guard(lambda: self._broadcast_step(
-            self._single(tensors, "broadcast"), root))], tensors)  # fmt: skip
+            self._single(tensors, "broadcast"), root))], tensors, opts)  # fmt: skip
 
     def barrier(self, opts: Any = None) -> Any:
         def step() -> Planned:
             return Planned((5, _ROUTE_LOCAL, 0, 0, 0, 0, 0), self._comm.Barrier, "barrier")
 
-        return self._submit("barrier", [step])
+        return self._submit("barrier", [step], None, opts)
 
     def _guard(self, build: Callable[[], Step]) -> Step:
         """A step built when it runs, so that an argument error reaches every rank through the agreement."""
