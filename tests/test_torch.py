@@ -256,11 +256,15 @@ def test_only_collc_torch_imports_torch() -> None:
 
 def test_every_op_equals_gloo_on_two_ranks(cache: Path, tmp_path: Path) -> None:
     torchrun(2, SCRIPTS / "ops_vs_gloo.py", str(tmp_path), env=_env(cache, nranks=2))
-    for rank in _ranks(tmp_path, 2):
+    for r, rank in enumerate(_ranks(tmp_path, 2)):
         assert rank["cases"] > 250 and rank["wrong"] == []
         assert rank["warnings"] == []  # nothing went to gloo
         assert set(rank["stats"]) == {"collc all_reduce", "collc reduce_scatter", "collc all_gather",
                                       "collc broadcast", "local barrier"}  # fmt: skip
+        sub = rank["subgroup"]  # rank 1 alone: a group of one, whose collectives are copies
+        assert sub["members"] == [1] and (sub["cases"] == 12 if r == 1 else sub["cases"] == 0)
+        assert r == 0 or set(sub["stats"]) == {"local all_reduce", "local reduce_scatter", "local all_gather",
+                                               "local broadcast"}  # fmt: skip
 
 
 def test_every_op_equals_gloo_on_three_ranks_under_mpiexec(cache: Path, tmp_path: Path) -> None:
@@ -269,9 +273,12 @@ def test_every_op_equals_gloo_on_three_ranks_under_mpiexec(cache: Path, tmp_path
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(key, None)  # collc.torch sets them from MPI
     _launch(command, env)
-    for rank in _ranks(tmp_path, 3):
+    for r, rank in enumerate(_ranks(tmp_path, 3)):
         assert rank["cases"] > 100 and rank["wrong"] == [] and rank["warnings"] == []
         assert rank["stats"]["collc all_reduce"] > 0 and not any(k.startswith("gloo") for k in rank["stats"])
+        sub = rank["subgroup"]  # ranks 0 and 2: a communicator of the two
+        assert sub["members"] == [0, 2] and sub["cases"] == (0 if r == 1 else 12)
+        assert r == 1 or (sub["stats"]["collc all_reduce"] > 0 and not any(k.startswith("gloo") for k in sub["stats"]))
 
 
 def test_bad_input_ends_in_errors_on_every_rank_and_the_group_goes_on(cache: Path, tmp_path: Path) -> None:

@@ -182,12 +182,18 @@ class ProcessGroupCollc(dist.ProcessGroup):
             with torch.no_grad():
                 for step in job.steps:
                     self._run_step(job.name, step)
-        except BaseException as err:  # the waiting thread re-raises it
-            job.future.set_exception(err if isinstance(err, Exception) else CollcError(str(err)))
+        except Exception as err:  # the waiting thread re-raises it
+            job.future.set_exception(err)
+        except BaseException as err:  # an interrupt: the call fails, and the interrupt goes on
+            job.future.set_exception(CollcError(f"collc: {job.name} interrupted ({type(err).__name__})"))
+            raise
         else:
             job.future.set_result(job.result)
 
     def _run_step(self, name: str, step: Step) -> None:
+        if config.generation() != self._settings_seen:  # before anything else, on every rank alike
+            self._settings = config.current()
+            self._settings_seen = config.generation()
         failure: Exception | None = None
         try:
             planned: Planned | None = step()
@@ -226,6 +232,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         per_rank = ", ".join(f"rank {r}: {self._field_text(column, int(v))}" for r, v in enumerate(values))
         hint = {
             3: "every rank must pass tensors of the same size",
+            1: "call collc.torch.configure(...) with the same arguments on every rank",
             6: "call collc.torch.configure(...) with the same arguments on every rank",
             0: "every rank must issue the same collectives in the same order",
         }.get(column, "every rank must make the same call")
@@ -251,9 +258,6 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     def _library(self, collective: str) -> tuple[Compiled, GroupLibrary] | None:
         """The group's library for ``collective`` (None: the collective is configured to run on gloo)."""
-        if config.generation() != self._settings_seen:
-            self._settings = config.current()
-            self._settings_seen = config.generation()
         settings = self._settings
         source = settings.schedule(collective)
         if source == config.GLOO:

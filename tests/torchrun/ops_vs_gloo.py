@@ -70,7 +70,7 @@ def all_gather_list(t: torch.Tensor, group: Any, op: Any, n: int, p: int, rank: 
 
 
 def broadcast(t: torch.Tensor, group: Any, root: int, n: int, p: int, rank: int) -> torch.Tensor:
-    dist.broadcast(t, root, group=group)
+    dist.broadcast(t, group=group, group_src=root)
     return t
 
 
@@ -133,10 +133,22 @@ def main() -> None:
             dist.all_reduce(ref, group=gloo)
             same(f"async all_reduce #{k}", t, ref)
             same(f"async all_gather #{k}", gathered, expected)
+        # a subgroup of the first and the last rank (an MPI communicator of its own)
+        members = [0, p - 1] if p > 2 else [p - 1]
+        sub, sub_gloo = dist.new_group(members, backend="collc"), dist.new_group(members, backend="gloo")
+        sub_cases = 0
+        if rank in members:
+            for k, (fn, dtype, n, arg, length) in enumerate(cases(len(members), True)[:12]):
+                sub_cases += 1
+                results = [fn(values(length, dtype, arg, k), g, arg, n, len(members), members.index(rank))
+                           for g in (sub, sub_gloo)]  # fmt: skip
+                same(f"subgroup {members}: {fn.__name__} {dtype} n={n} {arg}", *results)
         dist.barrier()
     notes = [str(w.message) for w in caught if str(w.message).startswith("collc")]
     with open(f"{out_dir}/rank{rank}.json", "w") as f:
-        json.dump({"cases": count, "wrong": wrong, "warnings": notes, "stats": dict(world.stats)}, f)
+        json.dump({"cases": count, "wrong": wrong, "warnings": notes, "stats": dict(world.stats),
+                   "subgroup": {"members": members, "cases": sub_cases, "stats": dict(sub.stats) if rank in members
+                                else {}}}, f)  # fmt: skip
     dist.destroy_process_group()
 
 
