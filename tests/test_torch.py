@@ -257,7 +257,7 @@ def test_only_collc_torch_imports_torch() -> None:
 def test_every_op_equals_gloo_on_two_ranks(cache: Path, tmp_path: Path) -> None:
     torchrun(2, SCRIPTS / "ops_vs_gloo.py", str(tmp_path), env=_env(cache, nranks=2))
     for r, rank in enumerate(_ranks(tmp_path, 2)):
-        assert rank["cases"] > 250 and rank["wrong"] == []
+        assert rank["cases"] > 150 and rank["wrong"] == []
         assert rank["warnings"] == []  # nothing went to gloo
         assert set(rank["stats"]) == {"collc all_reduce", "collc reduce_scatter", "collc all_gather",
                                       "collc broadcast", "local barrier"}  # fmt: skip
@@ -274,7 +274,7 @@ def test_every_op_equals_gloo_on_three_ranks_under_mpiexec(cache: Path, tmp_path
         env.pop(key, None)  # collc.torch sets them from MPI
     _launch(command, env)
     for r, rank in enumerate(_ranks(tmp_path, 3)):
-        assert rank["cases"] > 100 and rank["wrong"] == [] and rank["warnings"] == []
+        assert rank["cases"] > 60 and rank["wrong"] == [] and rank["warnings"] == []
         assert rank["stats"]["collc all_reduce"] > 0 and not any(k.startswith("gloo") for k in rank["stats"])
         sub = rank["subgroup"]  # ranks 0 and 2: a communicator of the two
         assert sub["members"] == [0, 2] and sub["cases"] == (0 if r == 1 else 12)
@@ -317,9 +317,9 @@ def test_fsdp2_training_matches_gloo(cache: Path, tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     collc_losses, gloo_losses = result["collc"], result["gloo"]
     assert result["backend"] == "collc" and result["size"] == 4 and len(collc_losses) == 50
-    assert result["stats"]["collc all_gather"] >= 50 and result["stats"]["collc reduce_scatter"] >= 50
+    assert result["stats"]["collc all_gather"] >= 100 and result["stats"]["collc reduce_scatter"] >= 100
     assert not any(k.startswith("gloo") for k in result["stats"])
-    assert gloo_losses[-1] < gloo_losses[0] - 0.1  # it learns
+    assert sum(gloo_losses[-10:]) < sum(gloo_losses[:10]) - 0.5  # it learns: the mean loss drops by 0.05
     assert collc_losses == pytest.approx(gloo_losses, rel=1e-5, abs=1e-6)
 
 
@@ -329,9 +329,9 @@ def test_the_docs_example_trains_on_four_ranks(cache: Path, tmp_path: Path) -> N
     assert match is not None, "docs/torch.md has no marked example"
     script = tmp_path / match.group(1)
     script.write_text(match.group(2))
-    output = torchrun(4, script, "--steps", "5", env=_env(cache))
+    output = torchrun(4, script, "--steps", "3", env=_env(cache))
     steps = re.findall(r"step (\d+) loss ([0-9.]+)", output)
-    assert [int(s) for s, _ in steps] == [0, 1, 2, 3, 4]
+    assert [int(s) for s, _ in steps] == [0, 1, 2]
 
 
 # --------------------------------------------------------------------------
