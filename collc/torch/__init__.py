@@ -24,7 +24,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import torch.distributed as dist
+try:
+    import torch.distributed as dist
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError(f"collc.torch needs PyTorch ({err}): pip install 'collc[torch]'") from err
 
 from collc.torch.config import DEFAULTS, GLOO, Settings, configure, current, reset
 from collc.torch.mpi import fill_env_from_mpi, launched_by_mpi

@@ -132,7 +132,7 @@ def _start_world(store: Any, rank: int, size: int, timeout: timedelta) -> None:
     if rank == 0:
         hosts = [_store_get(store, f"collc/pmi/host/{r}") for r in range(size)]
         command = [
-            sys.executable, str(Path(__file__).with_name("pmi.py")), "--size", str(size), "--kvsname",
+            sys.executable, "-I", str(Path(__file__).with_name("pmi.py")), "--size", str(size), "--kvsname",
             f"collc_{secrets.token_hex(6)}", "--mapping", process_mapping(hosts), "--timeout",
             str(max(timeout.total_seconds(), 60.0)), "--detach",
         ]  # fmt: skip

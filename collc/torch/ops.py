@@ -196,24 +196,38 @@ def reduce_scatter_into(lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor,
     _finish(out, kind, p)
 
 
-def all_gather_into(lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor, rank: int) -> None:
-    """``out`` becomes every rank's ``inp``, in rank order (bytes moved unchanged)."""
-    nbytes = inp.numel() * inp.element_size()
-    if not nbytes:
+def _movement(t: torch.Tensor, typed: bool) -> tuple[int, int]:
+    """(count, MPI datatype) that moves ``t``: its bytes, or its elements when a codec must see them."""
+    if typed:
+        dt = _native(t.dtype)
+        if dt is None:
+            raise ValueError(f"no MPI datatype for {t.dtype}")
+        return t.numel(), dt
+    return t.numel() * t.element_size(), _byte_type()
+
+
+def all_gather_into(lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor, rank: int, typed: bool = False) -> None:
+    """``out`` becomes every rank's ``inp``, in rank order.
+
+    The bytes move unchanged, whatever the dtype; ``typed`` (a compressed schedule, whose codec
+    encodes values) passes the elements with their MPI datatype instead.
+    """
+    if not inp.numel():
         return
-    mine = out.data_ptr() + rank * nbytes
-    if inp.data_ptr() == mine:
-        lib.allgather(None, out.data_ptr(), nbytes, _byte_type())  # in place, as FSDP2 gathers
+    count, dt = _movement(inp, typed)
+    if inp.data_ptr() == out.data_ptr() + rank * inp.numel() * inp.element_size():
+        lib.allgather(None, out.data_ptr(), count, dt)  # in place, as FSDP2 gathers
         return
     if overlaps(out, inp):
         inp = inp.clone()
-    lib.allgather(inp.data_ptr(), out.data_ptr(), nbytes, _byte_type())
+    lib.allgather(inp.data_ptr(), out.data_ptr(), count, dt)
 
 
-def broadcast(lib: GroupLibrary, t: torch.Tensor, root: int) -> None:
-    nbytes = t.numel() * t.element_size()
-    if nbytes:
-        lib.broadcast(t.data_ptr(), nbytes, _byte_type(), root)
+def broadcast(lib: GroupLibrary, t: torch.Tensor, root: int, typed: bool = False) -> None:
+    """``t`` becomes ``root``'s ``t`` (bytes, or elements when ``typed``, as for `all_gather_into`)."""
+    if t.numel():
+        count, dt = _movement(t, typed)
+        lib.broadcast(t.data_ptr(), count, dt, root)
 
 
 Runner = Callable[[], None]

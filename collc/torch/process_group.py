@@ -410,7 +410,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
             compiled, lib = entry
             self._compressed_dtype(compiled, inp.dtype, desc)
             sig = (2, _ROUTE_COLLC, ops.dtype_code(inp.dtype), n, 0, 0, compiled.key)
-            return Planned(sig, lambda: ops.all_gather_into(lib, out, inp, self._rank), desc, compiled.describe())
+            return Planned(sig, lambda: ops.all_gather_into(lib, out, inp, self._rank, compiled.compressed), desc,
+                           compiled.describe())  # fmt: skip
 
         return step
 
@@ -428,8 +429,10 @@ class ProcessGroupCollc(dist.ProcessGroup):
             self._compressed_dtype(compiled, t.dtype, desc)
             sig = (4, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), 0, root, compiled.key)
             schedule_root = compiled.root if compiled.root is not None else root
-            return Planned(sig, lambda: ops.broadcast(self._rooted(compiled, lib, root), t, schedule_root), desc,
-                           compiled.describe())  # fmt: skip
+            return Planned(
+                sig, lambda: ops.broadcast(self._rooted(compiled, lib, root), t, schedule_root, compiled.compressed),
+                desc, compiled.describe(),
+            )  # fmt: skip
 
         return step
 
