@@ -115,7 +115,7 @@ def check_tensor(t: torch.Tensor, what: str) -> str | None:
     if t.device.type != "cpu":
         return (
             f"{what} is on {t.device}: the collc backend runs CPU tensors through the mpi-c target; "
-            "this build has no mpi-cuda target for GPU tensors (use a 'cpu:collc,cuda:nccl' backend string)"
+            "this build has no mpi-cuda target for GPU tensors (use a group of the nccl backend for them)"
         )
     if t.is_sparse or t.layout != torch.strided:
         return f"{what} has layout {t.layout}: collc collectives take dense tensors"
