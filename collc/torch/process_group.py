@@ -581,15 +581,23 @@ class ProcessGroupCollc(dist.ProcessGroup):
         return self._on_gloo("recv", "recv", tensors, src, tag)
 
     def shutdown(self) -> None:
-        """Stop the group's thread (after the jobs already queued) and free its communicator."""
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
-            for lib in self._rotated.values():
-                lib.comm_object.Free()
-            self._libs.clear()
-            self._rotated.clear()
-            self._comm.Free()
+        """Stop the group's thread (after the jobs already queued), its inner gloo group and its communicators.
+
+        torch calls it from ``destroy_process_group``: everything goes while the store and MPI are still
+        there, not at interpreter exit in whatever order objects happen to be freed.
+        """
+        if not self._thread.is_alive():
+            return
+        self._queue.put(None)
+        self._thread.join()
+        if self._gloo is not None:
+            self._gloo.shutdown()
+            self._gloo = None
+        for lib in self._rotated.values():
+            lib.comm_object.Free()
+        self._libs.clear()
+        self._rotated.clear()
+        self._comm.Free()
 
 
 def _name(dtype: torch.dtype) -> str:

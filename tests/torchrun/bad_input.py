@@ -29,6 +29,7 @@ def main() -> None:
     healthy: dict[str, bool] = {}
 
     def case(name: str, body: Callable[[], None], reset: bool = False) -> None:
+        print(f"rank {rank}: case {name}", file=sys.stderr, flush=True)
         try:
             body()
             seen[name] = "no error"
