@@ -1,0 +1,650 @@
+"""The ``collc`` torch.distributed backend: a Python ProcessGroup that runs verified schedules.
+
+Every collective a group is asked for becomes a job on the group's queue; a
+thread of the group runs the jobs one after the other, in the order the
+program issued them (the order torch requires to be the same on every rank),
+and completes each job's future, which the returned Work waits on.  The
+library calls release the GIL, so computation goes on while a collective runs
+(FSDP2 overlaps its all-gathers and reduce-scatters this way).
+
+A job runs in three parts on the thread:
+
+1. plan: choose the route (the collective's schedule, compiled for the group's
+   size, or the inner gloo group) and check what can be checked locally;
+2. agree (unless ``configure(check=False)``): the ranks exchange a few
+   integers (operation, route, dtype, element count, reduction op, root,
+   schedule digest, and whether planning failed) with one small MPI allgather,
+   so that a rank with bad input, sizes that differ between ranks, or ranks
+   that chose different schedules end in an error on every rank instead of a
+   hang or wrong data;
+3. run: call the library (or gloo) on the tensors' memory.
+
+Ops that no schedule covers (all-to-all, gather, scatter, reduce, send/recv,
+bitwise reductions, dtypes that MPI does not reduce) run on an inner gloo
+group created on first need; the first use of each prints a warning.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.futures import Future
+
+from collc.torch import config, mpi, ops
+from collc.torch.library import GroupLibrary
+from collc.torch.schedules import CODEC_DTYPES, Compiled, prepare
+
+__all__ = ["CollcError", "CollcWork", "ProcessGroupCollc"]
+
+_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "gloo", "trivial")
+_ROUTE_COLLC, _ROUTE_GLOO, _ROUTE_LOCAL = 1, 2, 3
+_GLOO_OPS = {"allreduce": 1, "_allgather_base": 2, "_reduce_scatter_base": 3, "broadcast": 4}
+_FIELDS = ("operation", "route", "dtype", "element count", "reduction op", "root", "schedule", "failed")
+
+
+class CollcError(RuntimeError):
+    """A collective that the collc backend refused or could not run; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """What a step will do: the integers ranks agree on, and the call."""
+
+    signature: tuple[int, int, int, int, int, int, int]  # operation, route, dtype, count, op, root, schedule
+    run: Callable[[], None]
+    describe: str  # for errors: "all_reduce of 1024 float32 elements"
+    schedule: str = ""  # the schedule that runs it, for errors
+
+
+Step = Callable[[], Planned]
+
+
+@dataclass
+class _Job:
+    name: str
+    steps: list[Step]
+    future: Future[Any] = field(default_factory=Future)
+    result: Any = None
+
+
+class CollcWork(dist._Work):
+    """The Work of a queued collective: ``wait()`` blocks until the group's thread ran it, and raises its error."""
+
+    def __init__(self, future: Future[Any]) -> None:
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        self._future.wait()  # raises what the collective raised
+        return True
+
+    def is_completed(self) -> bool:
+        return bool(self._future.done())
+
+    def get_future(self) -> Future[Any]:
+        return self._future
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(key: str, text: str) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(text, RuntimeWarning, stacklevel=3)
+
+
+class ProcessGroupCollc(dist.ProcessGroup):
+    """A process group whose collectives run collc schedules through compiled mpi-c libraries."""
+
+    def __init__(
+        self, store: Any, rank: int, size: int, timeout: timedelta, global_ranks: Sequence[int] | None = None
+    ) -> None:
+        super().__init__(rank, size)
+        self._rank, self._size = rank, size
+        self._store = store
+        self._timeout = timeout
+        self._group_name = ""
+        self._group_desc = ""
+        ranks = list(global_ranks) if global_ranks else list(range(size))
+        mpi.init_world(store, rank, size, ranks, timeout)
+        self._comm = mpi.group_comm(ranks, rank)
+        self._libs: dict[tuple[Any, ...], tuple[Compiled, GroupLibrary]] = {}
+        self._rotated: dict[tuple[Any, ...], GroupLibrary] = {}
+        self._settings_seen = -1
+        self._settings = config.current()
+        self._gloo: Any = None
+        self.stats: Counter[str] = Counter()  # collectives run, by route and operation ("collc all_reduce")
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # held while a job runs
+        self._pending = 0  # jobs queued and not finished
+        self._thread = threading.Thread(target=self._serve, name=f"collc-group-{rank}", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ naming
+
+    def getBackendName(self) -> str:
+        return "collc"
+
+    def getGroupName(self) -> str:
+        return self._group_name
+
+    def setGroupName(self, name: str) -> None:
+        self._group_name = name
+
+    def getGroupDesc(self) -> str:
+        return self._group_desc
+
+    def setGroupDesc(self, desc: str) -> None:
+        self._group_desc = desc
+
+    def __repr__(self) -> str:
+        return f"ProcessGroupCollc(rank={self._rank}, size={self._size})"
+
+    # ------------------------------------------------------------------ the worker
+
+    def _submit(self, name: str, steps: list[Step], result: Any = None, opts: Any = None) -> Any:
+        """Queue a job; a synchronous call (``opts.asyncOp`` false) with nothing queued runs in the caller's thread."""
+        job = _Job(name, steps, result=result)
+        inline = opts is not None and getattr(opts, "asyncOp", True) is False
+        with self._lock:
+            if inline and self._pending == 0:  # the thread is idle and stays so while the lock is held
+                self._execute(job)
+                return CollcWork(job.future)
+            self._pending += 1
+        self._queue.put(job)
+        return CollcWork(job.future)
+
+    def _serve(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            with self._lock:
+                self._execute(job)
+                self._pending -= 1
+
+    def _execute(self, job: _Job) -> None:
+        try:
+            with torch.no_grad():
+                for step in job.steps:
+                    self._run_step(job.name, step)
+        except Exception as err:  # the waiting thread re-raises it
+            job.future.set_exception(err)
+        except BaseException as err:  # an interrupt: the call fails, and the interrupt goes on
+            job.future.set_exception(CollcError(f"collc: {job.name} interrupted ({type(err).__name__})"))
+            raise
+        else:
+            job.future.set_result(job.result)
+
+    def _run_step(self, name: str, step: Step) -> None:
+        if config.generation() != self._settings_seen:  # before anything else, on every rank alike
+            self._settings = config.current()
+            self._settings_seen = config.generation()
+        failure: Exception | None = None
+        try:
+            planned: Planned | None = step()
+        except Exception as err:
+            planned, failure = None, err
+        if self._settings.check and self._size > 1:
+            self._agree(name, planned, failure)
+        if failure is not None:
+            raise failure
+        assert planned is not None
+        planned.run()
+        route = {_ROUTE_COLLC: "collc", _ROUTE_GLOO: "gloo"}.get(planned.signature[1], "local")
+        self.stats[f"{route} {name}"] += 1
+
+    def _agree(self, name: str, planned: Planned | None, failure: Exception | None) -> None:
+        mine = np.zeros(8, dtype=np.int64)
+        if planned is not None:
+            mine[:7] = planned.signature
+        mine[7] = failure is not None
+        table = np.empty((self._size, 8), dtype=np.int64)
+        self._comm.Allgather(mine, table)
+        failed = [r for r in range(self._size) if table[r, 7]]
+        if failed:
+            if failure is not None:
+                raise failure
+            raise CollcError(
+                f"collc: {name}: rank{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} refused "
+                "the call (see the error there); no data was exchanged"
+            )
+        for column in range(7):
+            values = table[:, column]
+            if (values != values[0]).any():
+                raise CollcError(self._disagreement(name, column, values, planned))
+
+    def _disagreement(self, name: str, column: int, values: np.ndarray, planned: Planned | None) -> str:
+        per_rank = ", ".join(f"rank {r}: {self._field_text(column, int(v))}" for r, v in enumerate(values))
+        hint = {
+            3: "every rank must pass tensors of the same size",
+            1: "call collc.torch.configure(...) with the same arguments on every rank",
+            6: "call collc.torch.configure(...) with the same arguments on every rank",
+            0: "every rank must issue the same collectives in the same order",
+        }.get(column, "every rank must make the same call")
+        what = planned.describe if planned is not None else name
+        mine = ""
+        if column == 6 and planned is not None and planned.schedule:
+            mine = f" (this rank runs {planned.schedule})"
+        return f"collc: {what}: the ranks disagree on the {_FIELDS[column]} ({per_rank}){mine}; {hint}"
+
+    @staticmethod
+    def _field_text(column: int, value: int) -> str:
+        if column == 0:
+            return _OPS[value - 1] if 0 < value <= len(_OPS) else str(value)
+        if column == 1:
+            return {_ROUTE_COLLC: "collc", _ROUTE_GLOO: "gloo", _ROUTE_LOCAL: "local"}.get(value, str(value))
+        if column == 2:
+            return ops.dtype_name(value)
+        if column == 6:
+            return f"{value:016x}"
+        return str(value)
+
+    # ------------------------------------------------------------------ schedules and gloo
+
+    def _library(self, collective: str) -> tuple[Compiled, GroupLibrary] | None:
+        """The group's library for ``collective`` (None: the collective is configured to run on gloo)."""
+        settings = self._settings
+        source = settings.schedule(collective)
+        if source == config.GLOO:
+            return None
+        key = (collective, source, tuple(sorted(settings.codecs.items())), str(settings.cache_dir))
+        found = self._libs.get(key)
+        if found is None:
+            compiled = prepare(collective, source, self._size, codecs=settings.codecs, cache_dir=settings.cache_dir)
+            found = self._libs[key] = (compiled, GroupLibrary(compiled, self._comm))
+        return found
+
+    def _rooted(self, compiled: Compiled, lib: GroupLibrary, root: int) -> GroupLibrary:
+        """The library for a broadcast from ``root``: the ranks renumbered so that ``root`` is the schedule's root.
+
+        Collective over the group (a communicator split): call it only after the ranks agreed on the call.
+        """
+        if compiled.root is None or compiled.root == root:
+            return lib
+        key = ("rooted", compiled.library, root)
+        found = self._rotated.get(key)
+        if found is None:
+            order = (self._rank - root + compiled.root) % self._size
+            comm = self._comm.Split(0, order)
+            found = self._rotated[key] = GroupLibrary(compiled, comm)
+        return found
+
+    def _gloo_backend(self) -> Any:
+        if self._gloo is None:
+            self._gloo = dist.ProcessGroupGloo(
+                dist.PrefixStore("collc/gloo", self._store), self._rank, self._size, self._timeout
+            )
+        return self._gloo
+
+    def _gloo_step(self, method: str, args: tuple[Any, ...], describe: str, count: int = 0,
+                   dtype: torch.dtype | None = None, why: str | None = None) -> Planned:  # fmt: skip
+        """Run ``method`` of the inner gloo group; ``why`` (the first time) says why in a warning."""
+        if why is not None:
+            _warn_once(f"{method}:{why}", f"collc: {why} run on the inner gloo group (collc has no schedule for it)")
+
+        def run() -> None:
+            getattr(self._gloo_backend(), method)(*args).wait()
+
+        code = ops.dtype_code(dtype) if dtype is not None else 0
+        operation = _GLOO_OPS.get(method, 6)
+        return Planned((operation, _ROUTE_GLOO, code, count, 0, 0, 0), run, describe)
+
+    # ------------------------------------------------------------------ argument checks
+
+    def _tensor(self, t: Any, what: str) -> torch.Tensor:
+        problem = ops.check_tensor(t, what)
+        if problem is not None:
+            raise CollcError(f"collc: {problem}")
+        return t
+
+    def _compressed_dtype(self, compiled: Compiled, dtype: torch.dtype, what: str) -> None:
+        name = _name(dtype)
+        if compiled.compressed and name not in CODEC_DTYPES:
+            raise CollcError(
+                f"collc: {what}: {name} tensors cannot be compressed by {', '.join(compiled.codecs)} "
+                f"(the schedule {compiled.describe()}); collc codecs encode {' and '.join(CODEC_DTYPES)}"
+            )
+
+    def _single(self, tensors: Sequence[torch.Tensor], what: str) -> torch.Tensor:
+        if len(tensors) != 1:
+            raise CollcError(f"collc: {what} takes one tensor per process, got {len(tensors)}")
+        return self._tensor(tensors[0], f"the tensor of {what}")
+
+    # ------------------------------------------------------------------ steps
+
+    def _all_reduce_step(self, t: torch.Tensor, op: Any) -> Step:
+        def step() -> Planned:
+            desc = f"all_reduce of {t.numel()} {_name(t.dtype)} elements"
+            kind = ops.reduce_kind(op)
+            why = None
+            if kind is None:
+                why = f"all_reduce with {ops.op_name(op)}"
+            elif (problem := ops.reduce_problem(t.dtype, kind)) is not None:
+                why = f"all_reduce: {problem}"
+            if why is not None:
+                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype, why)
+            assert kind is not None
+            if self._size == 1:
+                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, 0, 0),
+                               lambda: _local_reduce(t, t, kind), desc)  # fmt: skip
+            entry = self._library("allreduce")
+            if entry is None:
+                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype)
+            compiled, lib = entry
+            self._compressed_dtype(compiled, t.dtype, desc)
+            if compiled.compressed and kind.base != "sum":
+                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype,
+                                       f"all_reduce {kind.name.upper()} with a compressed schedule")  # fmt: skip
+            sig = (1, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), kind.code, 0, compiled.key)
+            return Planned(sig, lambda: ops.all_reduce(lib, t, kind, self._size), desc, compiled.describe())
+
+        return step
+
+    def _reduce_scatter_step(self, out: torch.Tensor, inp: torch.Tensor, op: Any) -> Step:
+        def step() -> Planned:
+            n = out.numel()
+            desc = f"reduce_scatter into {n} {_name(out.dtype)} elements"
+            if inp.numel() != n * self._size or inp.dtype != out.dtype:
+                raise CollcError(
+                    f"collc: {desc}: the input has {inp.numel()} {_name(inp.dtype)} elements; it must have "
+                    f"{self._size} x {n} = {n * self._size} of the output's dtype"
+                )
+            kind = ops.reduce_kind(op)
+            why = None
+            if kind is None:
+                why = f"reduce_scatter with {ops.op_name(op)}"
+            elif (problem := ops.reduce_problem(out.dtype, kind)) is not None:
+                why = f"reduce_scatter: {problem}"
+            if self._size == 1 and why is None:
+                assert kind is not None
+                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(out.dtype), n, 0, 0, 0),
+                               lambda: _local_reduce(out, inp, kind), desc)  # fmt: skip
+            args = (out, inp, _reduce_scatter_opts(op))
+            if why is not None:
+                return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype, why)
+            assert kind is not None
+            entry = self._library("reduce_scatter")
+            if entry is None:
+                return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype)
+            compiled, lib = entry
+            self._compressed_dtype(compiled, out.dtype, desc)
+            if compiled.compressed and kind.base != "sum":
+                return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype,
+                                       f"reduce_scatter {kind.name.upper()} with a compressed schedule")  # fmt: skip
+            sig = (3, _ROUTE_COLLC, ops.dtype_code(out.dtype), n, kind.code, 0, compiled.key)
+            return Planned(sig, lambda: ops.reduce_scatter_into(lib, out, inp, kind, self._size), desc,
+                           compiled.describe())  # fmt: skip
+
+        return step
+
+    def _all_gather_step(self, out: torch.Tensor, inp: torch.Tensor) -> Step:
+        def step() -> Planned:
+            n = inp.numel()
+            desc = f"all_gather of {n} {_name(inp.dtype)} elements"
+            if out.numel() != n * self._size or out.dtype != inp.dtype:
+                raise CollcError(
+                    f"collc: {desc}: the output has {out.numel()} {_name(out.dtype)} elements; it must have "
+                    f"{self._size} x {n} = {n * self._size} of the input's dtype"
+                )
+            if self._size == 1:
+                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(inp.dtype), n, 0, 0, 0),
+                               lambda: _local_copy(out, inp), desc)  # fmt: skip
+            entry = self._library("allgather")
+            if entry is None:
+                return self._gloo_step("_allgather_base", (out, inp, _allgather_opts()), desc, n, inp.dtype)
+            compiled, lib = entry
+            self._compressed_dtype(compiled, inp.dtype, desc)
+            sig = (2, _ROUTE_COLLC, ops.dtype_code(inp.dtype), n, 0, 0, compiled.key)
+            return Planned(sig, lambda: ops.all_gather_into(lib, out, inp, self._rank, compiled.compressed), desc,
+                           compiled.describe())  # fmt: skip
+
+        return step
+
+    def _broadcast_step(self, t: torch.Tensor, root: int) -> Step:
+        def step() -> Planned:
+            desc = f"broadcast of {t.numel()} {_name(t.dtype)} elements from rank {root}"
+            if not 0 <= root < self._size:
+                raise CollcError(f"collc: {desc}: the root must be a rank of the group (0..{self._size - 1})")
+            if self._size == 1:
+                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, root, 0), lambda: None, desc)
+            entry = self._library("broadcast")
+            if entry is None:
+                return self._gloo_step("broadcast", ([t], _broadcast_opts(root)), desc, t.numel(), t.dtype)
+            compiled, lib = entry
+            self._compressed_dtype(compiled, t.dtype, desc)
+            sig = (4, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), 0, root, compiled.key)
+            schedule_root = compiled.root if compiled.root is not None else root
+            return Planned(
+                sig, lambda: ops.broadcast(self._rooted(compiled, lib, root), t, schedule_root, compiled.compressed),
+                desc, compiled.describe(),
+            )  # fmt: skip
+
+        return step
+
+    # ------------------------------------------------------------------ torch's ProcessGroup API
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        step = self._guard(lambda: self._all_reduce_step(self._single(tensors, "all_reduce"), op))
+        return self._submit("all_reduce", [step], tensors, opts)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        steps = [self._guard(lambda t=t: self._all_reduce_step(self._tensor(t, "a tensor of all_reduce"), op))
+                 for t in tensors]  # fmt: skip
+        return self._submit("all_reduce", steps, tensors, opts)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        return self._submit("all_gather", [self._guard(lambda: self._all_gather_step(
+            self._tensor(output, "the output of all_gather"), self._tensor(input, "the input of all_gather")))],
+            output, opts)  # fmt: skip
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                    opts: Any = None) -> Any:  # fmt: skip
+        steps = [self._guard(lambda o=o, i=i: self._all_gather_step(
+            self._tensor(o, "an output of all_gather"), self._tensor(i, "an input of all_gather")))
+            for o, i in zip(outputs, inputs, strict=True)]  # fmt: skip
+        return self._submit("all_gather", steps, outputs, opts)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        def build() -> Step:
+            inp = self._single(inputs, "all_gather")
+            if len(outputs) != 1 or len(outputs[0]) != self._size:
+                raise CollcError(f"collc: all_gather needs one output list of {self._size} tensors")
+            outs = [self._tensor(o, "an output of all_gather") for o in outputs[0]]
+            if any(o.numel() != inp.numel() or o.dtype != inp.dtype for o in outs):
+                raise CollcError(
+                    f"collc: all_gather: every output tensor must have the input's {inp.numel()} elements "
+                    f"and dtype {_name(inp.dtype)}"
+                )
+            flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype)
+            inner = self._all_gather_step(flat, inp)
+
+            def step() -> Planned:
+                planned = inner()
+
+                def run() -> None:
+                    planned.run()
+                    for k, o in enumerate(outs):
+                        o.copy_(flat[k * inp.numel() : (k + 1) * inp.numel()].view(o.shape))
+
+                return Planned(planned.signature, run, planned.describe)
+
+            return step
+
+        return self._submit("all_gather", [self._guard(build)], outputs, opts)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._submit("reduce_scatter", [self._guard(lambda: self._reduce_scatter_step(
+            self._tensor(output, "the output of reduce_scatter"), self._tensor(input, "the input of reduce_scatter"),
+            op))], output, opts)  # fmt: skip
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                        opts: Any = None) -> Any:  # fmt: skip
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        steps = [self._guard(lambda o=o, i=i: self._reduce_scatter_step(
+            self._tensor(o, "an output of reduce_scatter"), self._tensor(i, "an input of reduce_scatter"), op))
+            for o, i in zip(outputs, inputs, strict=True)]  # fmt: skip
+        return self._submit("reduce_scatter", steps, outputs, opts)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+
+        def build() -> Step:
+            out = self._single(outputs, "reduce_scatter")
+            if len(inputs) != 1 or len(inputs[0]) != self._size:
+                raise CollcError(f"collc: reduce_scatter needs one input list of {self._size} tensors")
+            parts = [self._tensor(i, "an input of reduce_scatter") for i in inputs[0]]
+            if any(i.numel() != out.numel() or i.dtype != out.dtype for i in parts):
+                raise CollcError(
+                    f"collc: reduce_scatter: every input tensor must have the output's {out.numel()} elements "
+                    f"and dtype {_name(out.dtype)}"
+                )
+            flat = torch.cat([i.reshape(-1) for i in parts]) if parts else torch.empty(0, dtype=out.dtype)
+            return self._reduce_scatter_step(out, flat, op)
+
+        return self._submit("reduce_scatter", [self._guard(build)], outputs, opts)
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        root = int(opts.rootRank) if opts is not None else 0
+        return self._submit("broadcast", [self._guard(lambda: self._broadcast_step(
+            self._single(tensors, "broadcast"), root))], tensors, opts)  # fmt: skip
+
+    def barrier(self, opts: Any = None) -> Any:
+        def step() -> Planned:
+            return Planned((5, _ROUTE_LOCAL, 0, 0, 0, 0, 0), self._comm.Barrier, "barrier")
+
+        return self._submit("barrier", [step], None, opts)
+
+    def _guard(self, build: Callable[[], Step]) -> Step:
+        """A step built when it runs, so that an argument error reaches every rank through the agreement."""
+
+        def step() -> Planned:
+            return build()()
+
+        return step
+
+    # ops without schedules: gloo, with a one-time warning
+
+    def _on_gloo(self, name: str, method: str, *args: Any) -> Any:
+        def step() -> Planned:
+            return self._gloo_step(method, args, name, why=name)
+
+        return self._submit("gloo", [step], None)
+
+    def alltoall(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+        return self._on_gloo("all_to_all", "alltoall", outputs, inputs, opts or _alltoall_opts())
+
+    def all_to_all_single(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any = None) -> Any:
+        return self._on_gloo("all_to_all_single", "alltoall_base", output, input, out_splits, in_splits,
+                             opts or _alltoall_opts())  # fmt: skip
+
+    alltoall_base = all_to_all_single
+
+    def gather(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+        return self._on_gloo("gather", "gather", outputs, inputs, opts)
+
+    def scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+        return self._on_gloo("scatter", "scatter", outputs, inputs, opts)
+
+    def reduce(self, tensors: Any, opts: Any = None) -> Any:
+        return self._on_gloo("reduce", "reduce", tensors, opts)
+
+    def send(self, tensors: Any, dst: int, tag: int) -> Any:
+        return self._on_gloo("send", "send", tensors, dst, tag)
+
+    def recv(self, tensors: Any, src: int, tag: int) -> Any:
+        return self._on_gloo("recv", "recv", tensors, src, tag)
+
+    def shutdown(self) -> None:
+        """Stop the group's thread (after the jobs already queued), its inner gloo group and its communicators.
+
+        torch calls it from ``destroy_process_group``: everything goes while the store and MPI are still
+        there, not at interpreter exit in whatever order objects happen to be freed.
+        """
+        if not self._thread.is_alive():
+            return
+        self._queue.put(None)
+        self._thread.join()
+        if self._gloo is not None:
+            self._gloo.shutdown()
+            self._gloo = None
+        for lib in self._rotated.values():
+            lib.comm_object.Free()
+        self._libs.clear()
+        self._rotated.clear()
+        self._comm.Free()
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _local_copy(out: torch.Tensor, inp: torch.Tensor) -> None:
+    if out.data_ptr() != inp.data_ptr():
+        out.view(-1).copy_(inp.view(-1))
+
+
+def _local_reduce(out: torch.Tensor, inp: torch.Tensor, kind: ops.ReduceKind) -> None:
+    _local_copy(out, inp)
+    if kind.name == "premul_sum":
+        out.mul_(kind.factor)
+
+
+def _allreduce_opts(op: Any) -> Any:
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = op
+    return opts
+
+
+def _reduce_scatter_opts(op: Any) -> Any:
+    from torch._C._distributed_c10d import ReduceScatterOptions
+
+    opts = ReduceScatterOptions()
+    opts.reduceOp = op
+    return opts
+
+
+def _allgather_opts() -> Any:
+    from torch._C._distributed_c10d import AllgatherOptions
+
+    return AllgatherOptions()
+
+
+def _broadcast_opts(root: int) -> Any:
+    from torch._C._distributed_c10d import BroadcastOptions
+
+    opts = BroadcastOptions()
+    opts.rootRank = root
+    opts.rootTensor = 0
+    return opts
+
+
+def _alltoall_opts() -> Any:
+    from torch._C._distributed_c10d import AllToAllOptions
+
+    return AllToAllOptions()

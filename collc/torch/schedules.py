@@ -1,0 +1,234 @@
+"""Schedules for the torch backend: loaded, verified for a group's size, compiled to mpi-c, cached.
+
+`prepare` turns a configured schedule (a ``.coll`` path or a bundled example)
+into a `Compiled` library for one group size (and root, for a broadcast; the torch
+backend compiles a broadcast for its schedule's default root and serves other roots
+by renumbering the ranks):
+
+1. load the program (`collc.api.load`) and check that it implements the
+   collective it was configured for;
+2. instantiate it for ``p`` (and ``root``), with the configured codec settings:
+   a size that the program's constraints exclude is an error naming the file and p;
+3. verify it (`collc.api.Instance.verify`): a finding is an error naming the file and p;
+4. compile it with the mpi-c target into the cache folder, once per machine:
+   the folder's name is a digest of the program's text, the parameters and
+   the codecs, and a file lock makes the ranks of one machine wait for one
+   compiler run instead of each running their own.
+
+Each process keeps what it prepared (`_memo`), so that a group size is
+verified once per process.  Compressed schedules need the mpi-c target to run
+compression points; until it does (`MPI_C_COMPRESSION`), they are refused
+with an error that says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import collc
+from collc import api
+from collc.backends import mpi_c
+from collc.codecs.base import SUPPORTED_DTYPES
+from collc.diagnostics import CollError, format_error
+from collc.ir import Collective
+
+__all__ = [
+    "CODEC_DTYPES",
+    "MPI_C_COMPRESSION",
+    "Compiled",
+    "ScheduleError",
+    "prepare",
+]
+
+MPI_C_COMPRESSION = False
+"""Whether the mpi-c target runs compression points.  With False, compressed schedules are refused here;
+the rest of the backend (dtype checks, tests) already handles them, so enabling them is this one line."""
+
+COMPRESSION_UNAVAILABLE = (
+    "compression on the mpi-c target is not available in this build "
+    "(collc/torch/schedules.py: MPI_C_COMPRESSION is False); configure an uncompressed schedule "
+    "or 'gloo' for this collective"
+)
+
+COLLECTIVE_OF: dict[str, Collective] = {
+    "allreduce": Collective.ALLREDUCE,
+    "allgather": Collective.ALLGATHER,
+    "reduce_scatter": Collective.REDUCE_SCATTER,
+    "broadcast": Collective.BROADCAST,
+}
+
+
+class ScheduleError(ValueError):
+    """A configured schedule that cannot serve a group: the message names the file and the group size."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A verified schedule compiled into an mpi-c library for one group size."""
+
+    collective: str  # allreduce | allgather | reduce_scatter | broadcast
+    source: str  # the schedule as configured (a path or an example name)
+    path: Path  # the .coll file
+    algorithm: str
+    nranks: int
+    root: int | None  # the schedule's root (broadcast, reduce), else None
+    codecs: tuple[str, ...]  # canonical specs of the codecs the schedule uses; () without compression
+    library: Path
+    key: int  # a 63-bit digest of what was compiled: ranks compare it before every collective
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.codecs)
+
+    def describe(self) -> str:
+        root = f", root {self.root}" if self.root is not None else ""
+        return f"{self.path} ({self.algorithm}, p={self.nranks}{root})"
+
+
+CODEC_DTYPES: tuple[str, ...] = tuple(dt.name for dt in SUPPORTED_DTYPES)
+"""The dtypes every collc codec encodes (`collc.codecs.base.SUPPORTED_DTYPES`): a compressed schedule takes
+tensors of these dtypes only."""
+
+
+_memo: dict[tuple[str, str, int, int | None, tuple[tuple[str, str], ...], str], Compiled] = {}
+_memo_lock = threading.Lock()
+
+
+def prepare(
+    collective: str,
+    source: str,
+    p: int,
+    *,
+    root: int | None = None,
+    codecs: Mapping[str, str] | None = None,
+    cache_dir: Path,
+) -> Compiled:
+    """The library that runs ``collective`` with schedule ``source`` on ``p`` ranks; raises `ScheduleError`."""
+    overrides = tuple(sorted((codecs or {}).items()))
+    memo_key = (collective, source, p, root, overrides, str(cache_dir))
+    with _memo_lock:
+        found = _memo.get(memo_key)
+    if found is not None:
+        return found
+    compiled = _prepare(collective, source, p, root, dict(overrides), Path(cache_dir))
+    with _memo_lock:
+        _memo[memo_key] = compiled
+    return compiled
+
+
+def _error(path: str, err: CollError, sources: Mapping[str, str]) -> str:
+    return format_error(err, {**sources, **err.sources})
+
+
+def _prepare(
+    collective: str, source: str, p: int, root: int | None, overrides: dict[str, str], cache_dir: Path
+) -> Compiled:
+    want = COLLECTIVE_OF[collective]
+    try:
+        path = api.resolve_path(source)
+        alg = api.load(path)
+    except CollError as err:
+        raise ScheduleError(f"collc.torch: the {collective} schedule {source!r}: {_error(source, err, {})}") from None
+    where = f"collc.torch: {path}"
+    if alg.collective is not want:
+        raise ScheduleError(
+            f"{where} implements {alg.collective.value}, not {want.value}: it cannot serve {collective}"
+        )
+    mine = {name: spec for name, spec in overrides.items() if name in alg.codecs}
+    params: dict[str, int] = {"p": p}
+    if root is not None:
+        if "root" not in alg.param_names:
+            raise ScheduleError(f"{where} has no parameter 'root': it cannot broadcast from rank {root}")
+        params["root"] = root
+    try:
+        if mine:
+            alg = alg.with_codecs(mine)
+        inst = alg.instantiate(**params)
+    except CollError as err:
+        text = _error(str(path), err, alg.sources)
+        raise ScheduleError(f"{where}: no {collective} schedule for a group of p={p}: {text}") from None
+    report = inst.verify()
+    if not report.ok:
+        first = report.findings[0]
+        text = _error(str(path), CollError(first.message, first.span), alg.sources)
+        raise ScheduleError(f"{where}: the schedule fails verification for p={p}: {text}")
+    schedule = inst.schedule
+    specs = tuple(dict.fromkeys(op.codec for step in schedule.steps for op in step.ops if op.codec is not None))
+    if schedule.compresses() and not MPI_C_COMPRESSION:
+        raise ScheduleError(f"{where} (p={p}) compresses with {', '.join(specs)}: {COMPRESSION_UNAVAILABLE}")
+    digest = _digest(alg.sources, params, tuple(sorted(alg.codecs.items())))
+    stem = f"{schedule.algorithm}-p{p}" + (f"-root{root}" if root is not None else "")
+    library = _build(inst, cache_dir, stem, digest)
+    return Compiled(
+        collective=collective,
+        source=source,
+        path=Path(path),
+        algorithm=schedule.algorithm,
+        nranks=p,
+        root=schedule.root,
+        codecs=specs,
+        library=library,
+        key=int(digest[:16], 16) & ((1 << 63) - 1),
+    )
+
+
+def _digest(sources: Mapping[str, str], params: Mapping[str, int], codecs: tuple[tuple[str, str], ...]) -> str:
+    h = hashlib.sha256()
+    h.update(f"collc {collc.__version__}\n".encode())
+    for name, text in sorted(sources.items()):
+        h.update(f"file {len(text)}\n".encode())
+        h.update(text.encode())
+        del name  # the text decides, not where it was read from
+    h.update(repr(sorted(params.items())).encode())
+    h.update(repr(codecs).encode())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _build(inst: api.Instance, cache_dir: Path, stem: str, digest: str) -> Path:
+    """Compile ``inst`` into ``cache_dir/<stem>-<digest>/`` unless a finished build is there; its library."""
+    target = cache_dir / f"{stem}-{digest[:16]}"
+    library = mpi_c.library_path(target, inst.schedule)
+    if library.is_file():
+        return library
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ScheduleError(f"collc.torch: cannot create the cache folder {cache_dir}: {err}") from None
+    with _locked(cache_dir / f".{stem}-{digest[:16]}.lock"):
+        if library.is_file():
+            return library
+        work = Path(tempfile.mkdtemp(prefix=f".{stem}-", dir=cache_dir))
+        try:
+            inst.compile("mpi-c", work, verify=False)  # verified by the caller
+            if target.exists():  # an unfinished build of an earlier run
+                shutil.rmtree(target)
+            os.replace(work, target)
+        except CollError as err:
+            shutil.rmtree(work, ignore_errors=True)
+            what = f"{inst.schedule.algorithm} for p={inst.nranks}"
+            raise ScheduleError(f"collc.torch: compiling {what}: {err}") from None
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+    if not library.is_file():
+        raise ScheduleError(f"collc.torch: the build in {target} has no {library.name}")
+    return library
