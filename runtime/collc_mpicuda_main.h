@@ -19,8 +19,9 @@
  * Any error on a rank is printed, written to its status file, and ends the
  * whole job (MPI_Abort).  The barriers run under the COLLC_TIMEOUT watchdog
  * too.  --fault injects the failures the tests check: `stop:R:I` (rank R
- * stops, SIGSTOP, before call I), `exit:R:I` (rank R exits), `count:R:D`
- * (rank R calls with D more elements).
+ * stops, SIGSTOP, instead of making call I, while the others are in it),
+ * `exit:R:I` (rank R exits there), `count:R:D` (rank R calls with D more
+ * elements).
  */
 #ifndef COLLC_MPICUDA_MAIN_H
 #define COLLC_MPICUDA_MAIN_H
@@ -279,10 +280,10 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
     MAIN_CUDA(cudaMemcpy(pristine, host, (size_t)bytes, cudaMemcpyHostToDevice));
     for (int call = 0; call < o->warmup + o->iters; call++) {
         double start;
-        main_fault(o, call);
         MAIN_CUDA(cudaMemcpyAsync(work, pristine, (size_t)bytes, cudaMemcpyDeviceToDevice, stream));
         MAIN_CUDA(cudaStreamSynchronize(stream));
         main_barrier();
+        main_fault(o, call); /* after the barrier: the other ranks are in the collective */
         start = MPI_Wtime();
         if ((err = COLLC_MAIN_RUN(work, count, o->dtype, o->op, MPI_COMM_WORLD, stream)) != 0)
             main_fail("%s", COLLC_MAIN_LAST_ERROR());

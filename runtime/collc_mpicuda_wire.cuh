@@ -305,9 +305,10 @@ static inline void collc_mpicuda_abandon(struct collc_mpicuda_ctx *ctx, int nlin
     for (int i = 0; i < nlinks; i++)
         for (int k = 0; k < 2; k++) {
             struct collc_mpicuda_seg *s = &ctx->links[i].seg[k];
-            if (s->state != COLLC_SEG_MPI) continue;
-            if (!ctx->links[i].send) MPI_Cancel(&s->req);
-            MPI_Request_free(&s->req);
+            if (s->state == COLLC_SEG_MPI && s->req != MPI_REQUEST_NULL) {
+                if (!ctx->links[i].send) MPI_Cancel(&s->req);
+                MPI_Request_free(&s->req);
+            }
             s->state = COLLC_SEG_FREE;
         }
     ctx->st->broken = 1; /* pinned buffers may still be read by MPI: kept until release */
