@@ -345,16 +345,20 @@ def test_dead_rank_ends_the_job(built: dict[str, Built], mock: Path, tmp_path: P
         mock_run(mock, b, tmp_path, "1", counts=[1000], fault="exit:2:0", env={"COLLC_TIMEOUT": "2"})
 
 
-@pytest.mark.parametrize(("extra", "aware", "why"), [(8, "0", "where the schedule expects"), (-4, "1", "is longer")])
+@pytest.mark.parametrize(("extra", "aware"), [(8, "0"), (-4, "1")])
 def test_mismatched_count_is_an_error(
-    built: dict[str, Built], mock: Path, tmp_path: Path, extra: int, aware: str, why: str
+    built: dict[str, Built], mock: Path, tmp_path: Path, extra: int, aware: str
 ) -> None:
-    """One rank calls with another count: the size of a message gives it away (no timeout needed)."""
+    """One rank calls with another count: the size of a message gives it away (no timeout needed).
+
+    The receiver of a longer message than expected (MPI_ERR_TRUNCATE) or of a
+    shorter one says so, whichever fails first ends the job."""
     b = built["ring_allreduce"]
     with pytest.raises(CollError) as info:
         mock_run(mock, b, tmp_path, aware, counts=[1000], fault=f"count:1:{extra}", env={"COLLC_TIMEOUT": "20"})
     text = str(info.value)
-    assert why in text and "do all ranks call with the same count and dtype?" in text, text
+    assert "do all ranks call with the same count and dtype?" in text, text
+    assert re.search(r"a message from rank \d (is longer than the|has) \d+ bytes", text), text
 
 
 @pytest.mark.parametrize(
