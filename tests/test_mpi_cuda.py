@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -287,6 +288,15 @@ def test_driver_without_a_device_says_so(built: dict[str, Built], tmp_path: Path
     with pytest.raises(CollError) as info:
         mpi_cuda.run_built(b.schedule, b.driver, [16], workdir=tmp_path, timeout=60, env={"LD_LIBRARY_PATH": ""})
     assert "no CUDA device is visible to this process (cudaGetDeviceCount:" in str(info.value)
+
+
+def test_benchmark_without_a_gpu_says_so() -> None:
+    if _gpu_visible():
+        pytest.skip("a GPU is visible")
+    script = HERE.parent / "benchmarks" / "mpi_cuda.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("no GPU: nothing measured (no CUDA device is visible"), proc.stdout
 
 
 # --------------------------------------------------------------------------
