@@ -266,7 +266,6 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
     long long count = o->counts[i], logical, bytes;
     double total = 0, mine, stats[3], all[3];
     char *host, *pristine, *work;
-    int err;
     if (o->fault == 'c' && o->fault_rank == main_rank) count += o->fault_arg;
     main_count = o->counts[i];
     main_status("running", NULL);
@@ -285,12 +284,12 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
         main_barrier();
         main_fault(o, call); /* after the barrier: the other ranks are in the collective */
         start = MPI_Wtime();
-        if ((err = COLLC_MAIN_RUN(work, count, o->dtype, o->op, MPI_COMM_WORLD, stream)) != 0)
+        if (COLLC_MAIN_RUN(work, count, o->dtype, o->op, MPI_COMM_WORLD, stream) != 0)
             main_fail("%s", COLLC_MAIN_LAST_ERROR());
         MAIN_CUDA(cudaStreamSynchronize(stream));
         if (call >= o->warmup) total += MPI_Wtime() - start;
     }
-    if ((err = COLLC_MAIN_CHECK()) != 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());
+    if (COLLC_MAIN_CHECK() != 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());
     MAIN_CUDA(cudaMemcpy(host, work, (size_t)bytes, cudaMemcpyDeviceToHost));
     main_write_output(o, i, host, bytes);
     MAIN_CUDA(cudaFree(pristine));

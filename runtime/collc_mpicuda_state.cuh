@@ -186,7 +186,7 @@ static inline int collc_mpicuda_begin(struct collc_mpicuda_state *st, cudaStream
 /* How messages travel, once a call has chosen it. */
 static inline const char *collc_mpicuda_transport(void)
 {
-    static char text[320];
+    static char text[512];
     const struct collc_mpicuda_state *st = &collc_mpicuda_kept;
     if (!st->ready) return "not chosen yet: no call so far";
     snprintf(text, sizeof text, "%s (%s), segments of %lld bytes",
