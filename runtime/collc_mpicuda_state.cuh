@@ -77,25 +77,12 @@ static inline int collc_mpicuda_settings(struct collc_mpicuda_state *st)
     return st->aware < 0 ? COLLC_CUDA_ERR_ARG : COLLC_CUDA_OK;
 }
 
-/* The kept state for `comm` on the current device. */
-static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm comm)
+/* Creates the kept state for `comm` on `device` (st->ready is set: a failure leaves what to free). */
+static inline int collc_mpicuda_create(struct collc_mpicuda_state *st, MPI_Comm comm, int device)
 {
-    int device = 0, sms = 0, err;
+    int sms = 0, err;
     long long mine[2], all[2];
     MPI_Request req;
-    cudaError_t cerr = cudaGetDevice(&device);
-    if (cerr != cudaSuccess) {
-        cudaGetLastError();
-        return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "no usable CUDA device: %s (%s)", cudaGetErrorString(cerr),
-                               cudaGetErrorName(cerr));
-    }
-    if (st->broken)
-        return collc_cuda_fail(COLLC_CUDA_ERR_ARG,
-                               "rank %d: an earlier call failed in the middle of a step; release the library "
-                               "before calling it again",
-                               st->rank);
-    if (st->ready && st->user == comm && st->device == device) return COLLC_CUDA_OK;
-    collc_mpicuda_release_all();
     MPI_Comm_rank(comm, &st->rank);
     MPI_Comm_size(comm, &st->size);
     st->ready = 1;
@@ -126,6 +113,28 @@ static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm
                                "on every rank",
                                st->rank, -all[1], all[0]);
     return COLLC_CUDA_OK;
+}
+
+/* The kept state for `comm` on the current device: kept from an earlier call, or created afresh. */
+static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm comm)
+{
+    int device = 0, err;
+    cudaError_t cerr = cudaGetDevice(&device);
+    if (cerr != cudaSuccess) {
+        cudaGetLastError();
+        return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "no usable CUDA device: %s (%s)", cudaGetErrorString(cerr),
+                               cudaGetErrorName(cerr));
+    }
+    if (st->broken)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG,
+                               "rank %d: an earlier call failed in the middle of a step; release the library "
+                               "before calling it again",
+                               st->rank);
+    if (st->ready && st->user == comm && st->device == device) return COLLC_CUDA_OK;
+    collc_mpicuda_release_all();
+    err = collc_mpicuda_create(st, comm, device);
+    if (err != COLLC_CUDA_OK && !st->broken) collc_mpicuda_release_all(); /* a timeout keeps it: MPI may finish */
+    return err;
 }
 
 /* Grows what the kept state holds to what a call needs. */
