@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from collc.backends import cuda, local, mpi_c, mpi_launch, mpi_py, msccl
+from collc.backends import cuda, local, mpi_c, mpi_cuda, mpi_launch, mpi_py, msccl
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -30,10 +30,11 @@ from collc.resources import data_dir
 from collc.verify.check import CheckReport, check
 from collc.verify.compression import analyse
 
-BACKENDS = ("local", "mpi", "mpi-c", "cuda")
-"""Where `Instance.run` executes: numpy in this process, or MPI processes running the generated mpi-py or mpi-c code."""
+BACKENDS = ("local", "mpi", "mpi-c", "cuda", "mpi-cuda")
+"""Where `Instance.run` executes: numpy in this process, MPI processes running the generated mpi-py or mpi-c code,
+the cuda executor (virtual ranks on this machine's GPUs), or the mpi-cuda executor (one MPI process per GPU)."""
 
-TARGETS = ("mpi-py", "mpi-c", "cuda")
+TARGETS = ("mpi-py", "mpi-c", "cuda", "mpi-cuda")
 """What `Instance.compile` generates."""
 
 
@@ -164,7 +165,7 @@ class Instance:
             raise CollError(f"{what}: the schedule fails verification: {first.message}", first.span)
 
     def compile(self, target: str, out_dir: str | Path, *, build: bool = True, verify: bool = True) -> list[Path]:
-        """Generate the ``target`` executor into ``out_dir`` (and build it, for mpi-c); the files written."""
+        """Generate the ``target`` executor into ``out_dir`` (and build it, except mpi-py); the files written."""
         out = Path(out_dir)
         if target not in TARGETS:
             raise CollError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
@@ -172,6 +173,9 @@ class Instance:
             self._require_verified(f"compile --target {target}")
         if target == "mpi-py":
             return mpi_py.generate(self.schedule, out)
+        if target == "mpi-cuda":
+            files = mpi_cuda.generate(self.schedule, out)
+            return files + list(mpi_cuda.build(out, self.schedule)) if build else files
         backend = mpi_c if target == "mpi-c" else cuda
         files = backend.generate(self.schedule, out)
         if build:
@@ -205,6 +209,38 @@ class Instance:
             self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed,
             workdir=None if workdir is None else Path(workdir), error_bounds=_error_bounds(self.schedule, dtype),
             on_progress=on_progress,
+        )  # fmt: skip
+
+    def run_mpi_cuda(
+        self,
+        counts: list[int],
+        dtype: str = "float32",
+        op: str = "sum",
+        *,
+        iters: int = 1,
+        warmup: int = 1,
+        seed: int = 0,
+        timeout: float = 60.0,
+        verify: bool = True,
+        workdir: str | Path | None = None,
+        mpiexec_args: tuple[str, ...] = (),
+        transport: str = "mpi",
+    ) -> list[mpi_cuda.MpiCudaRow]:
+        """Run the generated mpi-cuda executor on ``nranks`` MPI processes, one per visible GPU (ranks share
+        GPUs when there are fewer)."""
+        mpi_cuda.check_transport(transport)
+        if dtype not in local.DTYPES or op not in local.OPS:
+            raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
+        for count in counts:
+            error = count_error(self.schedule.collective, self.nranks, count)
+            if error is not None:
+                raise CollError(f"{self.schedule.algorithm}: {error}")
+        if verify:
+            self._require_verified("run --backend mpi-cuda")
+        return mpi_cuda.run(
+            self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed, timeout=timeout,
+            workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,
+            error_bounds=_error_bounds(self.schedule, dtype), transport=transport,
         )  # fmt: skip
 
     def run_mpi(
@@ -263,10 +299,11 @@ class Instance:
         seed: int = 0,
     ) -> local.RunResult:
         """Run on ``backend`` with random data and count the wrong elements."""
-        if backend in ("mpi", "mpi-c", "cuda"):
+        if backend in ("mpi", "mpi-c", "cuda", "mpi-cuda"):
             errors: tuple[float | None, float | None] = (None, None)
-            if backend == "cuda":
-                (cuda_row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
+            if backend in ("cuda", "mpi-cuda"):
+                run_gpu = self.run_cuda if backend == "cuda" else self.run_mpi_cuda
+                (cuda_row,) = run_gpu([count], dtype, op, iters=iters, seed=seed)
                 row: cuda.CudaRow | mpi_launch.MpiRow = cuda_row
                 errors = (cuda_row.max_abs_error, cuda_row.error_bound)
             else:

@@ -13,6 +13,7 @@ import click
 from collc import api, report
 from collc.backends import local
 from collc.backends.cuda import CudaRow
+from collc.backends.mpi_cuda import TRANSPORTS, check_transport
 from collc.backends.mpi_launch import MpiRow
 from collc.cli.common import (
     EXIT_OK,
@@ -42,7 +43,17 @@ from collc.verify.check import CheckReport
     help="What to generate (docs/mpi.md, docs/cuda.md).",
 )
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="Output folder.")
-@click.option("--no-build", is_flag=True, help="mpi-c, cuda: write the sources and Makefile, do not compile them.")
+@click.option(
+    "--no-build", is_flag=True, help="mpi-c, cuda, mpi-cuda: write the sources and Makefile, do not compile them."
+)
+@click.option(
+    "--transport",
+    default="mpi",
+    type=click.Choice(list(TRANSPORTS)),
+    show_default=True,
+    help="mpi-cuda: how messages travel (mpi: CUDA-aware MPI or staged through pinned host memory; nccl: not "
+    "implemented).",
+)
 def compile_cmd(
     file: str,
     p: str | None,
@@ -52,8 +63,10 @@ def compile_cmd(
     target: str,
     out: str,
     no_build: bool,
+    transport: str,
 ) -> None:
-    """Verify a schedule, then generate its executor (and build it, for mpi-c and cuda)."""
+    """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda)."""
+    _check_transport(target, transport)
     inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
@@ -79,7 +92,8 @@ def compile_cmd(
     type=click.Choice(list(api.BACKENDS)),
     show_default=True,
     help="local: numpy in this process; mpi: p processes running the generated mpi-py module; mpi-c: the C "
-    "library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s).",
+    "library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s); mpi-cuda: p MPI processes, one per "
+    "visible GPU (sharing GPUs when there are fewer).",
 )
 @click.option("--iters", default=1, type=click.IntRange(min=1), show_default=True, help="Timed iterations per size.")
 @click.option("--warmup", default=0, type=click.IntRange(min=0), show_default=True, help="MPI: untimed iterations.")
@@ -97,6 +111,14 @@ def compile_cmd(
     help="MPI: folder for the generated code and the ranks' status files (default: a temporary one).",
 )
 @click.option("--mpiexec-args", default="", metavar="ARGS", help="MPI: extra mpiexec arguments, e.g. '-f hosts'.")
+@click.option(
+    "--transport",
+    default="mpi",
+    type=click.Choice(list(TRANSPORTS)),
+    show_default=True,
+    help="mpi-cuda: how messages travel (mpi: CUDA-aware MPI or staged through pinned host memory; nccl: not "
+    "implemented).",
+)
 @click.option("--no-check", is_flag=True, help="Run without verifying the schedule first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def run(
@@ -115,10 +137,12 @@ def run(
     timeout: float,
     workdir: str | None,
     mpiexec_args: str,
+    transport: str,
     no_check: bool,
     as_json: bool,
 ) -> None:
     """Verify, then run a schedule on random data, validating against numpy (nccl-tests style rows)."""
+    _check_transport(backend, transport)
     if size is not None and sizes is not None:
         raise click.UsageError("give --size or --sizes, not both")
     byte_sizes = parse_sizes(sizes) if sizes is not None else [parse_size(size or "4MiB")]
@@ -142,7 +166,7 @@ def run(
         if checked is None or checked.ok:
             bar.stage(f"running {s.algorithm}", len(byte_sizes))
             rows = _run_rows(
-                inst, byte_sizes, dtype, redop, backend, iters, warmup, timeout, workdir, launcher_args, bar
+                inst, byte_sizes, dtype, redop, backend, iters, warmup, timeout, workdir, launcher_args, transport, bar
             )
     if checked is not None and not checked.ok:
         click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
@@ -173,6 +197,7 @@ def _run_rows(
     timeout: float,
     workdir: str | None,
     launcher_args: tuple[str, ...],
+    transport: str,
     bar: Bar,
 ) -> list[dict[str, Any]]:
     """The rows of `collc run`, one per size, on ``backend`` (``bar`` counts the sizes done)."""
@@ -197,6 +222,12 @@ def _run_rows(
                 on_progress=bar.on_progress,
             )  # fmt: skip
             rows = [_mpi_row(s, dtype, redop, r) for r in results]
+        elif backend == "mpi-cuda":
+            gpu_rows = inst.run_mpi_cuda(
+                counts, dtype, redop, iters=iters, warmup=warmup, timeout=timeout, verify=False, workdir=workdir,
+                mpiexec_args=launcher_args, transport=transport,
+            )  # fmt: skip
+            rows = [_mpi_row(s, dtype, redop, r) | {"transport": r.transport} for r in gpu_rows]
         else:
             results = inst.run_mpi(
                 counts,
@@ -215,6 +246,18 @@ def _run_rows(
     except CollError as err:
         fail_input(err)
     return rows
+
+
+def _check_transport(target: str, transport: str) -> None:
+    """--transport names how mpi-cuda moves messages; nccl is refused (not implemented)."""
+    if transport == "mpi":
+        return
+    if target != "mpi-cuda":
+        fail_input(CollError(f"--transport {transport} applies to the mpi-cuda target only, not {target}"))
+    try:
+        check_transport(transport)
+    except CollError as err:
+        fail_input(err)
 
 
 def _needs_blocks(s: Schedule) -> bool:
@@ -259,6 +302,8 @@ def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow | CudaRow) -> dict[str,
 def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
     mpi = backend != "local"
     ranks = f", {s.nranks} virtual ranks on GPU" if backend == "cuda" else f", {s.nranks} MPI processes" if mpi else ""
+    if backend == "mpi-cuda":
+        ranks += " on GPUs"
     extra = f" {'min(us)':>10} {'max(us)':>10} {'iters':>6}" if mpi else ""
     lossy = any("error_bound" in r for r in rows)
     if lossy:
@@ -279,6 +324,8 @@ def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
     wrong = sum(r["wrong"] for r in rows)
     right = "all results within the verified error bound" if lossy else "all results correct"
     out.append(f"# {right if wrong == 0 else f'{wrong} wrong element(s)'}")
+    if rows and rows[0].get("transport"):
+        out.append(f"# transport: {rows[0]['transport']}")
     if lossy:
         out.append(
             "# compression: max|err| is measured against the exact float64 reduction, bound is the verifier's "

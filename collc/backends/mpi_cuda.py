@@ -1,0 +1,415 @@
+"""The ``mpi-cuda`` target: CUDA C++ over MPI, one process per GPU.
+
+`generate` renders, from the same plan as the single-process ``cuda`` target
+(`cuda.plan`: the step tables of the verified schedule, regrouped by step,
+with its fused decompress → reduce → compress runs) and the templates in
+``codegen/mpi_cuda/`` (which include the cuda target's table templates):
+
+``collc_<algorithm>_mpicuda.cu``
+    the tables and the ``extern "C"`` API; ``runtime/collc_mpicuda.cuh`` runs
+    the rows that name the calling rank, over MPI;
+``collc_<algorithm>_mpicuda.h``
+    the API: ``collc_<algorithm>_mpicuda_run(buffer, count, dtype, op, comm,
+    stream)`` and its helpers;
+``collc_<algorithm>_mpicuda_main.cu``
+    the driver program that ``collc run --backend mpi-cuda`` launches under
+    ``mpiexec`` (``runtime/collc_mpicuda_main.h``);
+``Makefile``
+    the same build by hand, with nvcc and the MPI C++ wrapper as its host
+    compiler (``make ARCH=sm_80 MPICXX=...``).
+
+The runtime headers (the cuda target's kernels and table types, and the
+mpi-cuda executor) are copied next to them.  `build` compiles the library
+and the driver; `run` builds them for the visible GPU, writes every rank's
+input, launches the driver on ``schedule.nranks`` processes
+(`mpi_launch`'s watched job: a stalled or dead rank ends with an error
+naming it) and checks every rank's result against numpy.
+
+Transport: ``mpi`` (device pointers to a CUDA-aware MPI, else staged through
+pinned host memory; decided at run time, see docs/mpi-cuda.md).  NCCL is not
+implemented: ``--transport nccl`` is refused.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from collc.backends import cuda, local, mpi_launch, mpitools
+from collc.backends.csource import c_ident
+from collc.diagnostics import CollError
+from collc.ir import Schedule
+from collc.resources import data_dir
+
+__all__ = [
+    "NO_DEVICE",
+    "RUNTIME_HEADERS",
+    "TRANSPORTS",
+    "MpiCudaRow",
+    "Plan",
+    "build",
+    "check_transport",
+    "driver_path",
+    "generate",
+    "library_path",
+    "plan",
+    "run",
+    "run_built",
+    "source_names",
+    "visible_gpus",
+]
+
+TRANSPORTS: tuple[str, ...] = ("mpi", "nccl")
+"""What ``--transport`` accepts; only ``mpi`` is implemented."""
+
+RUNTIME_HEADERS: tuple[str, ...] = (
+    *cuda.RUNTIME_HEADERS,
+    "collc_mpicuda.cuh",
+    "collc_mpicuda_wire.cuh",
+    "collc_mpicuda_state.cuh",
+    "collc_mpicuda_main.h",
+)
+
+NO_DEVICE = "no CUDA device is visible"
+
+_LIBRARY_FLAGS = ("-Xcompiler", "-fPIC", "-shared")
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseRow:
+    cells: str  # the struct collc_mpicuda_phase initializer
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the mpi-cuda templates render: the cuda target's plan and what this target adds."""
+
+    tables: cuda.Plan
+    phases_with_steps: tuple[cuda.PhasePlan, ...]
+    phase_rows: tuple[PhaseRow, ...]
+    nphases: int
+    library: str
+    driver: str
+    link_name: str
+    runtime_headers: tuple[str, ...]
+    nvcc_base: str
+    nvcc_flags: str
+    library_flags: str
+
+
+@dataclass(frozen=True, slots=True)
+class MpiCudaRow(cuda.CudaRow):
+    """A `cuda.CudaRow` of an mpi-cuda run (times: each rank's mean, then avg / min / max over ranks, OSU
+    style), and how its messages travelled."""
+
+    transport: str = ""
+
+
+def check_transport(transport: str) -> None:
+    """CollError for a transport this target does not have."""
+    if transport == "mpi":
+        return
+    if transport == "nccl":
+        raise CollError(
+            "the mpi-cuda target has no NCCL transport: it moves messages over MPI (CUDA-aware, or staged through "
+            "pinned host memory); use --transport mpi"
+        )
+    raise CollError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
+
+
+def _phase_row(ph: cuda.PhasePlan) -> PhaseRow:
+    steps = f"{ph.ident}_steps" if ph.steps else "NULL"
+    msgs, runs = (f"{ph.ident}_msgs", f"{ph.ident}_runs") if ph.steps and ph.runs else ("NULL", "NULL")
+    locals_ = f"{ph.ident}_locals" if ph.steps and ph.has_locals else "NULL"
+    cells = f'"{ph.name}", {steps}, {len(ph.steps)}, {msgs}, {runs}, {locals_}'
+    what = f"steps {ph.first} .. {ph.last}" if ph.steps else f"steps {ph.first} .. {ph.last} move nothing"
+    return PhaseRow(cells, f"{ph.name}: {what}")
+
+
+def plan(schedule: Schedule, *, arch: str = cuda.DEFAULT_ARCH) -> Plan:
+    """The data the templates render for ``schedule`` (which must have passed verification)."""
+    tables = cuda.plan(schedule, arch=arch)
+    rows = tuple(_phase_row(ph) for ph in tables.phases)
+    ident = tables.ident
+    base = (cuda.BASE_FLAGS[0],)
+    return Plan(
+        tables=tables,
+        phases_with_steps=tuple(ph for ph in tables.phases if ph.steps),
+        phase_rows=rows or (PhaseRow("NULL, NULL, 0, NULL, NULL, NULL", "no phases"),),
+        nphases=len(rows),
+        library=f"libcollc_{ident}_mpicuda.so",
+        driver=f"collc_{ident}_mpicuda_run",
+        link_name=f"collc_{ident}_mpicuda",
+        runtime_headers=RUNTIME_HEADERS,
+        nvcc_base=" ".join(base),
+        nvcc_flags=" ".join((*base, f"-arch={arch}", *_LIBRARY_FLAGS)),
+        library_flags=" ".join(_LIBRARY_FLAGS),
+    )
+
+
+# --------------------------------------------------------------------------
+# Generating and building
+# --------------------------------------------------------------------------
+
+
+def _environment() -> jinja2.Environment:
+    root = data_dir("codegen")
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader([root / "mpi_cuda", root / "cuda"]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def source_names(schedule: Schedule) -> tuple[str, str, str]:
+    """The generated library source, its header and the driver source of ``schedule``."""
+    ident = c_ident(schedule.algorithm)
+    return f"collc_{ident}_mpicuda.cu", f"collc_{ident}_mpicuda.h", f"collc_{ident}_mpicuda_main.cu"
+
+
+def library_path(out_dir: Path, schedule: Schedule) -> Path:
+    return Path(out_dir) / f"libcollc_{c_ident(schedule.algorithm)}_mpicuda.so"
+
+
+def driver_path(out_dir: Path, schedule: Schedule) -> Path:
+    return Path(out_dir) / f"collc_{c_ident(schedule.algorithm)}_mpicuda_run"
+
+
+def generate(schedule: Schedule, out_dir: Path, *, arch: str = cuda.DEFAULT_ARCH) -> list[Path]:
+    """Render the mpi-cuda sources for a VERIFIED schedule into out_dir (created if needed); the written files.
+
+    CollError for a codec without CUDA kernels (as for the cuda target).
+    """
+    out_dir = Path(out_dir)
+    data = plan(schedule, arch=arch)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = _environment()
+    cu_name, h_name, main_name = source_names(schedule)
+    templates = (
+        (cu_name, "collc_mpicuda.cu.j2"),
+        (h_name, "collc_mpicuda.h.j2"),
+        (main_name, "main.cu.j2"),
+        ("Makefile", "Makefile.j2"),
+    )
+    written = []
+    for name, template in templates:
+        path = out_dir / name
+        path.write_text(env.get_template(template).render(plan=data.tables, mpi=data), encoding="utf-8")
+        written.append(path)
+    runtime = data_dir("runtime")
+    for header in RUNTIME_HEADERS:
+        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
+    return written
+
+
+def mpicxx() -> Path:
+    """MPI's C++ compiler wrapper, nvcc's host compiler here: ``$COLLC_MPICXX``, else beside this Python, else PATH."""
+    return mpitools.tool("mpicxx", "COLLC_MPICXX")
+
+
+def _compile(command: list[str], out_dir: Path, what: Path) -> None:
+    try:
+        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise CollError(f"cannot run {command[0]}: {err}") from None
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip()
+        raise CollError(f"nvcc failed on {what} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+
+
+def build(
+    out_dir: Path, schedule: Schedule, *, arch: str = cuda.DEFAULT_ARCH, flags: Sequence[str] = ()
+) -> tuple[Path, Path]:
+    """Compile the generated sources into the library and the driver; returns both paths.
+
+    ``nvcc -O3 -arch=<arch> -ccbin mpicxx`` (the MPI wrapper adds MPI's
+    headers and libraries); ``flags`` go to both commands.  CollError with
+    the compiler's output on failure.
+    """
+    out_dir = Path(out_dir).resolve()
+    cu_name, _, main_name = source_names(schedule)
+    if not (out_dir / cu_name).is_file():
+        raise CollError(f"{out_dir / cu_name} does not exist: generate the sources first (collc.backends.mpi_cuda)")
+    base = [str(cuda.nvcc()), cuda.BASE_FLAGS[0], f"-arch={arch}", "-ccbin", str(mpicxx()), *flags, "-I", str(out_dir)]
+    lib, driver = library_path(out_dir, schedule), driver_path(out_dir, schedule)
+    _compile([*base, *_LIBRARY_FLAGS, "-o", str(lib), str(out_dir / cu_name)], out_dir, out_dir / cu_name)
+    link = ["-L", str(out_dir), f"-l{lib.stem[3:]}", "-Xlinker", "-rpath,$ORIGIN"]
+    _compile([*base, "-o", str(driver), str(out_dir / main_name), *link], out_dir, out_dir / main_name)
+    return lib, driver
+
+
+# --------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------
+
+
+def visible_gpus() -> tuple[int, str]:
+    """(the CUDA devices this process sees, the ``-arch`` of the first), from the driver API; CollError for none."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        raise CollError(f"{NO_DEVICE}: the NVIDIA driver (libcuda.so.1) is not installed on this machine") from None
+    code = libcuda.cuInit(0)
+    if code != 0:
+        why = " (CUDA_ERROR_NO_DEVICE)" if code == 100 else ""
+        raise CollError(f"{NO_DEVICE}: cuInit failed with CUDA error {code}{why}; check CUDA_VISIBLE_DEVICES")
+    count, device, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        raise CollError(f"{NO_DEVICE}: the driver reports 0 devices; check CUDA_VISIBLE_DEVICES")
+    libcuda.cuDeviceGet(ctypes.byref(device), 0)
+    libcuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    libcuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, device)  # ..._MINOR
+    return count.value, f"sm_{major.value}{minor.value}"
+
+
+def run(
+    schedule: Schedule,
+    counts: Sequence[int],
+    dtype: str = "float32",
+    op: str = "sum",
+    iters: int = 1,
+    *,
+    warmup: int = 1,
+    seed: int = 0,
+    timeout: float = 60.0,
+    workdir: Path | None = None,
+    mpiexec_args: Sequence[str] = (),
+    error_bounds: np.ndarray | None = None,
+    transport: str = "mpi",
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> list[MpiCudaRow]:
+    """Build for the visible GPU and run a VERIFIED schedule on ``schedule.nranks`` MPI processes, once per count.
+
+    CollError, before any build, when no CUDA device is visible.  ``workdir``
+    (default: a temporary folder) holds the generated code, the inputs and
+    results, and the ranks' status files; on a cluster, a folder every node
+    sees.  See `run_built` for the rest.
+    """
+    check_transport(transport)
+    _, arch = visible_gpus()
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="collc-mpicuda-") as tmp:
+            return run(
+                schedule, counts, dtype, op, iters, warmup=warmup, seed=seed, timeout=timeout, workdir=Path(tmp),
+                mpiexec_args=mpiexec_args, error_bounds=error_bounds, transport=transport, check=check, env=env,
+            )  # fmt: skip
+    out = Path(workdir).resolve() / "mpi_cuda"
+    generate(schedule, out, arch=arch)
+    _, driver = build(out, schedule, arch=arch)
+    return run_built(
+        schedule, driver, counts, dtype, op, iters, warmup=warmup, seed=seed, timeout=timeout, workdir=workdir,
+        mpiexec_args=mpiexec_args, error_bounds=error_bounds, check=check, env=env,
+    )  # fmt: skip
+
+
+def run_built(
+    schedule: Schedule,
+    driver: Path,
+    counts: Sequence[int],
+    dtype: str = "float32",
+    op: str = "sum",
+    iters: int = 1,
+    *,
+    warmup: int = 1,
+    seed: int = 0,
+    timeout: float = 60.0,
+    workdir: Path,
+    mpiexec_args: Sequence[str] = (),
+    error_bounds: np.ndarray | None = None,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    fault: str | None = None,
+) -> list[MpiCudaRow]:
+    """Run a built driver (`build`) on ``schedule.nranks`` MPI processes, once per count; one row per count.
+
+    Inputs are `local.make_inputs` (``seed``), written to ``workdir``; every
+    rank's result is compared with numpy as the cuda target's are
+    (`local.count_wrong`, or for a schedule with compression points
+    `cuda.judge_compressed` against ``error_bounds``, the verifier's bound per
+    slot for inputs in [-1, 1]); ``check`` False skips that.  ``timeout``:
+    the job is killed after that long without progress, and each rank's
+    watchdog (COLLC_TIMEOUT, default half of it) fails a call that stalls
+    first.  ``env`` adds settings for the ranks (COLLC_CUDA_AWARE, ...);
+    ``fault`` is the driver's --fault (tests).  CollError for any failure,
+    naming the ranks and what they were doing.
+    """
+    cuda._check_run_args(dtype, op, iters, warmup, schedule, error_bounds if check else _no_bounds(schedule))
+    workdir = Path(workdir).resolve()
+    io, status = workdir / "io", workdir / "status"
+    for folder in (io, status):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.iterdir():
+            stale.unlink()
+    inputs = []
+    for i, count in enumerate(counts):
+        try:
+            data = local.make_inputs(schedule, count, dtype, seed, op=op)
+        except ValueError as err:
+            raise CollError(str(err)) from None
+        data.tofile(io / f"input{i}.bin")
+        inputs.append(data)
+    args = ["--counts", ",".join(map(str, counts)), "--dtype", dtype, "--op", op, "--iters", str(iters)]
+    args += ["--warmup", str(warmup), "--inputs", str(io), "--status", str(status)]
+    if check:
+        args += ["--outputs", str(io)]
+    if fault is not None:
+        args += ["--fault", fault]
+    p = schedule.nranks
+    cmd = [str(mpitools.mpiexec()), *mpiexec_args, "-n", str(p), str(driver), *args]
+    run_env = mpitools.mpi_env(p, {**os.environ, **(env or {})})
+    run_env.setdefault("COLLC_TIMEOUT", f"{max(timeout / 2, 0.5):g}")
+    job = mpi_launch._Job(cmd, run_env, status, p, timeout, None)  # the launcher's watched job
+    rows = job.wait()
+    said = [json.loads(line)["mpicuda"] for line in job.stdout_other if line.startswith('{"mpicuda"')]
+    how = said[0]["transport"] if said else ""
+    out_rows = []
+    for i, (row, data) in enumerate(zip(rows, inputs, strict=True)):
+        timing = ("mpi-cuda", row.count, row.size_bytes, row.avg_us, row.min_us, row.max_us, row.iters)
+        if not check:
+            out_rows.append(MpiCudaRow(*timing, -1, transport=how))
+            continue
+        result = np.stack([np.fromfile(io / f"output{i}_rank{r}.bin", dtype=data.dtype) for r in range(p)])
+        out_rows.append(_judged(schedule, timing, result, data, op, row.count, error_bounds, how))
+    return out_rows
+
+
+def _no_bounds(schedule: Schedule) -> np.ndarray | None:
+    """Placeholder bounds of the right shape, for an unchecked run of a schedule with compression points."""
+    return np.zeros((schedule.nranks, schedule.nchunks)) if schedule.compresses() else None
+
+
+def _judged(
+    schedule: Schedule,
+    timing: tuple[str, int, int, float, float, float, int],
+    result: np.ndarray,
+    inputs: np.ndarray,
+    op: str,
+    count: int,
+    bounds: np.ndarray | None,
+    transport: str,
+) -> MpiCudaRow:
+    if result.shape != inputs.shape:
+        raise CollError(f"the ranks wrote results of shape {result.shape}, expected {inputs.shape}")
+    if schedule.compresses() and bounds is not None:
+        wrong, worst, bound = cuda.judge_compressed(schedule, result, inputs, op, count, bounds)
+        return MpiCudaRow(*timing, wrong, worst, bound, transport=transport)
+    values, mask = local.expected(schedule, inputs, op)
+    dtype = next(name for name, dt in local.DTYPES.items() if dt == inputs.dtype)
+    reduces = schedule.collective.reduces
+    wrong = local.count_wrong(result, values, mask, dtype, op, schedule.nranks, reduces=reduces)
+    return MpiCudaRow(*timing, wrong, transport=transport)

@@ -1,0 +1,207 @@
+/* collc_mpicuda_state.cuh: what the mpi-cuda executor keeps from call to call (see collc_mpicuda.cuh).
+ *
+ * Included by collc_mpicuda.cuh.  Created at the first call on a
+ * communicator and device, re-created when either changes, freed by
+ * collc_mpicuda_release_all(): the communicator's duplicate (its errors
+ * return), the transport and settings read from the environment, four
+ * streams, events, scratch space, pinned staging buffers and the per-step
+ * arrays.  The duplicate is made with MPI_Comm_idup and the settings are
+ * compared across ranks with MPI_Iallreduce, both under the watchdog, so
+ * that a rank that never calls fails the others instead of hanging them.
+ */
+#ifndef COLLC_MPICUDA_STATE_CUH
+#define COLLC_MPICUDA_STATE_CUH
+
+/* Frees everything kept; the next call starts afresh. */
+static inline void collc_mpicuda_release_all(void)
+{
+    struct collc_mpicuda_state *st = &collc_mpicuda_kept;
+    int finalized = 0;
+    if (!st->ready) return;
+    cudaStream_t streams[4] = {st->main, st->enc, st->d2h, st->h2d};
+    for (int k = 0; k < 4; k++)
+        if (streams[k] != NULL) {
+            cudaStreamSynchronize(streams[k]);
+            cudaStreamDestroy(streams[k]);
+        }
+    for (int k = 0; k < st->nevents; k++)
+        cudaEventDestroy(st->events[k]);
+    if (st->done != NULL) cudaEventDestroy(st->done);
+    cudaFree(st->scratch);
+    cudaFree(st->bad);
+    if (st->pinned != NULL) cudaFreeHost(st->pinned);
+    if (st->sizes != NULL) cudaFreeHost(st->sizes);
+    free(st->events);
+    free(st->pieces);
+    free(st->links);
+    MPI_Finalized(&finalized);
+    if (!finalized && st->comm != MPI_COMM_NULL && st->comm != 0) MPI_Comm_free(&st->comm);
+    memset(st, 0, sizeof *st);
+}
+
+/* Waits for a non-blocking collective of the setup, under the watchdog. */
+static inline int collc_mpicuda_wait_setup(struct collc_mpicuda_state *st, MPI_Request *req, const char *what)
+{
+    const double start = MPI_Wtime();
+    for (;;) {
+        int flag = 0, code = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (code != MPI_SUCCESS) {
+            char text[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(code, text, &len);
+            return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: %s failed: %s", st->rank, what, text);
+        }
+        if (flag) return COLLC_CUDA_OK;
+        if (MPI_Wtime() - start > st->timeout) {
+            st->broken = 1;
+            return collc_cuda_fail(COLLC_MPICUDA_ERR_TIMEOUT,
+                                   "rank %d: %s: not every rank answered within %g s (COLLC_TIMEOUT): a rank died, "
+                                   "stopped, or does not call the collective",
+                                   st->rank, what, st->timeout);
+        }
+        sched_yield();
+    }
+}
+
+/* The settings from the environment: COLLC_TIMEOUT, COLLC_SEGMENT_BYTES, COLLC_CUDA_AWARE. */
+static inline int collc_mpicuda_settings(struct collc_mpicuda_state *st)
+{
+    const double timeout = collc_mpicuda_env_number("COLLC_TIMEOUT", 60.0, 1e-3);
+    const double segment = collc_mpicuda_env_number("COLLC_SEGMENT_BYTES", 4194304.0, 64.0);
+    if (timeout < 0 || segment < 0) return COLLC_CUDA_ERR_ARG;
+    if (segment > 1073741824.0)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "COLLC_SEGMENT_BYTES=%.0f: at most 1 GiB", segment);
+    st->timeout = timeout;
+    st->segment = (int64_t)segment;
+    st->aware = collc_mpicuda_detect_aware(st->why, sizeof st->why);
+    return st->aware < 0 ? COLLC_CUDA_ERR_ARG : COLLC_CUDA_OK;
+}
+
+/* Creates the kept state for `comm` on `device` (st->ready is set: a failure leaves what to free). */
+static inline int collc_mpicuda_create(struct collc_mpicuda_state *st, MPI_Comm comm, int device)
+{
+    int sms = 0, err;
+    long long mine[2], all[2];
+    MPI_Request req;
+    MPI_Comm_rank(comm, &st->rank);
+    MPI_Comm_size(comm, &st->size);
+    st->ready = 1;
+    st->user = comm;
+    st->device = device;
+    st->comm = MPI_COMM_NULL;
+    if ((err = collc_mpicuda_settings(st)) != COLLC_CUDA_OK) return err;
+    COLLC_CUDA_TRY(cudaStreamCreateWithFlags(&st->main, cudaStreamNonBlocking));
+    COLLC_CUDA_TRY(cudaStreamCreateWithFlags(&st->enc, cudaStreamNonBlocking));
+    COLLC_CUDA_TRY(cudaStreamCreateWithFlags(&st->d2h, cudaStreamNonBlocking));
+    COLLC_CUDA_TRY(cudaStreamCreateWithFlags(&st->h2d, cudaStreamNonBlocking));
+    COLLC_CUDA_TRY(cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming));
+    COLLC_CUDA_TRY(cudaMalloc((void **)&st->bad, sizeof *st->bad));
+    COLLC_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    st->max_blocks = 4 * (sms > 0 ? sms : 1);
+    if (MPI_Comm_idup(comm, &st->comm, &req) != MPI_SUCCESS)
+        return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Comm_idup failed", st->rank);
+    if ((err = collc_mpicuda_wait_setup(st, &req, "duplicating the communicator")) != COLLC_CUDA_OK) return err;
+    MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
+    mine[0] = st->segment;
+    mine[1] = -st->segment;
+    if (MPI_Iallreduce(mine, all, 2, MPI_LONG_LONG, MPI_MAX, st->comm, &req) != MPI_SUCCESS)
+        return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Iallreduce failed", st->rank);
+    if ((err = collc_mpicuda_wait_setup(st, &req, "comparing the settings of the ranks")) != COLLC_CUDA_OK) return err;
+    if (all[0] != -all[1])
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG,
+                               "rank %d: COLLC_SEGMENT_BYTES differs between ranks (%lld .. %lld): set it the same "
+                               "on every rank",
+                               st->rank, -all[1], all[0]);
+    return COLLC_CUDA_OK;
+}
+
+/* The kept state for `comm` on the current device: kept from an earlier call, or created afresh. */
+static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm comm)
+{
+    int device = 0, err;
+    cudaError_t cerr = cudaGetDevice(&device);
+    if (cerr != cudaSuccess) {
+        cudaGetLastError();
+        return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "no usable CUDA device: %s (%s)", cudaGetErrorString(cerr),
+                               cudaGetErrorName(cerr));
+    }
+    if (st->broken)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG,
+                               "rank %d: an earlier call failed in the middle of a step; release the library "
+                               "before calling it again",
+                               st->rank);
+    if (st->ready && st->user == comm && st->device == device) return COLLC_CUDA_OK;
+    collc_mpicuda_release_all();
+    err = collc_mpicuda_create(st, comm, device);
+    if (err != COLLC_CUDA_OK && !st->broken) collc_mpicuda_release_all(); /* a timeout keeps it: MPI may finish */
+    return err;
+}
+
+/* Grows what the kept state holds to what a call needs. */
+static inline int collc_mpicuda_reserve(struct collc_mpicuda_state *st, const struct collc_mpicuda_ctx *ctx)
+{
+    const size_t pinned = st->aware ? 0 : (size_t)ctx->need_links * 2 * (size_t)st->segment;
+    if (ctx->need_scratch > st->scratch_bytes) {
+        COLLC_CUDA_TRY(cudaFree(st->scratch)); /* waits for the work that used it */
+        st->scratch = NULL;
+        st->scratch_bytes = 0;
+        COLLC_CUDA_TRY(cudaMalloc((void **)&st->scratch, ctx->need_scratch));
+        st->scratch_bytes = ctx->need_scratch;
+    }
+    if (pinned > st->pinned_bytes) {
+        if (st->pinned != NULL) COLLC_CUDA_TRY(cudaFreeHost(st->pinned));
+        st->pinned = NULL;
+        st->pinned_bytes = 0;
+        COLLC_CUDA_TRY(cudaMallocHost((void **)&st->pinned, pinned));
+        st->pinned_bytes = pinned;
+    }
+    if (ctx->need_sizes > st->nsizes) {
+        if (st->sizes != NULL) COLLC_CUDA_TRY(cudaFreeHost(st->sizes));
+        st->sizes = NULL;
+        st->nsizes = 0;
+        COLLC_CUDA_TRY(cudaMallocHost((void **)&st->sizes, (size_t)ctx->need_sizes * sizeof *st->sizes));
+        st->nsizes = ctx->need_sizes;
+    }
+    if (ctx->need_events > st->nevents) {
+        cudaEvent_t *events = (cudaEvent_t *)realloc(st->events, (size_t)ctx->need_events * sizeof *events);
+        if (events == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+        st->events = events;
+        for (; st->nevents < ctx->need_events; st->nevents++)
+            COLLC_CUDA_TRY(cudaEventCreateWithFlags(&st->events[st->nevents], cudaEventDisableTiming));
+    }
+    if (ctx->need_pieces > st->npieces) {
+        void *grown = realloc(st->pieces, (size_t)ctx->need_pieces * sizeof *st->pieces);
+        if (grown == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+        st->pieces = (struct collc_mpicuda_piece *)grown;
+        st->npieces = ctx->need_pieces;
+    }
+    if (ctx->need_links > st->nlinks) {
+        void *grown = realloc(st->links, (size_t)ctx->need_links * sizeof *st->links);
+        if (grown == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+        st->links = (struct collc_mpicuda_link *)grown;
+        st->nlinks = ctx->need_links;
+    }
+    return COLLC_CUDA_OK;
+}
+
+/* The start of a call: the caller's work on the buffer is done (MPI may read it), no codec refusal yet. */
+static inline int collc_mpicuda_begin(struct collc_mpicuda_state *st, cudaStream_t caller, int codecs)
+{
+    COLLC_CUDA_TRY(cudaStreamSynchronize(caller));
+    if (codecs) COLLC_CUDA_TRY(cudaMemsetAsync(st->bad, 0xFF, sizeof *st->bad, st->main));
+    return COLLC_CUDA_OK;
+}
+
+/* How messages travel, once a call has chosen it. */
+static inline const char *collc_mpicuda_transport(void)
+{
+    static char text[512];
+    const struct collc_mpicuda_state *st = &collc_mpicuda_kept;
+    if (!st->ready) return "not chosen yet: no call so far";
+    snprintf(text, sizeof text, "%s (%s), segments of %lld bytes",
+             st->aware ? "CUDA-aware MPI, device pointers" : "staged through pinned host buffers, double-buffered",
+             st->why, (long long)st->segment);
+    return text;
+}
+
+#endif /* COLLC_MPICUDA_STATE_CUH */

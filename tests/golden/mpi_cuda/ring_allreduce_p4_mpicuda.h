@@ -1,0 +1,97 @@
+/* collc_ring_allreduce_mpicuda.h: the ring_allreduce allreduce for p=4, one MPI process per GPU, compiled by collc.
+ *
+ * Source: ring_allreduce.coll (p=4, k=1), 4 chunks.
+ *
+ * Every rank of a communicator of 4 processes calls
+ * collc_ring_allreduce_mpicuda_run with its own device buffer (on the current
+ * CUDA device); several ranks may share a GPU.  Messages travel over MPI:
+ * device pointers go to MPI directly when it is CUDA-aware, otherwise they are
+ * staged through pinned host buffers (docs/mpi-cuda.md).
+ *
+ * Buffers are in collc's logical element space (docs/ir-json.md): each holds
+ * count elements (4 * count for an alltoall, whose space holds every
+ * rank's send buffer), the chunks cut as collc.collectives.element_offsets
+ * cuts them (collc_ring_allreduce_mpicuda_layout gives the offsets).
+ * Allreduce: every buffer starts with the rank's vector and ends with the reduction.
+ * Elements outside what the collective defines may be overwritten.
+ *
+ * dtype: 0 float32, 1 float64, 2 float16, 3 bfloat16, 4 int32, 5 int64.
+ * op:    0 sum, 1 prod, 2 max, 3 min (read by reducing collectives only, but
+ *        checked always).
+ *
+ * collc_ring_allreduce_mpicuda_run(buffer, count, dtype, op, comm, stream)
+ *     runs the collective on this rank's part.  comm: 4 processes, all
+ *     calling with the same count, dtype and op.  stream: a cudaStream_t
+ *     (NULL: the legacy default stream) whose queued work is waited for
+ *     first; the call returns once every message of this rank has moved, and
+ *     `stream` waits for the last kernels (reductions of the final step).
+ *     Returns 0, or
+ *       -1  a bad argument (count, dtype, op, buffer, the communicator's size, a setting)
+ *       -2  a CUDA call failed (no device, out of memory, ...)
+ *       -4  an MPI call failed, or a message had another size than the schedule
+ *           says (ranks called with different counts)
+ *       -5  nothing moved for COLLC_TIMEOUT seconds (a rank died or stopped)
+ *     with collc_ring_allreduce_mpicuda_last_error() saying what happened.  After -4 or
+ *     -5, MPI may still hold this call's buffers: end the job (MPI_Abort).
+ * collc_ring_allreduce_mpicuda_run_f: the same with a Fortran communicator handle
+ *     (MPI_Comm_c2f; mpi4py's comm.py2f()), for callers through ctypes.
+ *
+ * collc_ring_allreduce_mpicuda_check()
+ *     waits for the last run; returns 0, -2, or -3 when a codec refused a
+ *     value (not finite, or beyond its range; last_error names the element).
+ *
+ * Environment, read at the first call on a communicator:
+ *     COLLC_CUDA_AWARE     1: MPI takes device pointers; 0: stage through
+ *                          pinned host memory; auto (default): ask MPI
+ *                          (MPIX_Query_cuda_support, where it has it)
+ *     COLLC_SEGMENT_BYTES  bytes per MPI message (default 4194304; the same
+ *                          on every rank)
+ *     COLLC_TIMEOUT        seconds without progress before a call fails
+ *                          (default 60)
+ *
+ * The communicator's duplicate, streams, events, scratch space and pinned
+ * buffers are created at the first call and kept until
+ * collc_ring_allreduce_mpicuda_release().  Not thread-safe.
+ */
+#ifndef COLLC_RING_ALLREDUCE_MPICUDA_H
+#define COLLC_RING_ALLREDUCE_MPICUDA_H
+
+#include <stdint.h>
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLLC_RING_ALLREDUCE_MPICUDA_NRANKS 4
+#define COLLC_RING_ALLREDUCE_MPICUDA_NCHUNKS 4
+
+int collc_ring_allreduce_mpicuda_run(void *buffer, int64_t count, int dtype, int op, MPI_Comm comm, void *stream);
+
+int collc_ring_allreduce_mpicuda_run_f(void *buffer, int64_t count, int dtype, int op, MPI_Fint comm, void *stream);
+
+/* The device scratch bytes `rank` needs for count elements of dtype; -1 for bad arguments. */
+int64_t collc_ring_allreduce_mpicuda_scratch_bytes(int64_t count, int dtype, int rank);
+
+/* The element offset of every chunk, offsets[0 .. 4], for count elements;
+ * returns the number of chunks, or -1 for a bad count. */
+int collc_ring_allreduce_mpicuda_layout(int64_t count, int64_t *offsets);
+
+/* Waits for the last run; -3 when a codec refused a value in it (see above). */
+int collc_ring_allreduce_mpicuda_check(void);
+
+/* Waits for the kept streams, then frees them and everything else kept (call before MPI_Finalize). */
+void collc_ring_allreduce_mpicuda_release(void);
+
+/* How messages travel (CUDA-aware MPI or staged, and why), once a call has chosen it. */
+const char *collc_ring_allreduce_mpicuda_transport(void);
+
+/* What the last failing call ran into. */
+const char *collc_ring_allreduce_mpicuda_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLLC_RING_ALLREDUCE_MPICUDA_H */
