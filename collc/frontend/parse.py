@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lark import PostLex
 
@@ -28,6 +28,10 @@ from collc.resources import data_dir
 
 _OPEN = {"LPAR", "LSQB", "LBRACE"}
 _PARSE_RECURSION_LIMIT = 20000  # lark builds and transforms trees recursively
+MAX_NESTING = 2500
+"""The deepest a program may nest: brackets inside brackets, and levels of its parse tree (an operator, a
+block, a bracket construct each add one; a chain ``a + b + ...`` adds one per operator).  Deeper programs
+are refused where the limit is crossed, before anything walks their trees recursively."""
 _CLOSE = {"RPAR", "RSQB", "RBRACE"}
 
 
@@ -77,6 +81,12 @@ class CollIndenter(PostLex):
             yield token
             if token.type in _OPEN:
                 paren_level += 1
+                if paren_level > MAX_NESTING:
+                    raise _IndentError(
+                        f"brackets are nested too deeply here: more than {MAX_NESTING} levels",
+                        token.line or 1,
+                        token.column or 1,
+                    )
             elif token.type in _CLOSE:
                 if paren_level == 0:
                     raise _IndentError(f"unmatched '{token}'", token.line or 1, token.column or 1, len(str(token)))
@@ -303,6 +313,7 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         line = getattr(err, "line", 1) or 1
         col = getattr(err, "column", 1) or 1
         raise CollError("syntax error", Span(file, line, col, line, col + 1)) from None
+    _check_nesting(tree, file)
     try:
         module = _ToAst(file).transform(tree)
     except VisitError as err:
@@ -311,6 +322,26 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         raise
     assert isinstance(module, ast.Module)
     return module
+
+
+def _check_nesting(tree: Tree, file: str) -> None:
+    """Refuse a parse tree deeper than `MAX_NESTING`, at the first node past the limit (without recursion)."""
+    stack: list[tuple[Tree, int, Any]] = [(tree, 1, tree.meta)]
+    while stack:
+        node, depth, outer = stack.pop()
+        meta = outer if getattr(node.meta, "empty", True) else node.meta
+        if depth > MAX_NESTING:
+            span = Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+            if getattr(meta, "empty", True):
+                span = Span(file, 1, 1, 1, 2)
+            raise CollError(
+                f"the program is nested too deeply here: more than {MAX_NESTING} levels (blocks, brackets and "
+                "operators each add a level, a chain of operators one per operator); split the expression or the block",
+                span,
+            )
+        for child in node.children:
+            if isinstance(child, Tree):
+                stack.append((child, depth + 1, meta))
 
 
 # --------------------------------------------------------------------------

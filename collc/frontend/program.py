@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from collc.codecs import parse_codec
+from collc.codecs import parse_codec, shorten
 from collc.diagnostics import CollError
 from collc.frontend import ast
 from collc.frontend.parse import parse_module
@@ -51,6 +51,10 @@ class Program:
 
     def param(self, name: str) -> ast.Param | None:
         return next((p for p in self.params if p.name == name), None)
+
+    def let(self, name: str) -> ast.Let | None:
+        """The global constant ``name`` (``let p = prod(dims)``), if there is one."""
+        return next((x for x in self.lets if x.name == name), None)
 
 
 def load_program(path: str | Path) -> Program:
@@ -236,7 +240,7 @@ def check_codec_spec(spec: str, span: Span | None) -> str:
     try:
         return parse_codec(spec).spec
     except (ValueError, TypeError) as err:
-        raise CollError(f"bad codec spec {spec!r}: {err}", span) from None
+        raise CollError(f"bad codec spec {shorten(spec)!r}: {err}", span) from None
 
 
 def _define(defined: dict[str, Span], name: str, span: Span, what: str) -> None:

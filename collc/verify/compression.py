@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collc.codecs import Codec, parse_codec
+from collc.codecs import Codec, parse_codec, shorten
 from collc.collectives import EVERY, chunk_dest, chunk_origin, vector_chunks
 from collc.ir import Action, Op, OpKind, Schedule, Step
 from collc.verify.findings import Collector, Finding, bits_ids, chunks_word, lowest, them
@@ -141,7 +141,8 @@ class _Pass:
             try:
                 codec = parse_codec(spec)
             except (ValueError, TypeError) as err:
-                self.add("bad-codec", f"step {step}: rank {op.rank} names codec {spec!r}: {err}", op, step, None)
+                msg = f"step {step}: rank {op.rank} names codec {shorten(spec)!r}: {err}"
+                self.add("bad-codec", msg, op, step, None)
                 self.index[spec] = 0
                 return 0
             k = self.index[spec] = len(self.specs)
