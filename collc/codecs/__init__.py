@@ -25,7 +25,7 @@ from collc.codecs.ebq import Ebq
 from collc.codecs.fwq import Fwq
 from collc.codecs.grid import Hq
 from collc.codecs.lossless import Lossless
-from collc.codecs.registry import CODECS, describe, parse_codec, shorten
+from collc.codecs.registry import CODECS, describe, parse_codec
 from collc.codecs.zfp import Zfp
 
 __all__ = [
@@ -42,5 +42,4 @@ __all__ = [
     "Zfp",
     "describe",
     "parse_codec",
-    "shorten",
 ]

@@ -21,8 +21,9 @@ from collc.codecs.fwq import Fwq
 from collc.codecs.grid import Hq
 from collc.codecs.lossless import Lossless
 from collc.codecs.zfp import Zfp
+from collc.diagnostics import shorten
 
-__all__ = ["CODECS", "describe", "parse_codec", "shorten"]
+__all__ = ["CODECS", "describe", "parse_codec"]
 
 CODECS: dict[str, type[Codec]] = {cls.name: cls for cls in (Ebq, Fwq, Hq, Fp16, Bf16, Lossless, Zfp)}
 
@@ -31,16 +32,6 @@ _ARG = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)\s*=)?\s*(\S(?:.*\S)?)?\s*", r
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INT_LIMIT = 1 << 63  # integer parameters are below this in magnitude (no codec has a use for more)
-_SHOWN = 40  # the most characters of a spec's text a message quotes
-
-
-def shorten(text: str, limit: int = _SHOWN) -> str:
-    """``text`` itself when short, else its start and end around an ellipsis with the length: a message
-    quotes a long spec or value without printing all of it."""
-    if len(text) <= limit:
-        return text
-    keep = max(4, limit - 16)
-    return f"{text[: keep - 6]}...{text[-6:]} ({len(text)} characters)"
 
 
 def parse_codec(spec: str | Codec) -> Codec:

@@ -17,7 +17,7 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lark import PostLex
 
-from collc.diagnostics import CollError
+from collc.diagnostics import CollError, shorten, source_lines
 from collc.frontend import ast
 from collc.ir import Span
 from collc.resources import data_dir
@@ -234,11 +234,21 @@ def _describe_token(token: Token) -> str:
         return "end of the indented block"
     if token.type == "$END":
         return "end of file"
-    return f"'{token}'"
+    return f"'{shorten(str(token))}'"
+
+
+def normalize_line_ends(text: str) -> str:
+    """``text`` with CRLF and lone CR line ends as line feeds (as reading a file in text mode gives), less
+    a byte order mark at its start."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def parse_module(text: str, file: str, *, library: bool = False) -> ast.Module:
-    """Parse one file.  ``library`` files have no header and no parameters or phases."""
+    """Parse one file.  ``library`` files have no header and no parameters or phases.  Line ends are
+    normalized first (the caller keeps the normalized text for carets: `normalize_line_ends`)."""
+    text = normalize_line_ends(text)
     if not text.endswith("\n"):
         text += "\n"
     parser = _parser()
@@ -264,7 +274,7 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         token = err.token
         expected = _friendly_terminals(parser, set(err.expected))
         if token.type == "$END":
-            lines = text.splitlines() or [""]
+            lines = source_lines(text) or [""]
             span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
         elif token.type == "_INDENT":  # positioned at the newline before the indented line
             line = token.end_line or token.line or 1
@@ -287,8 +297,8 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         if literal is not None:
             start, end = literal
             raise CollError(
-                f"{text[start:end]} is not an integer: numbers with a fraction or an exponent are allowed only "
-                "in codec specs (codec q = ebq(eb=1e-3))",
+                f"{shorten(text[start:end])} is not an integer: numbers with a fraction or an exponent are allowed "
+                "only in codec specs (codec q = ebq(eb=1e-3))",
                 Span(
                     file,
                     span.line,
@@ -303,7 +313,7 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         char = text[err.pos_in_stream] if 0 <= err.pos_in_stream < len(text) else "?"
         raise CollError(f"unexpected character {char!r}", Span(file, line, col, line, col + 1)) from None
     except UnexpectedEOF as err:
-        lines = text.splitlines() or [""]
+        lines = source_lines(text) or [""]
         expected = _friendly_terminals(parser, set(err.expected))
         raise CollError(
             f"unexpected end of file; expected {expected}",
@@ -590,7 +600,10 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def number(self, meta: Any, children: list[Token]) -> ast.Num:
         text = str(children[0])
-        value = int(text, 0) if text[:2].lower() in ("0x", "0b") else int(text, 10)
+        based = text[:2].lower() in ("0x", "0b")
+        if len((text[2:] if based else text).lstrip("0")) > 64:  # 2^64 or more, in any base (and int() has limits)
+            raise CollError(f"integer literal {shorten(text)} does not fit in 64 bits", self.tspan(children[0]))
+        value = int(text, 0) if based else int(text, 10)
         return ast.Num(value, self.tspan(children[0]))
 
     def name(self, meta: Any, children: list[Token]) -> ast.Name:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from collc.codecs import parse_codec, shorten
-from collc.diagnostics import CollError
+from collc.codecs import parse_codec
+from collc.diagnostics import CollError, shorten
 from collc.frontend import ast
-from collc.frontend.parse import parse_module
+from collc.frontend.parse import normalize_line_ends, parse_module
 from collc.ir import Collective, Span
 from collc.resources import data_dir
 from collc.values import BUILTINS, COMPREHENSION_FUNCS
@@ -77,8 +77,10 @@ def _read_problem(err: OSError | UnicodeDecodeError) -> str:
 def parse_program(text: str, file: str = "<input>") -> Program:
     """Parse and check program text (includes are resolved relative to ``file``).
 
-    A `CollError` raised here carries the texts read so far in ``err.sources``.
+    A `CollError` raised here carries the texts read so far in ``err.sources``.  CRLF and lone CR line ends
+    count as line ends (as they do in a file read from disk).
     """
+    text = normalize_line_ends(text)
     sources: dict[str, str] = {file: text}
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT))
@@ -139,7 +141,7 @@ def _collect_includes(
         except (OSError, UnicodeDecodeError) as err:
             where = f" ({target})" if isinstance(err, OSError) else ""
             raise CollError(f"cannot include {decl.path!r}: {_read_problem(err)}{where}", decl.span) from None
-        sources[name] = text
+        text = sources[name] = normalize_line_ends(text)
         lib = parse_module(text, name, library=True)
         for d in lib.decls:
             if isinstance(d, ast.Param | ast.Chunks | ast.Phase | ast.CodecDecl):
