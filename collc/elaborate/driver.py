@@ -180,7 +180,11 @@ def _globals(program: Program, values: Mapping[str, ParamValue]) -> tuple[_Compi
         try:
             globals_[let.name] = compiler.expr(let.value, frozenset())(globals_)
         except RecursionError:
-            raise CollError("evaluating this constant recurses too deeply", let.span) from None
+            raise CollError(
+                f"evaluating constant {let.name} recurses too deeply (deep recursion through deeply nested "
+                "expressions)",
+                let.span,
+            ) from None
         if let.name == "p":
             _check_p(program, globals_["p"])
     compiler.specialise()
@@ -233,7 +237,10 @@ def _elaborate(
         except CollError as err:
             raise CollError(err.message, err.span, (*err.notes, f"while elaborating rank {rank}")) from None
         except RecursionError:
-            where = f"phase {emitter.phase} recurses too deeply to evaluate"
+            where = (
+                f"phase {emitter.phase} recurses too deeply to evaluate (deep recursion through deeply nested "
+                "expressions or blocks)"
+            )
             raise CollError(where, phase_span, (f"while elaborating rank {rank}",)) from None
 
     compiler.release()
