@@ -13,7 +13,7 @@ from collc import api
 from collc.codecs import parse_codec
 from collc.diagnostics import format_error
 from collc.elaborate import MAX_STEPS, elaborate
-from collc.frontend.parse import MAX_NESTING
+from collc.frontend.parse import MAX_NAME, MAX_NESTING
 from collc.frontend.program import parse_program
 from collc.report import report_json, report_text
 from collc.values import make_set
@@ -212,6 +212,22 @@ def test_long_unexpected_token_is_shortened() -> None:
     err = parse_error(text)
     assert err.message.startswith("unexpected '999999999999999999...999999 (5000 characters)'; expected ")
     assert_at(err, "unexpected", 5, 3)
+
+
+def test_overlong_names_are_refused_where_they_are() -> None:
+    # was: every message naming one (unknown name, defined twice, missing parameter ...) printed it whole
+    name = "y" * 3000
+    for line in (f"let x = {name}", f"let {name} = 1", f"phase a:\n  do {name}()", f"param {name} : int"):
+        text = HEADER + line + "\n"
+        err = parse_error(text)
+        at = col(text, 4 + line.count("\n"), name)
+        message = (
+            "this name is 3000 characters long (yyyyyyyyyyyyyyyyyy...yyyyyy (3000 characters)); "
+            f"names are at most {MAX_NAME} characters"
+        )
+        assert err.message == message
+        assert_at(err, message, 4 + line.count("\n"), at, sources=src(text))
+    parse_program(HEADER + "let " + "z" * MAX_NAME + " = 1\n", FILE)  # at the limit: fine
 
 
 # --------------------------------------------------------------------------

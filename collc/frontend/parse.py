@@ -28,6 +28,8 @@ from collc.resources import data_dir
 
 _OPEN = {"LPAR", "LSQB", "LBRACE"}
 _PARSE_RECURSION_LIMIT = 20000  # lark builds and transforms trees recursively
+MAX_NAME = 100
+"""The longest name (of a parameter, constant, function, phase, codec, the algorithm ...) a program may use."""
 MAX_NESTING = 2500
 """The deepest a program may nest: brackets inside brackets, and levels of its parse tree (an operator, a
 block, a bracket construct each add one; a chain ``a + b + ...`` adds one per operator).  Deeper programs
@@ -78,6 +80,14 @@ class CollIndenter(PostLex):
                             indent + 1,
                         )
                 continue
+            if token.type == "NAME" and len(token) > MAX_NAME:
+                raise _IndentError(
+                    f"this name is {len(token)} characters long ({shorten(str(token))}); names are at most "
+                    f"{MAX_NAME} characters",
+                    token.line or 1,
+                    token.column or 1,
+                    len(token),
+                )
             yield token
             if token.type in _OPEN:
                 paren_level += 1

@@ -139,8 +139,8 @@ def _collect_includes(
         try:
             text = target.read_text()
         except (OSError, UnicodeDecodeError) as err:
-            where = f" ({target})" if isinstance(err, OSError) else ""
-            raise CollError(f"cannot include {decl.path!r}: {_read_problem(err)}{where}", decl.span) from None
+            where = f" ({shorten(str(target), 120)})" if isinstance(err, OSError) else ""
+            raise CollError(f"cannot include {shorten(decl.path)!r}: {_read_problem(err)}{where}", decl.span) from None
         text = sources[name] = normalize_line_ends(text)
         lib = parse_module(text, name, library=True)
         for d in lib.decls:
