@@ -230,6 +230,13 @@ def test_overlong_names_are_refused_where_they_are() -> None:
     parse_program(HEADER + "let " + "z" * MAX_NAME + " = 1\n", FILE)  # at the limit: fine
 
 
+def test_include_path_with_a_nul_character() -> None:
+    # was: ValueError: embedded null byte (a traceback)
+    text = HEADER + 'include "lib/ri\x00ng.coll"\n'
+    err = parse_error(text)
+    assert_at(err, "cannot include 'lib/ri\\x00ng.coll': a file name has no NUL character", 4, 1)
+
+
 # --------------------------------------------------------------------------
 # Line ends (collc/frontend/parse.py, collc/diagnostics.py)
 # --------------------------------------------------------------------------

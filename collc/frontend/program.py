@@ -128,6 +128,8 @@ def _collect_includes(
     for decl in module.decls:
         if not isinstance(decl, ast.Include):
             continue
+        if "\x00" in decl.path:  # the file system refuses it (Python raises ValueError)
+            raise CollError(f"cannot include {shorten(decl.path)!r}: a file name has no NUL character", decl.span)
         target = (base / decl.path).resolve()
         name = str(target)
         if name in stack:
