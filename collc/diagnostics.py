@@ -40,11 +40,29 @@ class Diagnostic:
     notes: tuple[str, ...] = field(default=())
 
 
+def shorten(text: str, limit: int = 40) -> str:
+    """``text`` itself when short, else its start and end around an ellipsis, with its length: a message
+    quotes a long spec, literal or token without printing all of it."""
+    if len(text) <= limit:
+        return text
+    keep = max(10, limit - 16)
+    return f"{text[: keep - 6]}...{text[-6:]} ({len(text)} characters)"
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of a source text as the parser numbers them: ended by a line feed only (a form feed or a
+    line separator, which ``str.splitlines`` also breaks at, stays inside its line)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def source_line(sources: Sources, span: Span) -> str | None:
     text = sources.get(span.file)
     if text is None or span.line < 1:
         return None
-    lines = text.splitlines()
+    lines = source_lines(text)
     if span.line > len(lines):
         return None
     return lines[span.line - 1]

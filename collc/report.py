@@ -97,10 +97,18 @@ def report_json(schedule: Schedule, report: CheckReport, deadlock: DeadlockRepor
         "stats": {k: _json_value(v) for k, v in asdict(report.stats).items()},
         **compression_json(report.compression),
         "findings": [finding_json(f) for f in report.findings],
+        **_omitted_json(report),
     }
     if deadlock is not None:
         out["deadlock"] = {"model": deadlock.model, "ok": deadlock.ok, "message": deadlock.message}
     return out
+
+
+def _omitted_json(report: CheckReport) -> dict[str, Any]:
+    """The findings past the verifier's cap: how many, per code (absent when none were dropped)."""
+    if not report.omitted:
+        return {}
+    return {"omitted": report.omitted, "omitted_by_code": dict(report.omitted_by_code)}
 
 
 def summary_text(report: CheckReport) -> str:
@@ -128,6 +136,18 @@ def _diagnostic(f: Finding) -> Diagnostic:
     return Diagnostic("error", f.message, f.span, (note,) if note is not None else ())
 
 
+def _more_findings(report: CheckReport, shown: int, how: str) -> list[str]:
+    """The lines after the ``shown`` findings printed: those listed but not printed, and those not kept."""
+    lines = []
+    listed = len(report.findings)
+    if listed > shown:
+        lines.append(f"  ... and {listed - shown} more {how}")
+    omitted = report.omitted_text()
+    if omitted is not None:
+        lines.append(f"  ... and {omitted}")
+    return lines
+
+
 def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown: int = 5) -> str:
     head = f"{schedule.algorithm} ({schedule.collective.value}) {params_text(schedule.params)}"
     if report.ok:
@@ -136,8 +156,7 @@ def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown
     lines = [f"{head}: WRONG ({total} finding(s))"]
     for f in report.findings[:shown]:
         lines.append(format_diagnostic(_diagnostic(f), sources))
-    if total > shown:
-        lines.append(f"  ... and {total - shown} more (--show N prints more, --json lists them)")
+    lines.extend(_more_findings(report, shown, "(--show N prints more, --json lists them)"))
     lines.append(f"  {summary_text(report)}")
     return "\n".join(lines)
 
@@ -153,6 +172,7 @@ def _instance_json(result: InstanceResult) -> dict[str, Any]:
         out["stats"] = {k: _json_value(v) for k, v in asdict(result.report.stats).items()}
         out.update(compression_json(result.report.compression))
         out["findings"] = [finding_json(f) for f in result.report.findings]
+        out.update(_omitted_json(result.report))
     if result.error is not None:
         span = result.error.span
         out["error"] = {
@@ -216,9 +236,7 @@ def sweep_text(alg: Algorithm, outcome: SweepResult, shown: int = 5) -> str:
         sources = alg.sources
         for f in first.report.findings[:shown]:
             lines.append(format_diagnostic(_diagnostic(f), sources))
-        rest = len(first.report.findings) + first.report.omitted - shown
-        if rest > 0:
-            lines.append(f"  ... and {rest} more for this instance (--json lists them)")
+        lines.extend(_more_findings(first.report, shown, "for this instance (--json lists them)"))
     return "\n".join(lines)
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Union
 
+import numpy as np
+
 from collc.ir import ChunkSet
 
 INT_MIN = -(1 << 63)
@@ -128,13 +130,24 @@ def as_set(v: Value, what: str = "value") -> ChunkSet:
     raise LangError(f"{what} must be a set, a range or an int, not {a_type(v)}")
 
 
+_SMALL_SET = 64  # sets of more elements are built in one pass over a byte array, not one int per element
+
+
 def _set_of(items: Iterator[int] | Iterator[Value]) -> ChunkSet:
-    bits = 0
+    ids: list[int] = []
     for x in items:
         i = as_int(x, "a set element")
         _check_element(i)
-        bits |= 1 << i
-    return ChunkSet(bits)
+        ids.append(i)
+    if len(ids) <= _SMALL_SET:
+        bits = 0
+        for i in ids:
+            bits |= 1 << i
+        return ChunkSet(bits)
+    # or-ing 1 << i into an ever wider int costs its width each time: quadratic for large sets
+    flags = np.zeros(max(ids) + 1, dtype=np.uint8)
+    flags[ids] = 1
+    return ChunkSet(int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little"))
 
 
 def _check_element(i: int) -> None:

@@ -163,4 +163,6 @@ def _integer(what: str, value: object) -> int:
     if isinstance(value, (float, np.floating)):
         if not float(value).is_integer():
             raise ValueError(f"fwq: {what} must be an integer, got {float(value):g}")
+        if abs(float(value)) >= 2.0**63:
+            raise ValueError(f"fwq: {what} is out of range, got {float(value):g}")
     return int(value)

@@ -10,6 +10,7 @@ A spec is a codec name, optionally with parameters, keyword or positional::
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
 
@@ -20,6 +21,7 @@ from collc.codecs.fwq import Fwq
 from collc.codecs.grid import Hq
 from collc.codecs.lossless import Lossless
 from collc.codecs.zfp import Zfp
+from collc.diagnostics import shorten
 
 __all__ = ["CODECS", "describe", "parse_codec"]
 
@@ -29,6 +31,7 @@ _SPEC = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*", re.DOTALL)
 _ARG = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)\s*=)?\s*(\S(?:.*\S)?)?\s*", re.DOTALL)
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INT_LIMIT = 1 << 63  # integer parameters are below this in magnitude (no codec has a use for more)
 
 
 def parse_codec(spec: str | Codec) -> Codec:
@@ -39,11 +42,11 @@ def parse_codec(spec: str | Codec) -> Codec:
         raise ValueError(f"a codec spec is a string such as 'ebq(eb=1e-3)', got {spec!r}")
     match = _SPEC.fullmatch(spec)
     if match is None:
-        raise ValueError(f"bad codec spec {spec!r}: expected NAME or NAME(key=value, ...)")
+        raise ValueError(f"bad codec spec {shorten(spec)!r}: expected NAME or NAME(key=value, ...)")
     name, inner = match.group(1), match.group(2)
     cls = CODECS.get(name.lower())
     if cls is None:
-        raise ValueError(f"unknown codec {name!r} (known: {', '.join(sorted(CODECS))})")
+        raise ValueError(f"unknown codec {shorten(name)!r} (known: {', '.join(sorted(CODECS))})")
     fields = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     kwargs = _arguments(cls, fields, inner)
     missing = [f.name for f in dataclasses.fields(cls) if f.name not in kwargs and _required(f)]  # type: ignore[arg-type]
@@ -83,15 +86,15 @@ def _arguments(cls: type[Codec], fields: list[str], inner: str | None) -> dict[s
         arg = _ARG.fullmatch(part)
         key, text = (arg.group(1), arg.group(2)) if arg else (None, None)
         if text is None:
-            raise ValueError(f"{cls.name}: empty parameter in {inner!r}")
+            raise ValueError(f"{cls.name}: empty parameter in {shorten(inner)!r}")
         if key is None:
             if kwargs.keys() - set(fields[:position]):
-                raise ValueError(f"{cls.name}: a positional parameter follows a keyword one in {inner!r}")
+                raise ValueError(f"{cls.name}: a positional parameter follows a keyword one in {shorten(inner)!r}")
             if position >= len(fields):
                 raise ValueError(f"{cls.name} takes {len(fields)} parameter(s) ({', '.join(fields)})")
             key = fields[position]
         if key not in fields:
-            raise ValueError(f"{cls.name}: unknown parameter {key!r} (parameters: {', '.join(fields)})")
+            raise ValueError(f"{cls.name}: unknown parameter {shorten(key)!r} (parameters: {', '.join(fields)})")
         if key in kwargs:
             raise ValueError(f"{cls.name}: parameter {key!r} given twice")
         kwargs[key] = _number(cls.name, key, text)
@@ -99,11 +102,19 @@ def _arguments(cls: type[Codec], fields: list[str], inner: str | None) -> dict[s
 
 
 def _number(codec: str, key: str, text: str) -> int | float:
+    """The value of a parameter's text; a number too large for any codec is an error here (Python would
+    turn it into an overflow, or an int of thousands of digits, in the codec's own checks)."""
     if _INT.fullmatch(text):
+        digits = text.lstrip("+-").lstrip("0")
+        if len(digits) > 19 or int(text) <= -_INT_LIMIT or int(text) >= _INT_LIMIT:
+            raise ValueError(f"{codec}: {key}={shorten(text)} is out of range (integers are below 2^63)")
         return int(text)
     if _FLOAT.fullmatch(text):
-        return float(text)
-    raise ValueError(f"{codec}: {key} must be a number, got {text!r}")
+        value = float(text)
+        if math.isinf(value):
+            raise ValueError(f"{codec}: {key}={shorten(text)} is out of range (too large for a double)")
+        return value
+    raise ValueError(f"{codec}: {key} must be a number, got {shorten(text)!r}")
 
 
 def _required(field: dataclasses.Field[Any]) -> bool:

@@ -94,6 +94,10 @@ class _Compiler:
             self.folded[key] = value
         return value
 
+    def fold_failed(self, node: ast.Expr, local: Scope) -> bool:
+        """Whether ``node`` is a constant whose evaluation failed when `constant` tried it."""
+        return self.folded.get((id(node), len(self.globals)), self) is _MISSING
+
     def _is_constant(self, node: ast.Expr, local: Scope) -> bool:
         key = (id(node), len(self.globals))
         known = self.constness.get(key)

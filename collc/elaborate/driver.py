@@ -77,7 +77,18 @@ def _bind(program: Program, values: Mapping[str, ParamValue], compiler_for: Call
     for param in program.params:
         if param.constraint is not None:
             _check_constraint(program, compiler, param, globals_)
+    if "p" in globals_:
+        _check_p(program, globals_["p"])  # before the constants, which may not cope with any p (ceil_log2(0))
     return globals_
+
+
+def _check_p(program: Program, p: Value) -> None:
+    """The error of a rank count collc does not support, at the declaration of p."""
+    pspan = (program.param("p") or program.let("p") or program.header).span
+    if type(p) is not int:
+        raise CollError(f"p must be an int, got {a_type(p)}", pspan)
+    if not 1 <= p <= MAX_RANKS:
+        raise CollError(f"p={p} is out of the supported range 1..{MAX_RANKS}", pspan)
 
 
 def _conjuncts(node: ast.Expr) -> list[ast.Expr]:
@@ -89,7 +100,13 @@ def _conjuncts(node: ast.Expr) -> list[ast.Expr]:
 def _check_constraint(program: Program, compiler: _Compiler, param: ast.Param, globals_: Env) -> None:
     assert param.constraint is not None
     for part in _conjuncts(param.constraint):
-        if not _bool(compiler.expr(part, frozenset())(globals_), part.span, "constraint"):
+        try:
+            holds = _bool(compiler.expr(part, frozenset())(globals_), part.span, "constraint")
+        except CollError:
+            if "p" in globals_:
+                _check_p(program, globals_["p"])  # a p out of range is the problem to report, not its consequence
+            raise
+        if not holds:
             value = globals_[param.name]
             shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
             raise CollError(
@@ -160,7 +177,16 @@ def _globals(program: Program, values: Mapping[str, ParamValue]) -> tuple[_Compi
     globals_ = _bind(program, values, make)
     compiler = compilers[0]
     for let in program.lets:
-        globals_[let.name] = compiler.expr(let.value, frozenset())(globals_)
+        try:
+            globals_[let.name] = compiler.expr(let.value, frozenset())(globals_)
+        except RecursionError:
+            raise CollError(
+                f"evaluating constant {let.name} recurses too deeply (deep recursion through deeply nested "
+                "expressions)",
+                let.span,
+            ) from None
+        if let.name == "p":
+            _check_p(program, globals_["p"])
     compiler.specialise()
     return compiler, globals_, emitter
 
@@ -172,11 +198,7 @@ def _elaborate(
     emitter.sampler = sampler
 
     p = globals_["p"]
-    pspan = (program.param("p") or program.header).span
-    if type(p) is not int:
-        raise CollError(f"p must be an int, got {a_type(p)}", pspan)
-    if not 1 <= p <= MAX_RANKS:
-        raise CollError(f"p={p} is out of the supported range 1..{MAX_RANKS}", pspan)
+    assert type(p) is int  # checked by _check_p
     for a in program.asserts:
         compiler._assert(a, frozenset())(globals_)
 
@@ -203,16 +225,23 @@ def _elaborate(
     phases = []
     for phase in program.phases:
         local = frozenset({"rank", *_assigned(phase.body)})
-        phases.append((phase.name, compiler.block(phase.body, local)))
+        phases.append((phase.name, compiler.block(phase.body, local), phase.span))
     probing = sampler is not None and sampler.probing
+    phase_span = program.header.span
     for rank in range(1) if probing else range(p):
         emitter.rank, emitter.counter, emitter.in_step = rank, 0, None
         try:
-            for name, body in phases:
-                emitter.phase = name
+            for name, body, span in phases:
+                emitter.phase, phase_span = name, span
                 body({"rank": rank})
         except CollError as err:
             raise CollError(err.message, err.span, (*err.notes, f"while elaborating rank {rank}")) from None
+        except RecursionError:
+            where = (
+                f"phase {emitter.phase} recurses too deeply to evaluate (deep recursion through deeply nested "
+                "expressions or blocks)"
+            )
+            raise CollError(where, phase_span, (f"while elaborating rank {rank}",)) from None
 
     compiler.release()
     if sampler is not None and probing:

@@ -25,6 +25,7 @@ MAX_RANKS = 1 << 17
 MAX_CHUNKS = 1 << 26
 MAX_CALL_DEPTH = 400
 MAX_LOOP_ITERATIONS = 1 << 26  # loop and comprehension iterations in one elaboration, all ranks together
+MAX_STEPS = 1 << 20  # steps one rank may count (empty steps included): a step loop without a sane bound stops here
 
 # Constructing the frozen IR dataclasses through their slot descriptors gives the very objects
 # `ChunkSet(bits)` and `Op(...)` give, without the frozen dataclass __init__ (a third of the cost).
@@ -111,6 +112,12 @@ class _Emitter:
         self.current = None
         known = self.phase_of.get(self.counter)
         if known is None:
+            if self.counter >= MAX_STEPS:
+                raise CollError(
+                    f"rank {self.rank} reaches step {self.counter} in the step at line {span.line}, beyond the limit "
+                    f"of {MAX_STEPS} steps (2^{MAX_STEPS.bit_length() - 1}); is a step loop's bound wrong?",
+                    span,
+                )
             self.phase_of[self.counter] = (self.phase, span)
         elif known[0] == SKIPPED:
             raise SamplingConflict(f"rank {self.rank} reaches step {self.counter}, which a sampled loop skips")

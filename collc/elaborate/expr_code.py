@@ -139,6 +139,8 @@ class _Compiles(Protocol):
 
     def constant(self, node: ast.Expr, local: Scope) -> Any: ...
 
+    def fold_failed(self, node: ast.Expr, local: Scope) -> bool: ...
+
     def expr(self, node: ast.Expr, local: Scope, fold: bool = True) -> ExprFn: ...
 
     def chain(self, node: ast.Compare, local: Scope) -> ExprFn: ...
@@ -241,6 +243,10 @@ class _ExprCode:
             value = compiler.constant(node, local)
             if value is not _MISSING:
                 return self.value(value)
+            if compiler.fold_failed(node, local):
+                # it fails when run, and so would every attempt to fold the constants inside it (an attempt
+                # per level: quadratic in its depth); its code folds nothing
+                return self.call(compiler.expr(node, local, False))
         if self.full():
             return self.call(compiler.expr(node, local, self.fold))
         self.size += 1

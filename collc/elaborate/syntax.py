@@ -8,7 +8,7 @@ span (for assertion and constraint messages).
 
 from __future__ import annotations
 
-from collc.diagnostics import CollError
+from collc.diagnostics import CollError, shorten, source_lines
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import Span
@@ -16,7 +16,7 @@ from collc.ir import Span
 
 def _check_literal(node: ast.Num) -> None:
     if node.value > (1 << 63) - 1:
-        raise CollError(f"integer literal {node.value} does not fit in 64 bits", node.span)
+        raise CollError(f"integer literal {shorten(str(node.value))} does not fit in 64 bits", node.span)
 
 
 def _check_literals(node: ast.Expr) -> None:
@@ -81,7 +81,7 @@ def _assigned(body: tuple[ast.Stmt, ...]) -> set[str]:
 
 def _source_text(program: Program, span: Span) -> str:
     text = program.sources.get(span.file, "")
-    lines = text.splitlines()
+    lines = source_lines(text)
     if not 1 <= span.line <= len(lines):
         return "<condition>"
     line = lines[span.line - 1]

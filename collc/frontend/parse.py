@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lark import PostLex
 
-from collc.diagnostics import CollError
+from collc.diagnostics import CollError, shorten, source_lines
 from collc.frontend import ast
 from collc.ir import Span
 from collc.resources import data_dir
@@ -28,6 +28,12 @@ from collc.resources import data_dir
 
 _OPEN = {"LPAR", "LSQB", "LBRACE"}
 _PARSE_RECURSION_LIMIT = 20000  # lark builds and transforms trees recursively
+MAX_NAME = 100
+"""The longest name (of a parameter, constant, function, phase, codec, the algorithm ...) a program may use."""
+MAX_NESTING = 2500
+"""The deepest a program may nest: brackets inside brackets, and levels of its parse tree (an operator, a
+block, a bracket construct each add one; a chain ``a + b + ...`` adds one per operator).  Deeper programs
+are refused where the limit is crossed, before anything walks their trees recursively."""
 _CLOSE = {"RPAR", "RSQB", "RBRACE"}
 
 
@@ -74,9 +80,23 @@ class CollIndenter(PostLex):
                             indent + 1,
                         )
                 continue
+            if token.type == "NAME" and len(token) > MAX_NAME:
+                raise _IndentError(
+                    f"this name is {len(token)} characters long ({shorten(str(token))}); names are at most "
+                    f"{MAX_NAME} characters",
+                    token.line or 1,
+                    token.column or 1,
+                    len(token),
+                )
             yield token
             if token.type in _OPEN:
                 paren_level += 1
+                if paren_level > MAX_NESTING:
+                    raise _IndentError(
+                        f"brackets are nested too deeply here: more than {MAX_NESTING} levels",
+                        token.line or 1,
+                        token.column or 1,
+                    )
             elif token.type in _CLOSE:
                 if paren_level == 0:
                     raise _IndentError(f"unmatched '{token}'", token.line or 1, token.column or 1, len(str(token)))
@@ -224,11 +244,21 @@ def _describe_token(token: Token) -> str:
         return "end of the indented block"
     if token.type == "$END":
         return "end of file"
-    return f"'{token}'"
+    return f"'{shorten(str(token))}'"
+
+
+def normalize_line_ends(text: str) -> str:
+    """``text`` with CRLF and lone CR line ends as line feeds (as reading a file in text mode gives), less
+    a byte order mark at its start."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def parse_module(text: str, file: str, *, library: bool = False) -> ast.Module:
-    """Parse one file.  ``library`` files have no header and no parameters or phases."""
+    """Parse one file.  ``library`` files have no header and no parameters or phases.  Line ends are
+    normalized first (the caller keeps the normalized text for carets: `normalize_line_ends`)."""
+    text = normalize_line_ends(text)
     if not text.endswith("\n"):
         text += "\n"
     parser = _parser()
@@ -254,7 +284,7 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         token = err.token
         expected = _friendly_terminals(parser, set(err.expected))
         if token.type == "$END":
-            lines = text.splitlines() or [""]
+            lines = source_lines(text) or [""]
             span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
         elif token.type == "_INDENT":  # positioned at the newline before the indented line
             line = token.end_line or token.line or 1
@@ -277,8 +307,8 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         if literal is not None:
             start, end = literal
             raise CollError(
-                f"{text[start:end]} is not an integer: numbers with a fraction or an exponent are allowed only "
-                "in codec specs (codec q = ebq(eb=1e-3))",
+                f"{shorten(text[start:end])} is not an integer: numbers with a fraction or an exponent are allowed "
+                "only in codec specs (codec q = ebq(eb=1e-3))",
                 Span(
                     file,
                     span.line,
@@ -293,7 +323,7 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         char = text[err.pos_in_stream] if 0 <= err.pos_in_stream < len(text) else "?"
         raise CollError(f"unexpected character {char!r}", Span(file, line, col, line, col + 1)) from None
     except UnexpectedEOF as err:
-        lines = text.splitlines() or [""]
+        lines = source_lines(text) or [""]
         expected = _friendly_terminals(parser, set(err.expected))
         raise CollError(
             f"unexpected end of file; expected {expected}",
@@ -303,6 +333,7 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         line = getattr(err, "line", 1) or 1
         col = getattr(err, "column", 1) or 1
         raise CollError("syntax error", Span(file, line, col, line, col + 1)) from None
+    _check_nesting(tree, file)
     try:
         module = _ToAst(file).transform(tree)
     except VisitError as err:
@@ -311,6 +342,26 @@ def _parse(parser: Lark, text: str, file: str, library: bool) -> ast.Module:
         raise
     assert isinstance(module, ast.Module)
     return module
+
+
+def _check_nesting(tree: Tree, file: str) -> None:
+    """Refuse a parse tree deeper than `MAX_NESTING`, at the first node past the limit (without recursion)."""
+    stack: list[tuple[Tree, int, Any]] = [(tree, 1, tree.meta)]
+    while stack:
+        node, depth, outer = stack.pop()
+        meta = outer if getattr(node.meta, "empty", True) else node.meta
+        if depth > MAX_NESTING:
+            span = Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+            if getattr(meta, "empty", True):
+                span = Span(file, 1, 1, 1, 2)
+            raise CollError(
+                f"the program is nested too deeply here: more than {MAX_NESTING} levels (blocks, brackets and "
+                "operators each add a level, a chain of operators one per operator); split the expression or the block",
+                span,
+            )
+        for child in node.children:
+            if isinstance(child, Tree):
+                stack.append((child, depth + 1, meta))
 
 
 # --------------------------------------------------------------------------
@@ -559,7 +610,10 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def number(self, meta: Any, children: list[Token]) -> ast.Num:
         text = str(children[0])
-        value = int(text, 0) if text[:2].lower() in ("0x", "0b") else int(text, 10)
+        based = text[:2].lower() in ("0x", "0b")
+        if len((text[2:] if based else text).lstrip("0")) > 64:  # 2^64 or more, in any base (and int() has limits)
+            raise CollError(f"integer literal {shorten(text)} does not fit in 64 bits", self.tspan(children[0]))
+        value = int(text, 0) if based else int(text, 10)
         return ast.Num(value, self.tspan(children[0]))
 
     def name(self, meta: Any, children: list[Token]) -> ast.Name:

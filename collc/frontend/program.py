@@ -14,9 +14,9 @@ from functools import cache
 from pathlib import Path
 
 from collc.codecs import parse_codec
-from collc.diagnostics import CollError
+from collc.diagnostics import CollError, shorten
 from collc.frontend import ast
-from collc.frontend.parse import parse_module
+from collc.frontend.parse import normalize_line_ends, parse_module
 from collc.ir import Collective, Span
 from collc.resources import data_dir
 from collc.values import BUILTINS, COMPREHENSION_FUNCS
@@ -52,6 +52,10 @@ class Program:
     def param(self, name: str) -> ast.Param | None:
         return next((p for p in self.params if p.name == name), None)
 
+    def let(self, name: str) -> ast.Let | None:
+        """The global constant ``name`` (``let p = prod(dims)``), if there is one."""
+        return next((x for x in self.lets if x.name == name), None)
+
 
 def load_program(path: str | Path) -> Program:
     """Read, parse and check the program at ``path``."""
@@ -73,8 +77,10 @@ def _read_problem(err: OSError | UnicodeDecodeError) -> str:
 def parse_program(text: str, file: str = "<input>") -> Program:
     """Parse and check program text (includes are resolved relative to ``file``).
 
-    A `CollError` raised here carries the texts read so far in ``err.sources``.
+    A `CollError` raised here carries the texts read so far in ``err.sources``.  CRLF and lone CR line ends
+    count as line ends (as they do in a file read from disk).
     """
+    text = normalize_line_ends(text)
     sources: dict[str, str] = {file: text}
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT))
@@ -122,6 +128,8 @@ def _collect_includes(
     for decl in module.decls:
         if not isinstance(decl, ast.Include):
             continue
+        if "\x00" in decl.path:  # the file system refuses it (Python raises ValueError)
+            raise CollError(f"cannot include {shorten(decl.path)!r}: a file name has no NUL character", decl.span)
         target = (base / decl.path).resolve()
         name = str(target)
         if name in stack:
@@ -133,9 +141,9 @@ def _collect_includes(
         try:
             text = target.read_text()
         except (OSError, UnicodeDecodeError) as err:
-            where = f" ({target})" if isinstance(err, OSError) else ""
-            raise CollError(f"cannot include {decl.path!r}: {_read_problem(err)}{where}", decl.span) from None
-        sources[name] = text
+            where = f" ({shorten(str(target), 120)})" if isinstance(err, OSError) else ""
+            raise CollError(f"cannot include {shorten(decl.path)!r}: {_read_problem(err)}{where}", decl.span) from None
+        text = sources[name] = normalize_line_ends(text)
         lib = parse_module(text, name, library=True)
         for d in lib.decls:
             if isinstance(d, ast.Param | ast.Chunks | ast.Phase | ast.CodecDecl):
@@ -236,7 +244,7 @@ def check_codec_spec(spec: str, span: Span | None) -> str:
     try:
         return parse_codec(spec).spec
     except (ValueError, TypeError) as err:
-        raise CollError(f"bad codec spec {spec!r}: {err}", span) from None
+        raise CollError(f"bad codec spec {shorten(spec)!r}: {err}", span) from None
 
 
 def _define(defined: dict[str, Span], name: str, span: Span, what: str) -> None:

@@ -33,6 +33,7 @@ from collc.verify.findings import bits_ids as _bits_ids
 from collc.verify.findings import chunks_word as _chunks_word
 from collc.verify.findings import fmt as _fmt
 from collc.verify.findings import fmt_ids as _fmt_ids
+from collc.verify.findings import ids_bits as _ids_bits
 from collc.verify.findings import lowest as _lowest
 from collc.verify.findings import them as _them
 
@@ -75,6 +76,15 @@ class CheckReport:
     stats: Stats
     omitted: int = 0
     compression: ErrorStats | None = None  # for schedules that compress (collc.verify.compression)
+    omitted_by_code: tuple[tuple[str, int], ...] = ()  # the `omitted` findings per code, most useful first
+    cap: int = 20  # the most findings a report keeps (``max_findings``)
+
+    def omitted_text(self) -> str | None:
+        """The findings past the cap, in words (None when there are none): how many, of which codes."""
+        if not self.omitted:
+            return None
+        kinds = ", ".join(f"{n} {code}" for code, n in self.omitted_by_code)
+        return f"{self.omitted} more finding(s) not kept: the verifier keeps at most {self.cap} per instance ({kinds})"
 
 
 # --------------------------------------------------------------------------
@@ -463,9 +473,7 @@ class _Fingerprint:
             if not self.out.room(code):
                 continue
             src, dst, _ = flat[k]
-            bad = 0
-            for c in cols[where[seg == k]]:
-                bad |= 1 << int(c)
+            bad = _ids_bits(cols[where[seg == k]])
             if code == "send-not-held":
                 op = _find_op(ops, src, OpKind.SEND, dst, bad)
                 what = _chunks_word(bad)
@@ -744,4 +752,6 @@ def check(
         stats=stats,
         omitted=omitted,
         compression=errors,
+        omitted_by_code=out.dropped(findings),
+        cap=out.cap,
     )

@@ -44,8 +44,9 @@ import numpy as np
 
 from collc.codecs import Codec, parse_codec
 from collc.collectives import EVERY, chunk_dest, chunk_origin, vector_chunks
+from collc.diagnostics import shorten
 from collc.ir import Action, Op, OpKind, Schedule, Step
-from collc.verify.findings import Collector, Finding, bits_ids, chunks_word, lowest, them
+from collc.verify.findings import Collector, Finding, bits_ids, chunks_word, ids_bits, lowest, them
 
 __all__ = ["ErrorAnalysis", "ErrorStats", "analyse", "fmt_bound", "wire_ratio"]
 
@@ -141,7 +142,8 @@ class _Pass:
             try:
                 codec = parse_codec(spec)
             except (ValueError, TypeError) as err:
-                self.add("bad-codec", f"step {step}: rank {op.rank} names codec {spec!r}: {err}", op, step, None)
+                msg = f"step {step}: rank {op.rank} names codec {shorten(spec)!r}: {err}"
+                self.add("bad-codec", msg, op, step, None)
                 self.index[spec] = 0
                 return 0
             k = self.index[spec] = len(self.specs)
@@ -299,10 +301,7 @@ class _Pass:
         self.written(op, idx[~empty])
 
     def bits(self, idx: np.ndarray) -> int:
-        out = 0
-        for c in (idx % self.n).tolist():
-            out |= 1 << c
-        return out
+        return ids_bits(idx % self.n)
 
     def written(self, op: Op, idx: np.ndarray) -> None:
         if idx.size:
@@ -434,9 +433,7 @@ class _Pass:
         for k in np.unique(seg_of[where]).tolist():
             at = where[seg_of[where] == k]
             seg = segs[k]
-            bad = 0
-            for c in cols[at].tolist():
-                bad |= 1 << c
+            bad = ids_bits(cols[at])
             theirs = int(state[at[0]])
             if kind == "wire-compress-compressed":
                 if not self.room(kind):

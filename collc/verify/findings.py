@@ -18,6 +18,7 @@ __all__ = [
     "contents_note",
     "fmt",
     "fmt_ids",
+    "ids_bits",
     "lowest",
     "them",
 ]
@@ -84,15 +85,36 @@ def contents_note(finding: Finding) -> str | None:
     return f"expected contributions {expected}, actual {actual_text}"
 
 
+SHOWN_RUNS = 12
+"""The most runs a set in a finding's message lists; a longer one shows its first and last runs and its size."""
+
+
+def fmt_runs(runs: list[tuple[int, int]]) -> str:
+    """``{0..3, 7}`` for runs ``[lo, hi)``; past `SHOWN_RUNS` runs, ``{0, 2, 4, ..., 98} (50 in 50 runs)``."""
+    if len(runs) <= SHOWN_RUNS:
+        return format_id_set(runs)
+    head = format_id_set(runs[: SHOWN_RUNS - 2])[:-1]
+    tail = format_id_set(runs[-2:])[1:]
+    count = sum(hi - lo for lo, hi in runs)
+    return f"{head}, ..., {tail} ({count} in {len(runs)} runs)"
+
+
 def fmt(bits: int) -> str:
-    return format_id_set(bits_to_runs(bits))
+    return fmt_runs(bits_to_runs(bits))
 
 
 def fmt_ids(ids: Sequence[int] | np.ndarray) -> str:
-    bits = 0
-    for i in ids:
-        bits |= 1 << int(i)
-    return fmt(bits)
+    """`fmt` of the set of ``ids`` (in any order, repeats allowed), without building its bitset."""
+    arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if arr.size == 0:
+        return fmt_runs([])
+    if np.any(arr[1:] < arr[:-1]):
+        arr = np.sort(arr)
+    arr = arr[np.concatenate(([True], arr[1:] != arr[:-1]))]
+    breaks = np.flatnonzero(np.diff(arr) != 1)
+    starts = np.concatenate((arr[:1], arr[breaks + 1]))
+    ends = np.concatenate((arr[breaks], arr[-1:])) + 1
+    return fmt_runs(list(zip(starts.tolist(), ends.tolist(), strict=True)))
 
 
 def chunks_word(bits: int) -> str:
@@ -105,6 +127,17 @@ def them(bits: int) -> str:
 
 def lowest(bits: int) -> int:
     return (bits & -bits).bit_length() - 1
+
+
+def ids_bits(ids: Sequence[int] | np.ndarray) -> int:
+    """The bitset of non-negative ``ids`` (any order, repeats allowed), in one pass: or-ing ``1 << i`` into
+    an ever wider int costs its width each time, quadratic for large sets."""
+    arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if arr.size == 0:
+        return 0
+    flags = np.zeros(int(arr.max()) + 1, dtype=np.uint8)
+    flags[arr] = 1
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
 def bits_ids(bits: int) -> np.ndarray:
@@ -120,6 +153,7 @@ class Collector:
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.lists: dict[str, list[Finding]] = {code: [] for code in CODES}
+        self.unlisted = dict.fromkeys(CODES, 0)  # findings counted but not kept, past the cap of their code
         self.total = 0
 
     def room(self, code: str) -> bool:
@@ -127,12 +161,23 @@ class Collector:
         if len(self.lists[code]) < self.cap:
             return True
         self.total += 1
+        self.unlisted[code] += 1
         return False
 
     def add(self, finding: Finding) -> None:
         self.total += 1
         if len(self.lists[finding.code]) < self.cap:
             self.lists[finding.code].append(finding)
+        else:
+            self.unlisted[finding.code] += 1
+
+    def dropped(self, kept: Sequence[Finding]) -> tuple[tuple[str, int], ...]:
+        """Per code, in `CODES` order, how many of its findings are not among ``kept``: (code, count) pairs
+        for the codes that lost some."""
+        counted = {code: len(self.lists[code]) + self.unlisted[code] for code in CODES}
+        for f in kept:
+            counted[f.code] -= 1
+        return tuple((code, n) for code, n in counted.items() if n > 0)
 
     def select(self) -> tuple[tuple[Finding, ...], int]:
         """At most `cap` findings: the first of each code, then the rest by priority."""
