@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from collc.backends import cuda, local, mpi_c, mpi_launch, mpi_py, msccl
+from collc.backends import cuda, local, local_codecs, mpi_c, mpi_launch, mpi_py, msccl, tables
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -30,8 +30,11 @@ from collc.resources import data_dir
 from collc.verify.check import CheckReport, check
 from collc.verify.compression import analyse
 
-BACKENDS = ("local", "mpi", "mpi-c", "cuda")
-"""Where `Instance.run` executes: numpy in this process, or MPI processes running the generated mpi-py or mpi-c code."""
+BACKENDS = ("local", "mpi", "mpi-py", "mpi-c", "cuda")
+"""Where `Instance.run` executes: numpy in this process, or MPI processes running the generated mpi-py (``mpi`` or
+``mpi-py``) or mpi-c code, or the generated CUDA executor."""
+
+MPI_BACKENDS = ("mpi", "mpi-py", "mpi-c")
 
 TARGETS = ("mpi-py", "mpi-c", "cuda")
 """What `Instance.compile` generates."""
@@ -39,7 +42,7 @@ TARGETS = ("mpi-py", "mpi-c", "cuda")
 
 EXAMPLE_FOLDERS = (".", "compression", "torus")
 """Where the bundled examples live in ``examples/``: ``compression/`` holds those with compression
-points (they run on the local backend only), ``torus/`` the algorithms for tori (they take ``dims``)."""
+points, ``torus/`` the algorithms for tori (they take ``dims``)."""
 
 
 def example_path(name: str) -> Path | None:
@@ -211,24 +214,34 @@ class Instance:
         verify: bool = True,
         workdir: str | Path | None = None,
         mpiexec_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> list[mpi_launch.MpiRow]:
-        """Run on ``nranks`` MPI processes (``backend`` "mpi": the mpi-py module, "mpi-c": the C library)."""
-        if backend not in ("mpi", "mpi-c"):
-            raise CollError(f"unknown MPI backend {backend!r}; expected mpi or mpi-c")
+        """Run on ``nranks`` MPI processes (``backend`` "mpi" or "mpi-py": the mpi-py module, "mpi-c": the C
+        library).  A schedule with compression points is judged by the verifier's error bounds."""
+        if backend not in MPI_BACKENDS:
+            raise CollError(f"unknown MPI backend {backend!r}; expected {', '.join(MPI_BACKENDS)}")
         if dtype not in local.DTYPES or op not in local.OPS:
             raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
         if backend == "mpi-c" and dtype in ("float16", "bfloat16"):
             raise CollError(f"the mpi-c backend has no {dtype}: MPI has no predefined datatype for it")
+        if self.schedule.compresses():
+            try:
+                local_codecs.check_args(self.schedule, dtype, op)
+            except ValueError as err:
+                raise CollError(str(err)) from None
+            if op != "sum" and tables.adds_payloads(self.schedule):
+                raise CollError(f"{self.schedule.algorithm} adds homomorphic payloads in a reduce: run it with op sum")
         for count in counts:
             error = count_error(self.schedule.collective, self.nranks, count) or _mpi_count_error(self.schedule, count)
             if error is not None:
                 raise CollError(f"{self.schedule.algorithm}: {error}")
         if verify:
             self._require_verified(f"run --backend {backend}")
-        kind = "mpi-py" if backend == "mpi" else "mpi-c"
+        kind = "mpi-c" if backend == "mpi-c" else "mpi-py"
         return mpi_launch.run(
             self.schedule, counts, kinds=(kind,), dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
             timeout=timeout, workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,
+            error_bounds=_error_bounds(self.schedule, dtype), env=env,
         )  # fmt: skip
 
     def run(
@@ -242,14 +255,13 @@ class Instance:
         seed: int = 0,
     ) -> local.RunResult:
         """Run on ``backend`` with random data and count the wrong elements."""
-        if backend in ("mpi", "mpi-c", "cuda"):
-            errors: tuple[float | None, float | None] = (None, None)
+        if backend in (*MPI_BACKENDS, "cuda"):
+            row: cuda.CudaRow | mpi_launch.MpiRow
             if backend == "cuda":
-                (cuda_row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
-                row: cuda.CudaRow | mpi_launch.MpiRow = cuda_row
-                errors = (cuda_row.max_abs_error, cuda_row.error_bound)
+                (row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
             else:
                 (row,) = self.run_mpi([count], dtype, op, backend=backend, iters=iters, seed=seed)
+            errors = (row.max_abs_error, row.error_bound)
             dt = local.DTYPES[dtype]
             return local.RunResult(
                 self.schedule.algorithm, self.nranks, count, count * dt.itemsize, dtype, op, iters, row.avg_us,

@@ -76,8 +76,8 @@ def compile_cmd(
     default="local",
     type=click.Choice(list(api.BACKENDS)),
     show_default=True,
-    help="local: numpy in this process; mpi: p processes running the generated mpi-py module; mpi-c: the C "
-    "library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s).",
+    help="local: numpy in this process; mpi (or mpi-py): p processes running the generated mpi-py module; mpi-c: "
+    "the C library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s).",
 )
 @click.option("--iters", default=1, type=click.IntRange(min=1), show_default=True, help="Timed iterations per size.")
 @click.option("--warmup", default=0, type=click.IntRange(min=0), show_default=True, help="MPI: untimed iterations.")
@@ -212,12 +212,14 @@ def _finite(value: float | None) -> float | None:
 
 
 def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow | CudaRow) -> dict[str, Any]:
-    errors = (r.max_abs_error, r.error_bound) if isinstance(r, CudaRow) else (None, None)
     result = local.RunResult(
-        s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong, *errors
-    )
+        s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong, r.max_abs_error,
+        r.error_bound,
+    )  # fmt: skip
     row = _row(s, result)
     row.update(min_us=r.min_us, max_us=r.max_us, iters=r.iters)
+    if isinstance(r, MpiRow) and r.wire_bytes >= 0:
+        row["wire_bytes"] = r.wire_bytes  # every rank's sends of one call together, compressed payloads at their size
     return row
 
 
