@@ -168,10 +168,14 @@ class Instance:
             self._require_verified(f"compile --target {target}")
         if target == "mpi-py":
             return mpi_py.generate(self.schedule, out)
-        backend = mpi_c if target == "mpi-c" else cuda
-        files = backend.generate(self.schedule, out)
+        if target == "mpi-c":
+            files = mpi_c.generate(self.schedule, out, error_bound=_worst_bounds(self.schedule))
+            if build:
+                files.append(mpi_c.build(out, self.schedule))
+            return files
+        files = cuda.generate(self.schedule, out)
         if build:
-            files.append(backend.build(out, self.schedule))
+            files.append(cuda.build(out, self.schedule))
         return files
 
     def run_cuda(
@@ -241,7 +245,7 @@ class Instance:
         return mpi_launch.run(
             self.schedule, counts, kinds=(kind,), dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
             timeout=timeout, workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,
-            error_bounds=_error_bounds(self.schedule, dtype), env=env,
+            error_bounds=_error_bounds(self.schedule, dtype), env=env, c_error_bound=_worst_bounds(self.schedule),
         )  # fmt: skip
 
     def run(
@@ -291,6 +295,15 @@ def _error_bounds(schedule: Schedule, dtype: str) -> np.ndarray | None:
     if s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None and dtype in local.DTYPES:
         return analyse(s, input_bound=1.0, dtype=dtype).bound
     return None
+
+
+def _worst_bounds(schedule: Schedule) -> tuple[float, float] | None:
+    """For a schedule with compression points, the verifier's worst-case error bound of an output element for
+    inputs |x| <= 1, on float32 and on float64 data (what an mpi-c library reports); else None."""
+    s = schedule
+    if not s.compresses() or layout_error(s.collective, s.nranks, s.nchunks) is not None:
+        return None
+    return tuple(analyse(s, input_bound=1.0, dtype=dt).stats.error_bound for dt in ("float32", "float64"))  # type: ignore[return-value]
 
 
 def _mpi_count_error(schedule: Schedule, count: int) -> str | None:

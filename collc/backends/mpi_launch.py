@@ -54,8 +54,13 @@ class MpiRow:
     error_bound: float | None = None  # compression points: the largest verified bound of an output (inf: unbounded)
 
 
-def prepare(schedule: Schedule, kinds: Sequence[str], workdir: Path) -> list[dict[str, Any]]:
-    """Generate (and build) what each implementation in ``kinds`` needs; the spec entries for the worker."""
+def prepare(
+    schedule: Schedule, kinds: Sequence[str], workdir: Path, c_error_bound: tuple[float, float] | None = None
+) -> list[dict[str, Any]]:
+    """Generate (and build) what each implementation in ``kinds`` needs; the spec entries for the worker.
+
+    ``c_error_bound``: the worst-case bound an mpi-c library of a schedule with
+    compression points reports (`mpi_c.generate`)."""
     entries: list[dict[str, Any]] = []
     for kind in kinds:
         if kind == "mpi-py":
@@ -63,7 +68,7 @@ def prepare(schedule: Schedule, kinds: Sequence[str], workdir: Path) -> list[dic
             entries.append({"name": "mpi-py", "kind": kind, "module": str(module)})
         elif kind == "mpi-c":
             out = workdir / "mpi_c"
-            mpi_c.generate(schedule, out)
+            mpi_c.generate(schedule, out, error_bound=c_error_bound)
             library = mpi_c.build(out, schedule)
             entries.append({"name": "mpi-c", "kind": kind, "library": str(library)})
         elif kind == "native":
@@ -91,6 +96,7 @@ def run(
     error_bounds: np.ndarray | None = None,
     env: Mapping[str, str] | None = None,
     dump_dir: Path | None = None,
+    c_error_bound: tuple[float, float] | None = None,
 ) -> list[MpiRow]:
     """Run ``schedule`` on ``schedule.nranks`` MPI processes for every count and implementation.
 
@@ -101,6 +107,7 @@ def run(
     bound per (rank, chunk) slot for inputs in [-1, 1]: each rank judges its
     result by them.  ``env`` adds variables to the ranks' environment; with
     ``dump_dir`` every rank saves its last result there (``rank<r>_count<n>.npy``).
+    ``c_error_bound`` is what an mpi-c library reports as its bound (`prepare`).
     """
     if schedule.compresses() and check and error_bounds is None:
         raise CollError(f"{schedule.algorithm} has compression points: its results are judged by error bounds")
@@ -109,7 +116,7 @@ def run(
             return run(
                 schedule, counts, kinds=kinds, dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
                 check=check, timeout=timeout, workdir=Path(tmp), mpiexec_args=mpiexec_args, on_row=on_row,
-                error_bounds=error_bounds, env=env, dump_dir=dump_dir,
+                error_bounds=error_bounds, env=env, dump_dir=dump_dir, c_error_bound=c_error_bound,
             )  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)
     status_dir = workdir / "status"
@@ -130,7 +137,7 @@ def run(
         "seed": seed,
         "check": check,
         "status_dir": str(status_dir),
-        "impls": prepare(schedule, kinds, workdir),
+        "impls": prepare(schedule, kinds, workdir, c_error_bound),
         "error_bounds": None if error_bounds is None or not schedule.compresses() else error_bounds.tolist(),
         "dump_dir": None if dump_dir is None else str(dump_dir),
     }

@@ -166,7 +166,7 @@ def run(
             )
             rows = [_mpi_row(s, dtype, redop, r) for r in results]
     except CollError as err:
-        fail_input(err)
+        fail_input(err, inst.algorithm.sources)
     if as_json:
         payload = {
             "algorithm": s.algorithm,
