@@ -150,6 +150,7 @@ struct collc_ctx {
     int *req_peer;  /* the peer of each request */
     char **landing; /* where each receive of a step landed */
     double timeout; /* seconds a step may wait for its messages; 0: no limit */
+    MPI_Count count; /* the call's vector, in elements (collc_layout_of's count) */
     const struct collc_run *segs; /* this rank's segments (alltoall), else NULL */
     int nsegs;
     MPI_Count *seg_base; /* element offset of each segment in the work buffer */
@@ -255,8 +256,39 @@ static inline int collc_comm_delete(MPI_Comm comm, int keyval, void *attr, void 
     return MPI_SUCCESS;
 }
 
-/* The cache of `comm`, created (collectively: it duplicates comm) on the first call. */
-static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out)
+/* PMPI_Comm_dup, within `timeout` seconds when it is positive (the duplication is collective: a rank that never
+ * calls would leave the others waiting); `what` names the call for the message that ends the job otherwise. */
+static inline int collc_dup(MPI_Comm comm, MPI_Comm *dup, double timeout, const char *what)
+{
+    MPI_Request req;
+    double deadline;
+    int done = 0, err;
+    long polls = 0;
+    if (timeout <= 0) return PMPI_Comm_dup(comm, dup);
+    err = PMPI_Comm_idup(comm, dup, &req);
+    if (err != MPI_SUCCESS) return err;
+    deadline = PMPI_Wtime() + timeout;
+    while (!done) {
+        err = PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) return err;
+        if (!done && ++polls % 64 == 0) {
+            if (polls > 4096) sched_yield();
+            if (PMPI_Wtime() > deadline) {
+                fprintf(stderr, "collc: %s: no progress for %g s (COLLC_TIMEOUT) at the first call on this "
+                        "communicator, which every rank makes: a rank died or stopped, or did not call the "
+                        "collective with the same count\n", what, timeout);
+                fflush(stderr);
+                PMPI_Abort(comm, 1);
+                _Exit(1);
+            }
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+/* The cache of `comm`, created (collectively: it duplicates comm) on the first call.  The duplicate returns
+ * errors rather than aborting: the runtime reports them (collc_mpi_fatal). */
+static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out, double timeout, const char *what)
 {
     void *attr = NULL;
     int found = 0, err;
@@ -269,7 +301,8 @@ static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out)
     if (!found) {
         struct collc_comm *c = (struct collc_comm *)calloc(1, sizeof *c);
         if (c == NULL) return MPI_ERR_NO_MEM;
-        err = PMPI_Comm_dup(comm, &c->comm);
+        err = collc_dup(comm, &c->comm, timeout, what);
+        if (err == MPI_SUCCESS) err = PMPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
         if (err == MPI_SUCCESS) err = PMPI_Comm_set_attr(comm, collc_keyval, c);
         if (err != MPI_SUCCESS) {
             free(c);

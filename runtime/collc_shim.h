@@ -419,7 +419,10 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     size_t reqs_bytes, base_bytes, scratch_bytes, zbytes = 0, work_bytes, at;
     MPI_Count chunk;
     char *arena;
-    int err = collc_comm_of(c->comm, &cache);
+    char what[MPI_MAX_OBJECT_NAME + 256] = "";
+    int err;
+    if (collc_env.timeout > 0) collc_describe(c, what, sizeof what);
+    err = collc_comm_of(c->comm, &cache, collc_env.timeout, what);
     if (err != MPI_SUCCESS) return err;
     memset(ctx, 0, sizeof *ctx);
     ctx->sched = s;
@@ -430,6 +433,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->op = c->op;
     ctx->extent = c->extent;
     ctx->timeout = collc_env.timeout;
+    ctx->count = count;
     ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->dt, c->op) : NULL;
     ctx->layout = collc_layout_of(s->collective, s->nranks, s->nchunks, count);
     if (s->rank_segments != NULL) {

@@ -14,6 +14,12 @@
  *      elements, wire runs compressed chunk by chunk (the values as they are at
  *      the start of the step), payload runs as the slots' payloads, unchanged;
  *   4. wait (collc_wait: timeouts and MPI errors end the job);
+ *      messages are received with any tag: the tag is a signature of the
+ *      step, the count and the datatype (collc_zsig), which must be the
+ *      receiver's own.  Payload sizes alone could not tell two counts apart
+ *      (ebq's header is the same for 250 and 252 values); matching by order is
+ *      safe since both ends derive the sequence of messages between two ranks
+ *      from the same tables and MPI keeps it;
  *   5. take every scratch receive apart, chunk by chunk: the payloads need no
  *      size header, their sizes follow from their own headers
  *      (collc_zpayload_bytes); raw data is copied or reduced, a wire payload is
@@ -283,11 +289,22 @@ static inline void collc_zunpack(struct collc_ctx *ctx, int step, const struct c
                          (long long)got, m->peer, (long long)(got - left));
 }
 
+/* The tag of step `step`'s messages: a signature of the step, the call's count and its datatype's extent. */
+static inline int collc_zsig(const struct collc_ctx *ctx, int step)
+{
+    collc_u64 h = (collc_u64)ctx->count * 0x9E3779B97F4A7C15ull;
+    h ^= ((collc_u64)ctx->extent << 48) ^ ((collc_u64)(unsigned)step * 0xC2B2AE3D27D4EB4Full);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (int)(h % 32768);
+}
+
 /* Runs one step of the calling rank: its local ops, then its messages msgs[0 .. n-1]. */
 static inline int collc_run_zstep(struct collc_ctx *ctx, int step, const struct collc_msg *msgs, int n,
                                   const struct collc_run *runs, const struct collc_local *ops, int nops)
 {
-    const int tag = step % 32768;
+    const int tag = collc_zsig(ctx, step);
     char *scratch = ctx->scratch;
     int nreq = 0, nrecv, err = MPI_SUCCESS;
     collc_zlocal(ctx, step, ops, nops);
@@ -302,7 +319,7 @@ static inline int collc_run_zstep(struct collc_ctx *ctx, int step, const struct 
             ctx->landing[nreq] = scratch;
             scratch += collc_align8(room);
         }
-        err = collc_irecv(ctx->landing[nreq], room, m->peer, tag, ctx->comm, &ctx->reqs[nreq]);
+        err = collc_irecv(ctx->landing[nreq], room, m->peer, MPI_ANY_TAG, ctx->comm, &ctx->reqs[nreq]);
         nreq++;
     }
     nrecv = nreq;
@@ -329,6 +346,12 @@ static inline int collc_run_zstep(struct collc_ctx *ctx, int step, const struct 
         const struct collc_msg *m = &msgs[i];
         MPI_Count room = collc_zmsg_bytes(ctx, m, runs);
         if (m->kind == COLLC_SEND || room == 0) continue;
+        if (ctx->statuses[r].MPI_TAG != tag)
+            collc_step_fatal(ctx, step,
+                             "the message from rank %d belongs to another call (its tag %d, not %d: the signature of "
+                             "the step, the count and the datatype): the ranks called the collective with different "
+                             "counts or datatypes",
+                             m->peer, ctx->statuses[r].MPI_TAG, tag);
         if (m->kind == COLLC_RECV_DIRECT) {
             collc_check_received(ctx, step, r, room);
             for (int c = runs[m->first_run].lo; c < runs[m->first_run].hi; c++) ctx->zsize[c] = -1;

@@ -305,3 +305,57 @@ def test_mpi_c_refuses_zfp(tmp_path: Path) -> None:
         result.output
     )
     assert "compress q" in result.output  # the source line, with a caret
+
+
+# --------------------------------------------------------------------------
+# The generated tables are the verified schedule
+# --------------------------------------------------------------------------
+
+
+def _ir_facts(schedule: Schedule) -> set[tuple[object, ...]]:
+    """(step, kind, rank, peer, chunk, action or codec) of every op: sends with their wire codec, receives with
+    their action, local ops with theirs."""
+    facts: set[tuple[object, ...]] = set()
+    for step in schedule.steps:
+        for op in step.ops:
+            for c in op.chunks.ids().tolist():
+                if op.kind.local:
+                    facts.add((step.index, op.kind.value, op.rank, op.rank, c, op.codec))
+                elif op.kind.value == "send":
+                    facts.add((step.index, "send", op.rank, op.peer, c, op.codec))
+                else:
+                    facts.add((step.index, "recv", op.peer, op.rank, c, op.action.value))  # type: ignore[union-attr]
+    return facts
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_mpi_py_tables_are_the_verified_schedule(name: str, tmp_path: Path) -> None:
+    import ast
+
+    inst = collc.load(name).instantiate(p=5 if name != "compressed_swing_bw" else 6)
+    (path,) = inst.compile("mpi-py", tmp_path)
+    tree = ast.parse(path.read_text())
+    values = {}
+    for node in tree.body:
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        values.update((t.id, node.value) for t in targets if isinstance(t, ast.Name))  # type: ignore[attr-defined]
+    steps = ast.literal_eval(values["STEPS"])
+    specs = ast.literal_eval(values["CODECS"].args[0].generators[0].iter)  # type: ignore[attr-defined]
+    facts: set[tuple[object, ...]] = set()
+    payloads: set[tuple[int, int, int, int]] = set()
+    for rank, rows in enumerate(steps):
+        for step, sends, recvs, local in rows:
+            for lo, hi, codec, decompress in local:
+                kind, spec = ("decompress", None) if decompress else ("compress", specs[codec])
+                facts.update((step, kind, rank, rank, c, spec) for c in range(lo, hi))
+            for peer, runs in sends:
+                for lo, hi, _red, codec, payload in runs:
+                    for c in range(lo, hi):
+                        facts.add((step, "send", rank, peer, c, specs[codec] if codec >= 0 and not payload else None))
+                        if payload:
+                            payloads.add((step, rank, peer, c))
+            for peer, runs, _direct in recvs:
+                for lo, hi, red, _codec, _payload in runs:
+                    facts.update((step, "recv", peer, rank, c, "reduce" if red else "copy") for c in range(lo, hi))
+    assert facts == _ir_facts(inst.schedule)
+    assert bool(payloads) == (name != "compressed_ring_allgather_p2p" and name != "compressed_ring_reduce_scatter")

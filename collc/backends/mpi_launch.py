@@ -97,6 +97,7 @@ def run(
     env: Mapping[str, str] | None = None,
     dump_dir: Path | None = None,
     c_error_bound: tuple[float, float] | None = None,
+    prepared: list[dict[str, Any]] | None = None,
 ) -> list[MpiRow]:
     """Run ``schedule`` on ``schedule.nranks`` MPI processes for every count and implementation.
 
@@ -108,6 +109,8 @@ def run(
     result by them.  ``env`` adds variables to the ranks' environment; with
     ``dump_dir`` every rank saves its last result there (``rank<r>_count<n>.npy``).
     ``c_error_bound`` is what an mpi-c library reports as its bound (`prepare`).
+    ``prepared``: the entries `prepare` returned for this schedule and ``kinds`` in
+    an earlier run, to run the code it built again without rebuilding it.
     """
     if schedule.compresses() and check and error_bounds is None:
         raise CollError(f"{schedule.algorithm} has compression points: its results are judged by error bounds")
@@ -117,6 +120,7 @@ def run(
                 schedule, counts, kinds=kinds, dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
                 check=check, timeout=timeout, workdir=Path(tmp), mpiexec_args=mpiexec_args, on_row=on_row,
                 error_bounds=error_bounds, env=env, dump_dir=dump_dir, c_error_bound=c_error_bound,
+                prepared=prepared,
             )  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)
     status_dir = workdir / "status"
@@ -137,7 +141,7 @@ def run(
         "seed": seed,
         "check": check,
         "status_dir": str(status_dir),
-        "impls": prepare(schedule, kinds, workdir, c_error_bound),
+        "impls": prepared if prepared is not None else prepare(schedule, kinds, workdir, c_error_bound),
         "error_bounds": None if error_bounds is None or not schedule.compresses() else error_bounds.tolist(),
         "dump_dir": None if dump_dir is None else str(dump_dir),
     }

@@ -193,7 +193,6 @@ class Message:
 @dataclass(frozen=True)
 class CompressedStep:
     step: int
-    tag: int
     local: tuple[tuple[slice, int, int, bool], ...]  # (elements, chunk, codec, decompress), in order
     sends: tuple[Message, ...]
     recvs: tuple[Message, ...]
@@ -234,8 +233,19 @@ def make_compressed_plan(rank: int, count: int) -> CompressedPlan:
         out = tuple(Message(peer, ps, False) for peer, runs in sends if (ps := parts(runs)))
         into = tuple(Message(peer, ps, direct) for peer, runs, direct in recvs if (ps := parts(runs)))
         if ops or out or into:
-            steps.append(CompressedStep(step, step % TAG_LIMIT, ops, out, into))
+            steps.append(CompressedStep(step, ops, out, into))
     return CompressedPlan(count, logical_count(count), tuple(steps))
+
+
+def signature(step: int, count: int, itemsize: int) -> int:
+    """The tag of a step's messages: a signature of the step, the count and the itemsize.  Compressed messages are
+    received with any tag (matched by their order, which both ends take from the same tables) and their tag is
+    checked: payload sizes alone could not tell two counts apart."""
+    h = (count * 0x9E3779B97F4A7C15 ^ (itemsize << 48) ^ (step * 0xC2B2AE3D27D4EB4F)) & 0xFFFFFFFFFFFFFFFF
+    h ^= h >> 29
+    h = (h * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    h ^= h >> 32
+    return h % TAG_LIMIT
 
 
 def _most_bytes(part: Part, dtype: np.dtype) -> int:
@@ -298,12 +308,31 @@ class Executor:
     def __init__(self, comm: MPI.Comm = MPI.COMM_WORLD, timeout: float | None = None) -> None:
         if comm.Get_size() != NRANKS:
             raise ValueError(f"{ALGORITHM} was compiled for {NRANKS} ranks; the communicator has {comm.Get_size()}")
-        self.comm = comm.Dup()
-        self.comm.Set_errhandler(MPI.ERRORS_RETURN)
-        self.rank = self.comm.Get_rank()
+        self.rank = comm.Get_rank()
         self.timeout = _timeout_from_env() if timeout is None else timeout
+        self.comm = self._dup(comm)
+        self.comm.Set_errhandler(MPI.ERRORS_RETURN)
         self.wire_bytes = 0
         self._plans: dict[int, CompressedPlan] = {}
+
+    def _dup(self, comm: MPI.Comm) -> MPI.Comm:
+        """``comm.Dup()``, within the timeout (the duplication is collective: a rank that never comes would leave
+        the others waiting)."""
+        if self.timeout is None:
+            return comm.Dup()
+        dup, request = comm.Idup()
+        deadline = time.monotonic() + self.timeout
+        while not request.Test():
+            time.sleep(1e-4)
+            if time.monotonic() > deadline:
+                sys.stderr.write(
+                    f"collc: {ALGORITHM} p={NRANKS} rank {self.rank}: no progress for {self.timeout:g} s creating the "
+                    "executor, which every rank does: a rank died or stopped, or did not create it\n"
+                )
+                sys.stderr.flush()
+                comm.Abort(1)
+                raise SystemExit(1)
+        return dup
 
     def free(self) -> None:
         if self.comm != MPI.COMM_NULL:
@@ -382,12 +411,12 @@ class Executor:
         payloads: dict[int, np.ndarray] = {}  # this rank's compressed slots: chunk -> payload
         for step in plan.steps:
             try:
-                self._compressed_step(buf, step, ufunc, payloads)
+                self._compressed_step(buf, step, ufunc, payloads, signature(step.step, plan.count, buf.itemsize))
             except CodecValueError as err:
                 self.fault(step.step, f"{err} (a value the codec refuses; nothing was sent corrupted)")
 
     def _compressed_step(
-        self, buf: np.ndarray, step: CompressedStep, ufunc: np.ufunc, payloads: dict[int, np.ndarray]
+        self, buf: np.ndarray, step: CompressedStep, ufunc: np.ufunc, payloads: dict[int, np.ndarray], tag: int
     ) -> None:
         comm, dtype = self.comm, buf.dtype
         for at, chunk, codec, decompress in step.local:
@@ -402,7 +431,7 @@ class Executor:
             else:
                 target = np.empty(sum(_most_bytes(p, dtype) for p in r.parts), dtype=np.uint8)
             landing.append(target)
-            requests.append(comm.Irecv([target, MPI.BYTE], r.peer, step.tag))
+            requests.append(comm.Irecv([target, MPI.BYTE], r.peer, MPI.ANY_TAG))
         for s in step.sends:
             pieces = []
             for p in s.parts:
@@ -413,11 +442,18 @@ class Executor:
                 else:
                     pieces.append(CODECS[p.codec].compress(buf[p.at]))
             data = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-            requests.append(comm.Isend([data, MPI.BYTE], s.peer, step.tag))
+            requests.append(comm.Isend([data, MPI.BYTE], s.peer, tag))
             self.wire_bytes += data.size
         statuses = self._wait(requests, step.step, [r.peer for r in step.recvs])
         for r, data, status in zip(step.recvs, landing, statuses, strict=False):
             got = status.Get_count(MPI.BYTE)
+            if status.Get_tag() != tag:
+                self.fault(
+                    step.step,
+                    f"the message from rank {r.peer} belongs to another call (its tag {status.Get_tag()}, not {tag}: "
+                    "the signature of the step, the count and the datatype): the ranks called the collective with "
+                    "different counts or datatypes",
+                )
             if r.direct:
                 self._check_size(step.step, r.peer, status, data.size)
                 payloads.pop(r.parts[0].lo, None)
