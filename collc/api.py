@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from collc.backends import cuda, local, mpi_c, mpi_cuda, mpi_launch, mpi_py, msccl
+from collc.backends import cuda, local, local_codecs, mpi_c, mpi_cuda, mpi_launch, mpi_py, msccl, tables
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -30,9 +30,12 @@ from collc.resources import data_dir
 from collc.verify.check import CheckReport, check
 from collc.verify.compression import analyse
 
-BACKENDS = ("local", "mpi", "mpi-c", "cuda", "mpi-cuda")
-"""Where `Instance.run` executes: numpy in this process, MPI processes running the generated mpi-py or mpi-c code,
-the cuda executor (virtual ranks on this machine's GPUs), or the mpi-cuda executor (one MPI process per GPU)."""
+BACKENDS = ("local", "mpi", "mpi-py", "mpi-c", "cuda", "mpi-cuda")
+"""Where `Instance.run` executes: numpy in this process, MPI processes running the generated mpi-py (``mpi`` or
+``mpi-py``) or mpi-c code, the cuda executor (virtual ranks on this machine's GPUs), or the mpi-cuda executor (one MPI
+process per GPU)."""
+
+MPI_BACKENDS = ("mpi", "mpi-py", "mpi-c")
 
 TARGETS = ("mpi-py", "mpi-c", "cuda", "mpi-cuda")
 """What `Instance.compile` generates."""
@@ -40,7 +43,7 @@ TARGETS = ("mpi-py", "mpi-c", "cuda", "mpi-cuda")
 
 EXAMPLE_FOLDERS = (".", "compression", "torus")
 """Where the bundled examples live in ``examples/``: ``compression/`` holds those with compression
-points (they run on the local backend only), ``torus/`` the algorithms for tori (they take ``dims``)."""
+points, ``torus/`` the algorithms for tori (they take ``dims``)."""
 
 
 def example_path(name: str) -> Path | None:
@@ -176,10 +179,14 @@ class Instance:
         if target == "mpi-cuda":
             files = mpi_cuda.generate(self.schedule, out)
             return files + list(mpi_cuda.build(out, self.schedule)) if build else files
-        backend = mpi_c if target == "mpi-c" else cuda
-        files = backend.generate(self.schedule, out)
+        if target == "mpi-c":
+            files = mpi_c.generate(self.schedule, out, error_bound=_worst_bounds(self.schedule))
+            if build:
+                files.append(mpi_c.build(out, self.schedule))
+            return files
+        files = cuda.generate(self.schedule, out)
         if build:
-            files.append(backend.build(out, self.schedule))
+            files.append(cuda.build(out, self.schedule))
         return files
 
     def run_cuda(
@@ -257,24 +264,33 @@ class Instance:
         verify: bool = True,
         workdir: str | Path | None = None,
         mpiexec_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> list[mpi_launch.MpiRow]:
-        """Run on ``nranks`` MPI processes (``backend`` "mpi": the mpi-py module, "mpi-c": the C library);
+        """Run on ``nranks`` MPI processes (``backend`` "mpi" or "mpi-py": the mpi-py module, "mpi-c": the C
+        library).  A schedule with compression points is judged by the verifier's error bounds.
         ``on_progress(done, total)``, when given, is called as each count's row arrives (``total``: the counts),
         from a thread of the launcher."""
-        if backend not in ("mpi", "mpi-c"):
-            raise CollError(f"unknown MPI backend {backend!r}; expected mpi or mpi-c")
+        if backend not in MPI_BACKENDS:
+            raise CollError(f"unknown MPI backend {backend!r}; expected {', '.join(MPI_BACKENDS)}")
         if dtype not in local.DTYPES or op not in local.OPS:
             raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
         if backend == "mpi-c" and dtype in ("float16", "bfloat16"):
             raise CollError(f"the mpi-c backend has no {dtype}: MPI has no predefined datatype for it")
+        if self.schedule.compresses():
+            try:
+                local_codecs.check_args(self.schedule, dtype, op)
+            except ValueError as err:
+                raise CollError(str(err)) from None
+            if op != "sum" and tables.adds_payloads(self.schedule):
+                raise CollError(f"{self.schedule.algorithm} adds homomorphic payloads in a reduce: run it with op sum")
         for count in counts:
             error = count_error(self.schedule.collective, self.nranks, count) or _mpi_count_error(self.schedule, count)
             if error is not None:
                 raise CollError(f"{self.schedule.algorithm}: {error}")
         if verify:
             self._require_verified(f"run --backend {backend}")
-        kind = "mpi-py" if backend == "mpi" else "mpi-c"
+        kind = "mpi-c" if backend == "mpi-c" else "mpi-py"
         arrived: list[mpi_launch.MpiRow] = []
 
         def on_row(row: mpi_launch.MpiRow) -> None:
@@ -285,6 +301,7 @@ class Instance:
         return mpi_launch.run(
             self.schedule, counts, kinds=(kind,), dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
             timeout=timeout, workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,
+            error_bounds=_error_bounds(self.schedule, dtype), env=env, c_error_bound=_worst_bounds(self.schedule),
             on_row=on_row if on_progress is not None else None,
         )  # fmt: skip
 
@@ -299,15 +316,15 @@ class Instance:
         seed: int = 0,
     ) -> local.RunResult:
         """Run on ``backend`` with random data and count the wrong elements."""
-        if backend in ("mpi", "mpi-c", "cuda", "mpi-cuda"):
-            errors: tuple[float | None, float | None] = (None, None)
-            if backend in ("cuda", "mpi-cuda"):
-                run_gpu = self.run_cuda if backend == "cuda" else self.run_mpi_cuda
-                (cuda_row,) = run_gpu([count], dtype, op, iters=iters, seed=seed)
-                row: cuda.CudaRow | mpi_launch.MpiRow = cuda_row
-                errors = (cuda_row.max_abs_error, cuda_row.error_bound)
+        if backend in (*MPI_BACKENDS, "cuda", "mpi-cuda"):
+            row: cuda.CudaRow | mpi_launch.MpiRow | mpi_cuda.MpiCudaRow
+            if backend == "cuda":
+                (row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
+            elif backend == "mpi-cuda":
+                (row,) = self.run_mpi_cuda([count], dtype, op, iters=iters, seed=seed)
             else:
                 (row,) = self.run_mpi([count], dtype, op, backend=backend, iters=iters, seed=seed)
+            errors = (row.max_abs_error, row.error_bound)
             dt = local.DTYPES[dtype]
             return local.RunResult(
                 self.schedule.algorithm, self.nranks, count, count * dt.itemsize, dtype, op, iters, row.avg_us,
@@ -337,6 +354,15 @@ def _error_bounds(schedule: Schedule, dtype: str) -> np.ndarray | None:
     if s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None and dtype in local.DTYPES:
         return analyse(s, input_bound=1.0, dtype=dtype).bound
     return None
+
+
+def _worst_bounds(schedule: Schedule) -> tuple[float, float] | None:
+    """For a schedule with compression points, the verifier's worst-case error bound of an output element for
+    inputs |x| <= 1, on float32 and on float64 data (what an mpi-c library reports); else None."""
+    s = schedule
+    if not s.compresses() or layout_error(s.collective, s.nranks, s.nchunks) is not None:
+        return None
+    return tuple(analyse(s, input_bound=1.0, dtype=dt).stats.error_bound for dt in ("float32", "float64"))  # type: ignore[return-value]
 
 
 def _mpi_count_error(schedule: Schedule, count: int) -> str | None:

@@ -5,7 +5,10 @@ The model (``docs/simulate.md`` describes it, with the Swing paper's parameters)
 * Every SEND op of a step is one message ``op.rank -> op.peer`` carrying its chunks.  A
   message's size in elements is the sum of its chunks' sizes for the vector being
   simulated (`collc.collectives.element_offsets`); its bytes are ``elements * itemsize``,
-  or ``max_compressed_bytes(elements)`` of its codec when it travels compressed.
+  or ``max_compressed_bytes(elements)`` of its codec when it travels compressed: a send
+  with a codec, or the chunks the sender holds compressed (collective-level compression:
+  their payloads are forwarded, at no codec cost).  A send of both kinds of chunks counts
+  as one message per kind.
 * Messages are routed by `collc.topology` (minimal, dimension-ordered; ``adaptive``
   splits flows evenly over minimal paths, the flow-level stand-in for minimal adaptive
   routing).  A link's load is the bytes of all the messages crossing it, weighted by
@@ -45,7 +48,7 @@ import numpy as np
 
 from collc.codecs import Codec, parse_codec
 from collc.collectives import count_error, element_offsets
-from collc.ir import ChunkSet, OpKind, Schedule
+from collc.ir import Action, ChunkSet, Op, OpKind, Schedule
 from collc.topology import Topology
 
 __all__ = [
@@ -199,11 +202,56 @@ class _StepMessages:
     codec_set: np.ndarray  # the chunk set that codec op encodes or decodes
 
 
+class _Held:
+    """Which chunks each rank holds compressed, and with what (schedules with compression points only)."""
+
+    def __init__(self) -> None:
+        self.codec: dict[tuple[int, int], str] = {}  # (rank, chunk) -> codec
+        self.parts: list[ChunkSet] = []  # the sets `split` made, kept alive: _Tables caches sets by id
+
+    def split(self, rank: int, chunks: ChunkSet) -> list[tuple[ChunkSet, str | None]]:
+        """``chunks`` of ``rank`` grouped by how they are held: raw (None) or compressed with a codec."""
+        groups: dict[str | None, list[int]] = {}
+        for c in chunks:
+            groups.setdefault(self.codec.get((rank, c)), []).append(c)
+        if len(groups) == 1:
+            return [(chunks, next(iter(groups)))]
+        out = [(ChunkSet.of(cs), codec) for codec, cs in groups.items()]
+        self.parts.extend(part for part, _ in out)
+        return out
+
+    def local(self, ops: Sequence[Op]) -> None:
+        """A step's local ops, which run at its start, before its sends read the chunks."""
+        for op in ops:
+            if op.kind is OpKind.COMPRESS and op.codec is not None:
+                self.codec.update(((op.rank, c), op.codec) for c in op.chunks)
+            elif op.kind is OpKind.DECOMPRESS:
+                for c in op.chunks:
+                    self.codec.pop((op.rank, c), None)
+
+    def land(self, ops: Sequence[Op]) -> None:
+        """A step's receives, at its end: a copy of a compressed chunk (not compressed on the wire) stays compressed."""
+        wire = {(op.rank, op.peer, c) for op in ops if op.kind is OpKind.SEND and op.codec for c in op.chunks}
+        before = dict(self.codec)
+        landed: dict[tuple[int, int], str | None] = {}
+        for op in ops:
+            if op.kind is OpKind.RECV and op.action is Action.COPY:
+                for c in op.chunks:
+                    held = before.get((op.peer, c)) if (op.peer, op.rank, c) not in wire else None
+                    landed[(op.rank, c)] = held
+        for key, codec in landed.items():
+            if codec is None:
+                self.codec.pop(key, None)
+            else:
+                self.codec[key] = codec
+
+
 def _flatten(schedule: Schedule) -> tuple[_Tables, list[_StepMessages]]:
     tables = _Tables()
     raw: list[tuple[list[int], ...]] = []
     send, recv = OpKind.SEND, OpKind.RECV
     set_index, codec_kind = tables.set_index, tables.codec_kind
+    held = _Held() if schedule.compresses() else None
     for step in schedule.steps:
         src: list[int] = []
         dst: list[int] = []
@@ -211,10 +259,19 @@ def _flatten(schedule: Schedule) -> tuple[_Tables, list[_StepMessages]]:
         ckind: list[int] = []  # its compressed kind j, or -1
         crank: list[int] = []
         cset: list[int] = []
+        if held is not None:
+            held.local(step.ops)
         for op in step.ops:
             kind = op.kind
             codec = op.codec
-            if kind is send:
+            if kind is send and codec is None and held is not None and held.codec:
+                for part, payload in held.split(op.rank, op.chunks):  # forwarded payloads: no codec work
+                    u = set_index(part)
+                    src.append(op.rank)
+                    dst.append(op.peer)
+                    sets.append(u)
+                    ckind.append(-1 if payload is None else codec_kind(u, payload))
+            elif kind is send:
                 u = set_index(op.chunks)
                 src.append(op.rank)
                 dst.append(op.peer)
@@ -232,6 +289,8 @@ def _flatten(schedule: Schedule) -> tuple[_Tables, list[_StepMessages]]:
             else:  # COMPRESS / DECOMPRESS
                 crank.append(op.rank)
                 cset.append(set_index(op.chunks))
+        if held is not None:
+            held.land(step.ops)
         raw.append((src, dst, sets, ckind, crank, cset))
     nsets = len(tables.set_bits)
     steps = []

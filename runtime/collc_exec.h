@@ -25,18 +25,29 @@
  * Every send thus reads the buffer as it was at the start of the step, and
  * every receive lands at its end, as in the schedule's semantics.  Messages
  * are MPI_BYTE on a private duplicate of the user's communicator, tagged with
- * the step index modulo 32768.
+ * the step index modulo 32768.  Schedules with compression points run their
+ * steps with collc_zexec.h instead.
+ *
+ * Faults end the job with one line on stderr ("collc: ... step s: ...") and
+ * MPI_Abort, never a hang or wrong data: a message of another size than the
+ * schedule expects (the ranks called with different counts or datatypes), an
+ * MPI error (the private communicator returns errors), or a step that waits
+ * longer than COLLC_TIMEOUT seconds (when set) for its messages.
  */
 #ifndef COLLC_EXEC_H
 #define COLLC_EXEC_H
 
+#include <sched.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mpi.h>
 
 #include "collc_reduce.h"
+#include "collc_zcodec.h"
 
 enum collc_collective {
     COLLC_COLL_ALLREDUCE,
@@ -57,10 +68,24 @@ enum collc_kind {
 /* What a receiver does with a run. */
 enum collc_action { COLLC_COPY, COLLC_REDUCE };
 
-/* Chunks lo .. hi-1 of a message. */
+/* How a run's chunks travel (schedules with compression points; docs/compression.md). */
+enum collc_how {
+    COLLC_RAW,     /* the elements */
+    COLLC_WIRE,    /* each chunk compressed by the sender, decoded by the receiver */
+    COLLC_PAYLOAD  /* each chunk a compressed slot's payload, forwarded unchanged */
+};
+
+/* Chunks lo .. hi-1 of a message; codec: an index into the schedule's codecs, -1 for raw runs. */
 struct collc_run {
     int lo, hi;
     enum collc_action action;
+    enum collc_how how;
+    int codec;
+};
+
+/* A local op of one rank at the start of a step: compress chunks lo .. hi-1 with codec, or decompress them. */
+struct collc_local {
+    int step, lo, hi, codec, decompress;
 };
 
 /* One message of one rank in one global step. */
@@ -90,6 +115,14 @@ struct collc_sched {
     const struct collc_run *segments;       /* alltoall: the chunk runs each rank touches */
     const struct collc_span *rank_segments; /* [rank]: its rows of segments; NULL: the whole space */
     int (*run)(struct collc_ctx *ctx);      /* every phase, in order */
+    /* Compression points (NULL / 0 without): */
+    const struct collc_codec *codecs;
+    int ncodecs;
+    int adds_payloads;                               /* some reduce adds homomorphic payloads: op sum only */
+    double error_bound, error_bound64;               /* the verifier's worst-case bounds for inputs |x| <= 1:
+                                                        float32 and float64 data */
+    int bound_scales;                                /* the bound grows with |x| (relative codecs, casts) */
+    MPI_Count (*zscratch)(const struct collc_ctx *ctx); /* scratch bytes of the rank's busiest step */
 };
 
 /* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks. */
@@ -102,7 +135,8 @@ struct collc_layout {
 /* One call in progress on one rank. */
 struct collc_ctx {
     const struct collc_sched *sched;
-    MPI_Comm comm; /* the private duplicate */
+    const char *entry; /* the entry point, for messages */
+    MPI_Comm comm;     /* the private duplicate */
     int rank;
     MPI_Datatype dt;
     MPI_Op op;
@@ -112,10 +146,25 @@ struct collc_ctx {
     char *work;
     char *scratch;
     MPI_Request *reqs;
+    MPI_Status *statuses;
+    int *req_peer;  /* the peer of each request */
+    char **landing; /* where each receive of a step landed */
+    double timeout; /* seconds a step may wait for its messages; 0: no limit */
+    MPI_Count count; /* the call's vector, in elements (collc_layout_of's count) */
     const struct collc_run *segs; /* this rank's segments (alltoall), else NULL */
     int nsegs;
     MPI_Count *seg_base; /* element offset of each segment in the work buffer */
+    /* compression points (collc_zexec.h) */
+    char *slots;        /* the payload of each compressed chunk, slot_cap bytes per chunk */
+    MPI_Count slot_cap;
+    MPI_Count *zsize; /* [chunk]: its payload's size, -1 while it is raw */
+    float *zf32;      /* a chunk's values in float32 */
+    char *zvals;      /* a chunk's decoded values */
+    collc_u8 *zpay;   /* one aligned payload */
 };
+
+/* Bytes the calling rank sent in its last call (compressed payloads at their size). */
+static MPI_Count collc_wire_last;
 
 /* ---------------------------------------------------------------------------
  * Element layout
@@ -207,8 +256,39 @@ static inline int collc_comm_delete(MPI_Comm comm, int keyval, void *attr, void 
     return MPI_SUCCESS;
 }
 
-/* The cache of `comm`, created (collectively: it duplicates comm) on the first call. */
-static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out)
+/* PMPI_Comm_dup, within `timeout` seconds when it is positive (the duplication is collective: a rank that never
+ * calls would leave the others waiting); `what` names the call for the message that ends the job otherwise. */
+static inline int collc_dup(MPI_Comm comm, MPI_Comm *dup, double timeout, const char *what)
+{
+    MPI_Request req;
+    double deadline;
+    int done = 0, err;
+    long polls = 0;
+    if (timeout <= 0) return PMPI_Comm_dup(comm, dup);
+    err = PMPI_Comm_idup(comm, dup, &req);
+    if (err != MPI_SUCCESS) return err;
+    deadline = PMPI_Wtime() + timeout;
+    while (!done) {
+        err = PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) return err;
+        if (!done && ++polls % 64 == 0) {
+            if (polls > 4096) sched_yield();
+            if (PMPI_Wtime() > deadline) {
+                fprintf(stderr, "collc: %s: no progress for %g s (COLLC_TIMEOUT) at the first call on this "
+                        "communicator, which every rank makes: a rank died or stopped, or did not call the "
+                        "collective with the same count\n", what, timeout);
+                fflush(stderr);
+                PMPI_Abort(comm, 1);
+                _Exit(1);
+            }
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+/* The cache of `comm`, created (collectively: it duplicates comm) on the first call.  The duplicate returns
+ * errors rather than aborting: the runtime reports them (collc_mpi_fatal). */
+static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out, double timeout, const char *what)
 {
     void *attr = NULL;
     int found = 0, err;
@@ -221,7 +301,8 @@ static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out)
     if (!found) {
         struct collc_comm *c = (struct collc_comm *)calloc(1, sizeof *c);
         if (c == NULL) return MPI_ERR_NO_MEM;
-        err = PMPI_Comm_dup(comm, &c->comm);
+        err = collc_dup(comm, &c->comm, timeout, what);
+        if (err == MPI_SUCCESS) err = PMPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
         if (err == MPI_SUCCESS) err = PMPI_Comm_set_attr(comm, collc_keyval, c);
         if (err != MPI_SUCCESS) {
             free(c);
@@ -242,6 +323,110 @@ static inline void *collc_arena(struct collc_comm *c, size_t bytes)
         c->arena_size = c->arena == NULL ? 0 : bytes;
     }
     return c->arena;
+}
+
+/* ---------------------------------------------------------------------------
+ * Faults
+ * ------------------------------------------------------------------------- */
+
+/* Ends the job after a fault in step `step`: one line on stderr, then MPI_Abort.  Does not return. */
+static inline void collc_step_fatal(const struct collc_ctx *ctx, int step, const char *fmt, ...)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof text, "collc: %s %s p=%d rank %d step %d: ", ctx->entry, ctx->sched->algorithm,
+                     ctx->sched->nranks, ctx->rank, step);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n >= 0 && (size_t)n < sizeof text) vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", text); /* one write, so that ranks do not interleave */
+    fflush(stderr);
+    PMPI_Abort(ctx->comm, 1);
+    _Exit(1); /* MPI_Abort may return before the job is torn down (MPICH does) */
+}
+
+static inline void collc_mpi_fatal(const struct collc_ctx *ctx, int step, int err, int req, int nrecv)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    PMPI_Error_string(err, text, &len);
+    if (req < 0)
+        collc_step_fatal(ctx, step, "MPI error: %s", text);
+    collc_step_fatal(ctx, step, "MPI error on the message %s rank %d: %s%s", req < nrecv ? "from" : "to",
+                     ctx->req_peer[req], text,
+                     req < nrecv ? " (a message larger than the schedule expects: the ranks called the collective "
+                                   "with different counts or datatypes)" : "");
+}
+
+/* Waits for the step's nreq requests (the first nrecv are its receives) within ctx->timeout; ends the job on an
+ * MPI error or when the time runs out, naming the peers still waited for. */
+static inline void collc_wait(struct collc_ctx *ctx, int step, int nreq, int nrecv)
+{
+    double deadline;
+    int left = nreq;
+    long polls = 0;
+    if (nreq == 0) return;
+    if (ctx->timeout <= 0) {
+        int err = PMPI_Waitall(nreq, ctx->reqs, ctx->statuses);
+        if (err == MPI_ERR_IN_STATUS) {
+            for (int i = 0; i < nreq; i++)
+                if (ctx->statuses[i].MPI_ERROR != MPI_SUCCESS && ctx->statuses[i].MPI_ERROR != MPI_ERR_PENDING)
+                    collc_mpi_fatal(ctx, step, ctx->statuses[i].MPI_ERROR, i, nrecv);
+        }
+        if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
+        return;
+    }
+    deadline = PMPI_Wtime() + ctx->timeout;
+    while (left > 0) {
+        for (int i = 0; i < nreq; i++) {
+            int flag = 0, err;
+            if (ctx->reqs[i] == MPI_REQUEST_NULL) continue;
+            err = PMPI_Test(&ctx->reqs[i], &flag, &ctx->statuses[i]);
+            if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, i, nrecv);
+            if (flag) left--;
+        }
+        if (left == 0) break;
+        if (++polls % 64 == 0) {
+            if (polls > 4096) sched_yield();
+            if (PMPI_Wtime() > deadline) {
+                char peers[512] = "";
+                size_t used = 0;
+                for (int i = 0; i < nreq && used + 16 < sizeof peers; i++)
+                    if (ctx->reqs[i] != MPI_REQUEST_NULL)
+                        used += (size_t)snprintf(peers + used, sizeof peers - used, "%s%s %d", used ? ", " : "",
+                                                 i < nrecv ? "from" : "to", ctx->req_peer[i]);
+                collc_step_fatal(ctx, step,
+                                 "no progress for %g s (COLLC_TIMEOUT) on the messages %s: a rank died or stopped, "
+                                 "or did not call the collective with the same count",
+                                 ctx->timeout, peers);
+            }
+        }
+    }
+}
+
+/* Bytes that arrived with a receive's status. */
+static inline MPI_Count collc_received(const MPI_Status *status)
+{
+    MPI_Count got = 0;
+#if MPI_VERSION >= 4
+    PMPI_Get_count_c(status, MPI_BYTE, &got);
+#else
+    int n = 0;
+    PMPI_Get_count(status, MPI_BYTE, &n);
+    got = n;
+#endif
+    return got;
+}
+
+/* Ends the job unless receive `i` of a step brought `expected` bytes. */
+static inline void collc_check_received(const struct collc_ctx *ctx, int step, int i, MPI_Count expected)
+{
+    MPI_Count got = collc_received(&ctx->statuses[i]);
+    if (got != expected)
+        collc_step_fatal(ctx, step,
+                         "received %lld bytes from rank %d, the schedule expects %lld: the ranks called the collective "
+                         "with different counts or datatypes",
+                         (long long)got, ctx->req_peer[i], (long long)expected);
 }
 
 /* ---------------------------------------------------------------------------
@@ -271,15 +456,16 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
                                  const struct collc_run *runs)
 {
     const MPI_Aint ext = ctx->extent;
-    const int tag = msgs[0].step % 32768;
+    const int step = msgs[0].step, tag = step % 32768;
     char *scratch = ctx->scratch;
-    int nreq = 0, err = MPI_SUCCESS;
+    int nreq = 0, nrecv, err = MPI_SUCCESS;
 
     /* Receives first, so that every send finds its receive posted. */
     for (int i = 0; i < n && err == MPI_SUCCESS; i++) {
         const struct collc_msg *m = &msgs[i];
         MPI_Count bytes = collc_runs_elems(ctx, runs + m->first_run, m->nruns) * ext;
         if (m->kind == COLLC_SEND || bytes == 0) continue;
+        ctx->req_peer[nreq] = m->peer;
         if (m->kind == COLLC_RECV_DIRECT) {
             char *at = ctx->work + collc_chunk_pos(ctx, runs[m->first_run].lo) * ext;
             err = collc_irecv(at, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
@@ -288,6 +474,7 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
             scratch += bytes;
         }
     }
+    nrecv = nreq;
     for (int i = 0; i < n && err == MPI_SUCCESS; i++) {
         const struct collc_msg *m = &msgs[i];
         const struct collc_run *r = runs + m->first_run;
@@ -306,13 +493,17 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
             from = scratch;
             scratch = to;
         }
+        ctx->req_peer[nreq] = m->peer;
         err = collc_isend(from, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
+        collc_wire_last += bytes;
     }
-    if (nreq > 0) {
-        int werr = PMPI_Waitall(nreq, ctx->reqs, MPI_STATUSES_IGNORE);
-        if (err == MPI_SUCCESS) err = werr;
+    if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
+    collc_wait(ctx, step, nreq, nrecv);
+    for (int i = 0, r = 0; i < n; i++) { /* every receive brought what the schedule says */
+        const struct collc_msg *m = &msgs[i];
+        MPI_Count bytes = collc_runs_elems(ctx, runs + m->first_run, m->nruns) * ext;
+        if (m->kind != COLLC_SEND && bytes > 0) collc_check_received(ctx, step, r++, bytes);
     }
-    if (err != MPI_SUCCESS) return err;
 
     /* Apply what arrived in scratch, in the order it was posted. */
     scratch = ctx->scratch;

@@ -1,7 +1,9 @@
 /* collc_mpi.h: the runtime of collc's mpi-c target, included by every generated collc_<algorithm>.c.
  *
  *   collc_reduce.h  reduction kernels (inline loops, PMPI_Reduce_local for the rest)
- *   collc_exec.h    step tables, element layout, the private communicator, running steps
+ *   collc_exec.h    step tables, element layout, the private communicator, running steps, faults
+ *   collc_zexec.h   running the steps of a schedule with compression points
+ *   collc_zcodec.h  the codecs, whole payloads (collc_codecs.h: their per-item functions)
  *   collc_shim.h    admission and fallback, COLLC_SHIM_LOG, COLLC_SHIM_CHECK
  *   collc_coll.h    the collectives in MPI's terms
  *
@@ -18,6 +20,7 @@
 
 #include "collc_reduce.h"
 #include "collc_exec.h"
+#include "collc_zexec.h"
 #include "collc_shim.h"
 #include "collc_coll.h"
 

@@ -17,7 +17,18 @@
  *   where eps is the type's machine epsilon, |x| of a complex value is its
  *   largest component, S = p * (largest |input| on any rank) for MPI_SUM and
  *   S = 0 for MPI_PROD, which also allows p times the smallest normal number
- *   (underflow).  Two NaNs are equal; infinities must match.
+ *   (underflow).  Two NaNs are equal; infinities must match.  A schedule with
+ *   compression points is held to its error bound instead: |a - b| <= bound *
+ *   max(1, A) (A the largest |input| on any rank; for absolute-error codecs the
+ *   bound alone) plus the tolerance of the sums above.
+ * - A schedule with compression points runs in an interposed MPI_* call only
+ *   with COLLC_SHIM_COMPRESS=1, on MPI_FLOAT or MPI_DOUBLE with MPI_SUM (or
+ *   without an op: allgather); rank 0 then notes the error bound once on
+ *   stderr.  Every other call, and every call without the setting, goes to PMPI.
+ *   The collc_* entry points run it on float or double with MPI_SUM, MPI_MAX or
+ *   MPI_MIN (MPI_SUM where it adds homomorphic payloads).
+ * - COLLC_TIMEOUT=S: a step that waits more than S seconds for its messages ends
+ *   the job (collc_exec.h); unset or 0: no limit.
  * The variables are read once, at the first call.
  */
 #ifndef COLLC_SHIM_H
@@ -57,6 +68,7 @@ enum collc_reason {
     COLLC_DATATYPE,
     COLLC_SIGNATURE,
     COLLC_COUNT,
+    COLLC_COMPRESS,
     COLLC_NREASONS
 };
 
@@ -90,7 +102,8 @@ struct collc_call {
 };
 
 static struct {
-    int read, log, check;
+    int read, log, check, compress, noted_bound;
+    double timeout;
     int noted[COLLC_NREASONS];
 } collc_env;
 
@@ -113,6 +126,17 @@ static inline void collc_read_env(void)
     collc_env.read = 1;
     collc_env.log = collc_flag("COLLC_SHIM_LOG");
     collc_env.check = collc_flag("COLLC_SHIM_CHECK");
+    collc_env.compress = collc_flag("COLLC_SHIM_COMPRESS");
+    {
+        const char *timeout = getenv("COLLC_TIMEOUT");
+        char *end = NULL;
+        double value = timeout != NULL && timeout[0] != '\0' ? strtod(timeout, &end) : 0;
+        if (timeout != NULL && timeout[0] != '\0' && (end == NULL || *end != '\0' || !(value >= 0))) {
+            fprintf(stderr, "collc: COLLC_TIMEOUT=%s is not a number of seconds; no time limit\n", timeout);
+            value = 0;
+        }
+        collc_env.timeout = value;
+    }
 }
 
 /* ---------------------------------------------------------------------------
@@ -308,7 +332,39 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
     if (c->elems * c->extent > INT_MAX)
         return collc_reason_set(COLLC_COUNT, "message sizes above INT_MAX need an MPI-4 library");
 #endif
+    if (s->ncodecs > 0) {
+        const int shim = c->mode != COLLC_API;
+        if (shim && !collc_env.compress)
+            return collc_reason_set(COLLC_COMPRESS, "the schedule has compression points: COLLC_SHIM_COMPRESS=1 "
+                                                    "runs it (error bound %.3g for inputs |x| <= 1)",
+                                    s->error_bound);
+        if (c->dt != MPI_FLOAT && c->dt != MPI_DOUBLE)
+            return collc_reason_set(COLLC_COMPRESS, "compression points: MPI_FLOAT or MPI_DOUBLE data only");
+        if (c->op != MPI_OP_NULL && c->op != MPI_SUM &&
+            (shim || s->adds_payloads || (c->op != MPI_MAX && c->op != MPI_MIN)))
+            return collc_reason_set(COLLC_COMPRESS, "compression points: the op must be MPI_SUM%s",
+                                    shim || s->adds_payloads ? "" : ", MPI_MAX or MPI_MIN");
+    }
     return COLLC_FITS;
+}
+
+/* Rank 0 notes a compressed schedule's error bound on stderr, the first time one runs. */
+static inline void collc_note_bound(const struct collc_call *c)
+{
+    const struct collc_sched *s = c->sched;
+    const double bound = c->extent == 8 ? s->error_bound64 : s->error_bound;
+    char codecs[256] = "";
+    size_t used = 0;
+    if (s->ncodecs == 0 || c->mode == COLLC_API || collc_env.noted_bound || c->rank != 0) return;
+    collc_env.noted_bound = 1;
+    for (int i = 0; i < s->ncodecs && used < sizeof codecs; i++)
+        used += (size_t)snprintf(codecs + used, sizeof codecs - used, "%s%s", i ? ", " : "", s->codecs[i].spec);
+    if (s->bound_scales)
+        fprintf(stderr, "collc: note: %s runs %s with compression (%s): worst-case error bound %.3g for inputs "
+                "|x| <= 1, %.3g * A for |x| <= A > 1\n", c->entry, s->algorithm, codecs, bound, bound);
+    else
+        fprintf(stderr, "collc: note: %s runs %s with compression (%s): worst-case error bound %.3g\n", c->entry,
+                s->algorithm, codecs, bound);
 }
 
 /* Admission and logging of call `c`; `same_signature` is 0 when the send and
@@ -321,6 +377,7 @@ static inline enum collc_reason collc_admit(struct collc_call *c, int same_signa
     why = collc_check_call(c);
     if (why == COLLC_FITS && !same_signature)
         why = collc_reason_set(COLLC_SIGNATURE, "send and receive counts or datatypes differ");
+    if (why == COLLC_FITS) collc_note_bound(c);
     if (!collc_env.log) return why;
     collc_describe(c, what, sizeof what);
     if (why == COLLC_FITS) {
@@ -359,38 +416,82 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
 {
     const struct collc_sched *s = c->sched;
     struct collc_comm *cache;
-    size_t reqs_bytes, base_bytes, scratch_bytes, work_bytes;
+    size_t reqs_bytes, base_bytes, scratch_bytes, zbytes = 0, work_bytes, at;
+    MPI_Count chunk;
     char *arena;
-    int err = collc_comm_of(c->comm, &cache);
+    char what[MPI_MAX_OBJECT_NAME + 256] = "";
+    int err;
+    if (collc_env.timeout > 0) collc_describe(c, what, sizeof what);
+    err = collc_comm_of(c->comm, &cache, collc_env.timeout, what);
     if (err != MPI_SUCCESS) return err;
     memset(ctx, 0, sizeof *ctx);
     ctx->sched = s;
+    ctx->entry = c->entry;
     ctx->comm = cache->comm;
     ctx->rank = c->rank;
     ctx->dt = c->dt;
     ctx->op = c->op;
     ctx->extent = c->extent;
+    ctx->timeout = collc_env.timeout;
+    ctx->count = count;
     ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->dt, c->op) : NULL;
     ctx->layout = collc_layout_of(s->collective, s->nranks, s->nchunks, count);
     if (s->rank_segments != NULL) {
         ctx->segs = s->segments + s->rank_segments[c->rank].first;
         ctx->nsegs = s->rank_segments[c->rank].n;
     }
-    /* Arena: requests | segment bases | scratch | work, each 64-byte aligned. */
-    reqs_bytes = ((size_t)s->max_messages * sizeof(MPI_Request) + 63) & ~(size_t)63;
+    collc_wire_last = 0;
+    chunk = collc_max_chunk(&ctx->layout);
+    /* Arena: requests, statuses, peers, landings | segment bases | scratch | compression | work, 64-byte aligned. */
+    reqs_bytes = (size_t)s->max_messages * (sizeof(MPI_Request) + sizeof(MPI_Status) + sizeof(int) + sizeof(char *));
+    reqs_bytes = (reqs_bytes + 64 * 4 + 63) & ~(size_t)63;
     base_bytes = ((size_t)ctx->nsegs * sizeof(MPI_Count) + 63) & ~(size_t)63;
-    scratch_bytes = (size_t)(s->scratch_chunks[c->rank] * collc_max_chunk(&ctx->layout) * c->extent);
+    if (s->ncodecs > 0) {
+        scratch_bytes = (size_t)s->zscratch(ctx);
+        for (int i = 0; i < s->ncodecs; i++) {
+            MPI_Count most = (MPI_Count)collc_zmax_bytes(&s->codecs[i], (collc_u64)chunk, ctx->extent == 8 ? 2 : 1);
+            if (most > ctx->slot_cap) ctx->slot_cap = most;
+        }
+        ctx->slot_cap = (ctx->slot_cap + 63) & ~(MPI_Count)63;
+        /* slots | sizes | float32 values | decoded values | one payload */
+        zbytes = (size_t)(s->nchunks * ctx->slot_cap) + (((size_t)s->nchunks * sizeof(MPI_Count) + 63) & ~(size_t)63);
+        zbytes += (((size_t)chunk * 4 + 63) & ~(size_t)63) + (((size_t)(chunk * c->extent) + 63) & ~(size_t)63);
+        zbytes += (size_t)ctx->slot_cap;
+    } else {
+        scratch_bytes = (size_t)(s->scratch_chunks[c->rank] * chunk * c->extent);
+    }
     scratch_bytes = (scratch_bytes + 63) & ~(size_t)63;
     work_bytes = work == NULL ? (size_t)(work_elems * c->extent) : 0;
-    arena = (char *)collc_arena(cache, reqs_bytes + base_bytes + scratch_bytes + work_bytes);
+    arena = (char *)collc_arena(cache, reqs_bytes + base_bytes + scratch_bytes + zbytes + work_bytes);
     if (arena == NULL) return COLLC_ERR_NOMEM;
-    ctx->reqs = (MPI_Request *)arena;
+    at = 0;
+    ctx->reqs = (MPI_Request *)(arena + at);
+    at += ((size_t)s->max_messages * sizeof(MPI_Request) + 63) & ~(size_t)63;
+    ctx->statuses = (MPI_Status *)(arena + at);
+    at += ((size_t)s->max_messages * sizeof(MPI_Status) + 63) & ~(size_t)63;
+    ctx->req_peer = (int *)(arena + at);
+    at += ((size_t)s->max_messages * sizeof(int) + 63) & ~(size_t)63;
+    ctx->landing = (char **)(arena + at);
     ctx->seg_base = (MPI_Count *)(arena + reqs_bytes);
     ctx->scratch = arena + reqs_bytes + base_bytes;
-    ctx->work = work != NULL ? work : ctx->scratch + scratch_bytes;
-    for (MPI_Count i = 0, at = 0; i < ctx->nsegs; i++) {
-        ctx->seg_base[i] = at;
-        at += collc_chunk_offset(&ctx->layout, ctx->segs[i].hi) - collc_chunk_offset(&ctx->layout, ctx->segs[i].lo);
+    at = reqs_bytes + base_bytes + scratch_bytes;
+    if (s->ncodecs > 0) {
+        ctx->slots = arena + at;
+        at += (size_t)(s->nchunks * ctx->slot_cap);
+        ctx->zsize = (MPI_Count *)(arena + at);
+        at += ((size_t)s->nchunks * sizeof(MPI_Count) + 63) & ~(size_t)63;
+        ctx->zf32 = (float *)(arena + at);
+        at += ((size_t)chunk * 4 + 63) & ~(size_t)63;
+        ctx->zvals = arena + at;
+        at += ((size_t)(chunk * c->extent) + 63) & ~(size_t)63;
+        ctx->zpay = (collc_u8 *)(arena + at);
+        at += (size_t)ctx->slot_cap;
+        for (int i = 0; i < s->nchunks; i++) ctx->zsize[i] = -1;
+    }
+    ctx->work = work != NULL ? work : arena + at;
+    for (MPI_Count i = 0, pos = 0; i < ctx->nsegs; i++) {
+        ctx->seg_base[i] = pos;
+        pos += collc_chunk_offset(&ctx->layout, ctx->segs[i].hi) - collc_chunk_offset(&ctx->layout, ctx->segs[i].lo);
     }
     return MPI_SUCCESS;
 }
@@ -504,6 +605,12 @@ static inline void collc_compare(const struct collc_call *c, const void *got, co
                                  int rounded, double scale)
 {
     struct collc_fview v = collc_fview_of(c->dt, c->type_size);
+    long double zbound = 0; /* compression points: the error bound, scaled to the inputs */
+    if (c->sched->ncodecs > 0) {
+        double a = c->op == MPI_SUM ? scale / c->size : collc_input_scale(ref, n, c->dt, c->type_size);
+        zbound = (c->extent == 8 ? c->sched->error_bound64 : c->sched->error_bound) *
+                 (c->sched->bound_scales && a > 1 ? a : 1);
+    }
     if (v.kind != 0) {
         long double eps = collc_feps(v.kind), p = c->size;
         for (MPI_Count i = 0; i < n; i++) {
@@ -518,9 +625,10 @@ static inline void collc_compare(const struct collc_call *c, const void *got, co
                 long double b = collc_fget((const char *)ref, v.kind, i * v.parts + k);
                 long double tol = 0;
                 if (a == b || (a != a && b != b)) continue;
-                if (rounded && isfinite(a) && isfinite(b)) {
-                    tol = 4 * p * eps * fmaxl(mag, (long double)scale);
-                    if (c->op == MPI_PROD) tol += p * collc_ftiny(v.kind);
+                if ((rounded || zbound > 0) && isfinite(a) && isfinite(b)) {
+                    tol = rounded ? 4 * p * eps * fmaxl(mag, (long double)scale) : 0;
+                    if (rounded && c->op == MPI_PROD) tol += p * collc_ftiny(v.kind);
+                    tol += zbound;
                     if (fabsl(a - b) <= tol) continue;
                 }
                 collc_fatal(c, "COLLC_SHIM_CHECK: element %lld%s differs from PMPI: %.21Lg (collc) != %.21Lg (PMPI), "
@@ -571,10 +679,16 @@ static inline double collc_check_scale(const struct collc_call *c, MPI_Comm comm
     return m * c->size;
 }
 
-/* A buffer for PMPI's reference result. */
+/* A buffer for PMPI's reference result, once every rank is known to have passed the same count. */
 static inline char *collc_check_buffer(const struct collc_call *c, MPI_Count elems)
 {
-    char *buf = (char *)malloc((size_t)(elems * c->extent) + 1);
+    long long range[2] = {(long long)c->count, -(long long)c->count};
+    char *buf;
+    PMPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_LONG_LONG, MPI_MAX, c->comm);
+    if (range[0] != -range[1])
+        collc_fatal(c, "COLLC_SHIM_CHECK: the ranks called with different counts (from %lld to %lld)", -range[1],
+                    range[0]);
+    buf = (char *)malloc((size_t)(elems * c->extent) + 1);
     if (buf == NULL) collc_fatal(c, "COLLC_SHIM_CHECK: out of memory");
     return buf;
 }

@@ -31,7 +31,7 @@ def test_compile_cuda_writes_the_sources(tmp_path: Path) -> None:
 
 
 def test_compile_with_compression(tmp_path: Path) -> None:
-    """The cuda target compiles a compressed schedule; the MPI targets and a codec without kernels are refused."""
+    """Every target compiles a compressed schedule; a codec without kernels is refused (zfp: cuda and mpi-c)."""
     examples = Path(__file__).resolve().parent.parent / "examples" / "compression"
     src = str(examples / "compressed_ring_allgather.coll")
     base = ["compile", src, "-p", "4", "--no-build"]
@@ -41,9 +41,12 @@ def test_compile_with_compression(tmp_path: Path) -> None:
     assert "COLLC_CUDA_PAYLOAD" in text and '"ebq(eb=0.001)"' in text
     for target in ("mpi-py", "mpi-c"):
         out = CliRunner().invoke(main, [*base, "--target", target, "-o", str(tmp_path / target)])
-        assert out.exit_code == 2 and "compression points are not supported" in out.output, out.output
+        assert out.exit_code == 0, out.output
+    assert "COLLC_PAYLOAD" in (tmp_path / "mpi-c" / "collc_compressed_ring_allgather.c").read_text()
     out = CliRunner().invoke(main, [*base, "--target", "cuda", "--codec", "q=zfp(rate=8)", "-o", str(tmp_path / "z")])
     assert out.exit_code == 2 and "has no CUDA kernels" in out.output, out.output
+    out = CliRunner().invoke(main, [*base, "--target", "mpi-c", "--codec", "q=zfp(rate=8)", "-o", str(tmp_path / "zc")])
+    assert out.exit_code == 2 and "has no C implementation" in out.output, out.output
 
 
 @pytest.mark.skipif(_gpu_available(), reason="a GPU is present: the run itself is tested in test_cuda.py")

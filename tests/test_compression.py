@@ -453,22 +453,19 @@ def test_cli_show_names_the_codecs() -> None:
 
 
 # --------------------------------------------------------------------------
-# The MPI targets refuse compression points
+# The MPI targets run compression points (tests/test_mpi_compression.py runs them)
 # --------------------------------------------------------------------------
 
 
-def test_mpi_targets_refuse_compressed_schedules(tmp_path: Path) -> None:
+def test_mpi_targets_compile_compressed_schedules(tmp_path: Path) -> None:
     inst = collc.load("compressed_ring_allreduce").instantiate(p=4)
-    with pytest.raises(CollError, match="compression points are not supported by the mpi-py/mpi-c targets"):
-        tables.from_schedule(inst.schedule)
-    for target in ("mpi-py", "mpi-c"):
-        with pytest.raises(CollError, match="run it with --backend local"):
-            inst.compile(target, tmp_path / target, build=False)
-    code, out = cli("compile", "compressed_ring_allreduce", "-p", 4, "--target", "mpi-c", "-o", tmp_path / "c")
-    assert code == 2 and "not supported by the mpi-py/mpi-c targets" in out
-    code, out = cli("run", "compressed_ring_allreduce", "-p", 4, "--size", "4K", "--backend", "mpi")
-    assert code == 2 and "--backend local" in out
-    tables.from_schedule(collc.load("ring_allreduce").instantiate(p=4).schedule)  # the others still compile
+    with pytest.raises(CollError, match="for an executor without codecs"):
+        tables.from_schedule(inst.schedule)  # the tables say how chunks travel only when asked to
+    t = tables.from_schedule(inst.schedule, compression=True)
+    assert t.codecs == ("ebq(eb=0.001)",)
+    (module,) = inst.compile("mpi-py", tmp_path / "py", build=False)
+    assert "CODECS = tuple(parse_codec(spec) for spec in ['ebq(eb=0.001)'])" in module.read_text()
+    tables.from_schedule(collc.load("ring_allreduce").instantiate(p=4).schedule)  # the others as before
 
 
 def test_hand_built_ir_with_a_bad_codec_is_a_finding() -> None:

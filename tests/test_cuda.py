@@ -400,9 +400,9 @@ def test_codec_without_kernels_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "zfp").exists()
 
 
-def test_mpi_targets_still_refuse_compression() -> None:
+def test_tables_without_codecs_refuse_compression() -> None:
     schedule = _schedule("compressed_ring_allreduce", {"p": 3})
-    with pytest.raises(CollError, match="not supported by the mpi-py/mpi-c targets"):
+    with pytest.raises(CollError, match="for an executor without codecs"):
         tables.from_schedule(schedule)
 
 

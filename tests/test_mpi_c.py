@@ -1,7 +1,8 @@
 """The ``mpi-c`` target: generated C, builds of every example, and runs under ``mpiexec``.
 
 Golden files: ``tests/golden/mpi_c/<algorithm>_p<p>.c`` and ``.h`` hold the
-generated sources of ring_allreduce and swing_bw at p=4, compared textually.
+generated sources of ring_allreduce, swing_bw and compressed_ring_allreduce at
+p=4, compared textually.
 After a deliberate change to the templates or the runtime, regenerate them with
 
     COLLC_REGEN_GOLDEN=1 pytest tests/test_mpi_c.py -k golden
@@ -37,6 +38,7 @@ from collc import collectives
 from collc.backends import mpi_c, mpitools
 from collc.diagnostics import CollError
 from collc.ir import Action, OpKind, Schedule
+from collc.verify.compression import analyse
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden" / "mpi_c"
@@ -168,10 +170,14 @@ def assert_passed(proc: subprocess.CompletedProcess[str]) -> None:
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw"])
+@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw", "compressed_ring_allreduce"])
 def test_golden(name: str, tmp_path: Path) -> None:
     schedule = _schedule(name, {"p": 4})
-    mpi_c.generate(schedule, tmp_path)
+    bounds = None
+    if schedule.compresses():  # the verifier's, for |x| <= 1
+        b32, b64 = (analyse(schedule, input_bound=1.0, dtype=dt).stats.error_bound for dt in ("float32", "float64"))
+        bounds = (b32, b64)
+    mpi_c.generate(schedule, tmp_path, error_bound=bounds)
     c_name, h_name = mpi_c.source_names(schedule)
     for generated, suffix in ((c_name, ".c"), (h_name, ".h")):
         assert_golden(tmp_path / generated, GOLDEN / f"{name}_p4{suffix}")

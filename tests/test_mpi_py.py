@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from golden_files import assert_golden
 
 import collc
 from collc.backends import mpi_py, mpitools
@@ -90,6 +91,12 @@ def test_generated_modules_are_lint_clean(tmp_path: Path) -> None:
         text=True,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_golden_compressed_module(tmp_path: Path) -> None:
+    """tests/golden/mpi_py/compressed_ring_allreduce_p4.py: regenerate with COLLC_REGEN_GOLDEN=1."""
+    (path,) = instance("compressed_ring_allreduce", {"p": 4}).compile("mpi-py", tmp_path)
+    assert_golden(path, HERE / "golden" / "mpi_py" / "compressed_ring_allreduce_p4.py")
 
 
 def test_generated_code_names_its_source_lines(tmp_path: Path) -> None:

@@ -477,20 +477,47 @@ def random_schedule(rng: np.random.Generator, p: int, nchunks: int, nsteps: int,
 
 
 def reference_step_times(sched: Schedule, topo, count: int, model: NetworkModel) -> list[float]:
-    """The cost model written out the slow way: chunk by chunk, message by message."""
+    """The cost model written out the slow way: chunk by chunk, message by message.  A send without a codec of
+    chunks its sender holds compressed (after the step's local ops) carries their payloads, one message per codec."""
     offsets = element_offsets(sched.collective, sched.nranks, sched.nchunks, count)
     chunk_elems = np.diff(offsets)
+    held: dict[tuple[int, int], str] = {}
     times = []
     for step in sched.steps:
-        sends = [op for op in step.ops if op.kind is OpKind.SEND]
+        for op in step.ops:
+            for c in op.chunks if op.kind.local else ():
+                if op.kind is OpKind.COMPRESS:
+                    held[(op.rank, c)] = op.codec  # type: ignore[assignment]
+                else:
+                    held.pop((op.rank, c), None)
+        sends = []
         nbytes = []
         codec_raw = np.zeros(sched.nranks)
         for op in step.ops:
             elems = int(sum(chunk_elems[c] for c in op.chunks))
-            if op.kind is OpKind.SEND:
-                nbytes.append(parse_codec(op.codec).max_compressed_bytes(elems) if op.codec else elems * model.itemsize)
+            if op.kind is OpKind.SEND and op.codec:
+                sends.append(op)
+                nbytes.append(parse_codec(op.codec).max_compressed_bytes(elems))
+            elif op.kind is OpKind.SEND:
+                groups: dict[str | None, int] = {}
+                for c in op.chunks:
+                    key = held.get((op.rank, c))
+                    groups[key] = groups.get(key, 0) + int(chunk_elems[c])
+                for codec, n in groups.items():
+                    sends.append(op)
+                    nbytes.append(parse_codec(codec).max_compressed_bytes(n) if codec else n * model.itemsize)
             if op.codec is not None or op.kind.local:
                 codec_raw[op.rank] += elems * model.itemsize
+        before = dict(held)
+        wired = {(op.rank, op.peer, c) for op in step.ops if op.kind is OpKind.SEND and op.codec for c in op.chunks}
+        for op in step.ops:
+            if op.kind is OpKind.RECV and op.action is Action.COPY:
+                for c in op.chunks:
+                    codec = None if (op.peer, op.rank, c) in wired else before.get((op.peer, c))
+                    if codec is None:
+                        held.pop((op.rank, c), None)
+                    else:
+                        held[(op.rank, c)] = codec
         t = model.step_overhead + codec_raw.max() / model.codec_bandwidth
         if sends:
             routes = topo.route(np.array([o.rank for o in sends]), np.array([o.peer for o in sends]), model.adaptive)
@@ -550,6 +577,21 @@ def test_compressed_exchange_uses_max_compressed_bytes(spec: str) -> None:
     # each rank encodes what it sends and decodes what it receives
     codec_time = 2 * 4 * count / 100e9
     assert sim.rows[0].time_s == pytest.approx(STEP_OVERHEAD + PER_HOP + payload / BW + codec_time)
+
+
+def test_forwarded_payloads_travel_at_their_compressed_size() -> None:
+    """Collective-level compression: a send of a compressed chunk carries its payload (the codec's worst-case
+    size) and costs no codec work; compressing once and decompressing at the end cost their codec time."""
+    count, p = 4000, 4
+    sched = collc.load(EXAMPLES / "compression" / "compressed_ring_allgather.coll").instantiate(p=p).schedule
+    sim = simulate(sched, parse_topology(f"ring:{p}"), [4 * count])
+    payload = parse_codec("ebq(eb=1e-3)").max_compressed_bytes(count // p)
+    hops = (p - 1) * (STEP_OVERHEAD + PER_HOP + payload / BW)
+    local = 2 * STEP_OVERHEAD + (4 * count // p + 4 * count) / 100e9  # compress its block; decompress all
+    assert sim.rows[0].time_s == pytest.approx(hops + local)
+    raw = simulate(collc.load(EXAMPLES / "ring_allgather.coll").instantiate(p=p).schedule, parse_topology(f"ring:{p}"),
+                   [4 * count])  # fmt: skip
+    assert raw.rows[0].time_s == pytest.approx((p - 1) * (STEP_OVERHEAD + PER_HOP + 4 * count // p / BW))
 
 
 def test_local_ops_cost_overhead_and_codec_time() -> None:

@@ -76,6 +76,7 @@ RUNTIME_HEADERS: tuple[str, ...] = (
     "collc_cuda_state.cuh",
     "collc_cuda_codec.cuh",
     "collc_codecs.cuh",
+    "collc_codecs.h",
     "collc_cuda_reduce.cuh",
 )
 

@@ -49,6 +49,7 @@ __all__ = [
     "judge_error_bounds",
     "make_inputs",
     "plan",
+    "rounding_allowance",
     "run",
 ]
 
@@ -461,6 +462,15 @@ def count_wrong(
     return wrong
 
 
+def rounding_allowance(dtype: str, op: str, nranks: int) -> float:
+    """``g`` of the compressed schedules' judge: an element of a sum may be off by ``g * (|exact| + nranks)``
+    beyond its error bound (the reduction order's rounding; `count_wrong`); 0 for max and min."""
+    if op != "sum":
+        return 0.0
+    info = ml_dtypes.finfo(_dtype(dtype))
+    return _gamma(nranks, float(info.eps)) + _gamma(nranks, float(np.finfo(np.float64).eps))
+
+
 def judge_error_bounds(
     schedule: Schedule,
     result: np.ndarray,
@@ -480,10 +490,7 @@ def judge_error_bounds(
     values, mask = expected(schedule, inputs, op)
     offsets = collectives.element_offsets(schedule.collective, p, n, count)
     chunk_of = np.repeat(np.arange(n), np.diff(offsets))
-    g = 0.0
-    if op == "sum":
-        info = ml_dtypes.finfo(result.dtype)
-        g = _gamma(p, float(info.eps)) + _gamma(p, float(np.finfo(np.float64).eps))
+    g = rounding_allowance(result.dtype.name, op, p)
     wrong, worst, bound_max = 0, 0.0, 0.0
     for r in range(p):
         m = np.asarray(mask[r])

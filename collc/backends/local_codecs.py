@@ -90,8 +90,15 @@ def _moves(schedule: Schedule, ops: Sequence[Op], nonempty: int) -> list[_Move]:
     return moves
 
 
-def execute(schedule: Schedule, buffers: np.ndarray, op: str, offsets: np.ndarray) -> None:
-    """Run ``schedule`` on ``buffers`` (nranks, logical elements) in place, with the codecs."""
+def execute(
+    schedule: Schedule, buffers: np.ndarray, op: str, offsets: np.ndarray, wire: np.ndarray | None = None
+) -> None:
+    """Run ``schedule`` on ``buffers`` (nranks, logical elements) in place, with the codecs.
+
+    ``wire`` (one integer per rank), when given, adds up the bytes each rank
+    sends: a raw chunk's elements, a compressed one's payload (empty chunks
+    are not sent).
+    """
     ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
     nonempty = sum(1 << int(c) for c in np.flatnonzero(np.diff(offsets)))
     dt = buffers.dtype
@@ -122,8 +129,12 @@ def execute(schedule: Schedule, buffers: np.ndarray, op: str, offsets: np.ndarra
             incoming = []  # every send reads the buffer as it is now
             for m in moves:
                 data, held = buffers[m.src, region(m.chunk)].copy(), payloads.get((m.src, m.chunk))
+                sent = data.nbytes if held is None else held[1].size
                 if m.wire is not None and held is None:
-                    data = m.wire.roundtrip(data)
+                    payload = m.wire.compress(data)
+                    data, sent = m.wire.decompress(payload, data.size, dt), payload.size
+                if wire is not None:
+                    wire[m.src] += sent
                 incoming.append((data, held))
             for reduce in (False, True):  # copies land first, then reduces
                 for m, (data, held) in zip(moves, incoming, strict=True):

@@ -22,6 +22,7 @@ folder builds on its own.  `build` compiles the folder with `mpitools.mpicc`.
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -29,33 +30,55 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+import numpy as np
 
 from collc import collectives
 from collc.backends import tables
 from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
 from collc.backends.mpitools import mpicc
+from collc.codecs import parse_codec
+from collc.codecs.fwq import Fwq
+from collc.codecs.grid import GridCodec, grid_constants
 from collc.diagnostics import CollError
-from collc.ir import Collective, Schedule, bits_to_runs
+from collc.ir import Collective, Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
 
 __all__ = [
     "API_NAMES",
     "CFLAGS",
+    "C_CODECS",
     "MPI_NAMES",
     "SANITIZE_FLAGS",
     "build",
+    "compressed_bound",
     "generate",
     "library_path",
     "plan",
     "source_names",
 ]
 
-CFLAGS: tuple[str, ...] = ("-O3", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
-"""Flags of every build (portable: no ``-march=native``)."""
+CFLAGS: tuple[str, ...] = (
+    "-O3", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-strict-aliasing",
+)  # fmt: skip
+"""Flags of every build (portable: no ``-march=native``).  The codecs need IEEE float arithmetic as written (no
+FMA contraction: bit-exact payloads on every machine) and read float buffers as words."""
 
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 
-RUNTIME_HEADERS: tuple[str, ...] = ("collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_shim.h", "collc_coll.h")
+RUNTIME_HEADERS: tuple[str, ...] = (
+    "collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_shim.h", "collc_coll.h", "collc_codecs.h",
+    "collc_zcodec.h", "collc_zexec.h",
+)  # fmt: skip
+
+C_CODECS: dict[str, str] = {
+    "ebq": "COLLC_CODEC_EBQ",
+    "fwq": "COLLC_CODEC_FWQ",
+    "hq": "COLLC_CODEC_HQ",
+    "fp16": "COLLC_CODEC_FP16",
+    "bf16": "COLLC_CODEC_BF16",
+    "lossless": "COLLC_CODEC_LOSSLESS",
+}
+"""The codecs the mpi-c runtime implements (runtime/collc_zcodec.h); zfp is not among them."""
 
 MPI_NAMES: dict[Collective, str] = {
     Collective.ALLREDUCE: "MPI_Allreduce",
@@ -89,6 +112,27 @@ class RunRow:
     lo: int
     hi: int
     action: str  # COLLC_COPY | COLLC_REDUCE
+    how: str  # COLLC_RAW | COLLC_WIRE | COLLC_PAYLOAD
+    codec: int  # index into the plan's codecs, -1 for raw runs
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRow:
+    cells: str  # "step, lo, hi, codec, decompress", aligned
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class LocalBlock:
+    rank: int
+    first: int
+    rows: tuple[LocalRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CodecRow:
+    cells: str  # the struct collc_codec initializer
+    spec: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +165,7 @@ class PhasePlan:
     sources: tuple[SourceLine, ...]
     runs: tuple[RunRow, ...]
     ranks: tuple[RankBlock, ...]
+    locals: tuple[LocalBlock, ...]  # compression points: each rank's local ops; () without
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,35 +198,113 @@ class Plan:
     runtime_headers: tuple[str, ...]
     cflags: str
     sanitize_flags: str
+    codecs: tuple[CodecRow, ...] = ()  # compression points: the codecs the runs and local ops name
+    adds_payloads: int = 0
+    error_bound: str = "0.0"  # the verifier's worst-case bound for inputs |x| <= 1, float32 data (C literal)
+    error_bound64: str = "0.0"  # ... float64 data
+    bound_scales: int = 0  # the bound grows with |x| (relative codecs, casts)
+    bound_text: str = ""  # the float32 bound, for people
+
+
+def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
+    action = "COLLC_REDUCE" if r.reduce else "COLLC_COPY"
+    if r.codec is None:
+        return RunRow(r.lo, r.hi, action, "COLLC_RAW", -1)
+    return RunRow(r.lo, r.hi, action, "COLLC_PAYLOAD" if r.payload else "COLLC_WIRE", codecs[r.codec])
+
+
+def _note(msg: tables.Message, recv: bool) -> str:
+    """What a message moves, for people: its chunks and, for compressed runs, how they travel."""
+    text = runs_text(msg.runs, recv)
+    how = sorted({f"payload of {r.codec}" if r.payload else f"compressed with {r.codec}" for r in msg.runs if r.codec})
+    return f"{text} ({'; '.join(how)})" if how else text
 
 
 def _phase_plan(
-    t: tables.Tables, phase: tables.Phase, ident: str, sources: Sources, where: dict[int, str]
+    t: tables.Tables,
+    phase: tables.Phase,
+    ident: str,
+    sources: Sources,
+    where: dict[int, str],
+    codecs: dict[str, int],
 ) -> PhasePlan:
     """The tables of one phase; ``where[step]`` names the .coll lines of each step."""
     runs: list[RunRow] = []
     seen: dict[tuple[tables.Run, ...], int] = {}
     ranks: list[RankBlock] = []
-    first = 0
+    local_blocks: list[LocalBlock] = []
+    first = first_local = 0
     for rank, rank_steps in enumerate(t.ranks):
         steps: list[StepBlock] = []
+        local_rows: list[LocalRow] = []
         for rs in rank_steps:
             if not phase.first <= rs.step <= phase.last:
                 continue
+            for op in rs.local:
+                verb = f"decompress {op.codec}" if op.decompress else f"compress with {op.codec}"
+                cells = f"{rs.step}, {op.lo}, {op.hi}, {codecs[op.codec]}, {int(op.decompress)}"
+                local_rows.append(LocalRow(cells, f"step {rs.step}: {verb} {format_id_set([(op.lo, op.hi)])}"))
             rows: list[MsgRow] = []
             for kind, msg in [("send", m) for m in rs.sends] + [("recv", m) for m in rs.recvs]:
                 if msg.runs not in seen:
                     seen[msg.runs] = len(runs)
-                    runs.extend(RunRow(r.lo, r.hi, "COLLC_REDUCE" if r.reduce else "COLLC_COPY") for r in msg.runs)
+                    runs.extend(_run_row(r, codecs) for r in msg.runs)
                 c_kind = _KIND["direct" if msg.direct else kind]
                 cells = f"{rs.step}, {c_kind + ',':<19} {msg.peer}, {seen[msg.runs]}, {len(msg.runs)}"
                 arrow = f"to {msg.peer}" if kind == "send" else f"from {msg.peer}"
-                rows.append(MsgRow(cells, f"{arrow}: {runs_text(msg.runs, kind == 'recv')}"))
-            steps.append(StepBlock(rs.step, where[rs.step], tuple(rows)))
+                rows.append(MsgRow(cells, f"{arrow}: {_note(msg, kind == 'recv')}"))
+            if rows:
+                steps.append(StepBlock(rs.step, where[rs.step], tuple(rows)))
         count = sum(len(s.msgs) for s in steps)
         ranks.append(RankBlock(rank, first, count, tuple(steps)))
         first += count
-    return PhasePlan(phase.name, ident, phase.first, phase.last, sources.quote(phase.lines), tuple(runs), tuple(ranks))
+        if codecs:
+            local_blocks.append(LocalBlock(rank, first_local, tuple(local_rows)))
+            first_local += len(local_rows)
+    return PhasePlan(
+        phase.name, ident, phase.first, phase.last, sources.quote(phase.lines), tuple(runs), tuple(ranks),
+        tuple(local_blocks),
+    )  # fmt: skip
+
+
+def _c_float(value: float | np.floating) -> str:
+    """A float as an exact C hexadecimal literal (a float32 gets the f suffix)."""
+    if isinstance(value, np.float32):
+        mantissa, _, exponent = float(value).hex().partition("p")
+        return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"
+    return float(value).hex() if math.isfinite(value) else "HUGE_VAL"
+
+
+def _codec_row(spec: str, schedule: Schedule) -> CodecRow:
+    """The ``struct collc_codec`` of a codec spec; CollError, at the first op naming it, for a codec the mpi-c
+    runtime does not implement."""
+    codec = parse_codec(spec)
+    if codec.name not in C_CODECS:
+        op = next(op for step in schedule.steps for op in step.ops if op.codec == spec)
+        raise CollError(
+            f"the codec {spec} has no C implementation: the mpi-c target cannot run it (the mpi-py target and "
+            "--backend local run it with zfpy)",
+            op.span,
+        )
+    step = inv2eb = np.float32(0.0)
+    bits = block = 0
+    if isinstance(codec, GridCodec):
+        step, inv2eb = grid_constants(codec.eb)
+    if isinstance(codec, Fwq):
+        bits, block = codec.bits, codec.block
+    kind = C_CODECS[codec.name] + ","
+    return CodecRow(f'{kind:<24} {_c_float(step)}, {_c_float(inv2eb)}, {bits}, {block}, "{spec}"', spec)
+
+
+def compressed_bound(schedule: Schedule, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """The worst-case error bounds a library with compression points reports (float32 and float64 data, inputs
+    |x| <= 1): the verifier's, which the caller passes; CollError when it does not."""
+    if bounds is None:
+        raise CollError(
+            f"{schedule.algorithm} has compression points: generating its mpi-c library needs the verifier's error "
+            "bound (collc.verify.compression.analyse(...).stats.error_bound, for float32 and float64 data)"
+        )
+    return bounds
 
 
 def _scratch_chunks(rank_steps: Sequence[tables.RankStep]) -> int:
@@ -215,9 +338,16 @@ def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
     return tuple(blocks)
 
 
-def plan(schedule: Schedule) -> Plan:
-    """The data the templates render for ``schedule`` (which must have passed verification)."""
-    t = tables.from_schedule(schedule)
+def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None) -> Plan:
+    """The data the templates render for ``schedule`` (which must have passed verification).
+
+    A schedule with compression points needs ``error_bound``: the verifier's
+    worst-case bound for float32 and float64 data (`compressed_bound`).
+    """
+    t = tables.from_schedule(schedule, compression=True)
+    codecs = {spec: k for k, spec in enumerate(t.codecs)}
+    codec_rows = tuple(_codec_row(spec, schedule) for spec in t.codecs)
+    bound32, bound64 = compressed_bound(schedule, error_bound) if codecs else (0.0, 0.0)
     sources = Sources(t.source)
     where = {info.index: sources.where(info.lines) for info in t.steps}
     idents: dict[str, int] = {}
@@ -227,7 +357,7 @@ def plan(schedule: Schedule) -> Plan:
         idents[ident] = idents.get(ident, 0) + 1
         if idents[ident] > 1:
             ident = f"{ident}_{idents[ident]}"
-        phases.append(_phase_plan(t, phase, ident, sources, where))
+        phases.append(_phase_plan(t, phase, ident, sources, where, codecs))
     p = schedule.nranks
     params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
     return Plan(
@@ -250,6 +380,12 @@ def plan(schedule: Schedule) -> Plan:
         runtime_headers=RUNTIME_HEADERS,
         cflags=" ".join(CFLAGS),
         sanitize_flags=" ".join(SANITIZE_FLAGS),
+        codecs=codec_rows,
+        adds_payloads=int(any(r.payload and r.reduce for rk in t.ranks for rs in rk for m in rs.recvs for r in m.runs)),
+        error_bound=_c_float(bound32),
+        error_bound64=_c_float(bound64),
+        bound_scales=int(any(parse_codec(spec).error_model in ("rel", "cast") for spec in t.codecs)),
+        bound_text=f"{bound32:.3g}",
     )
 
 
@@ -279,11 +415,15 @@ def library_path(out_dir: Path, schedule: Schedule) -> Path:
     return Path(out_dir) / f"libcollc_{c_ident(schedule.algorithm)}.so"
 
 
-def generate(schedule: Schedule, out_dir: Path) -> list[Path]:
-    """Render the C sources for a VERIFIED schedule into out_dir (created if needed); returns the written files."""
+def generate(schedule: Schedule, out_dir: Path, *, error_bound: tuple[float, float] | None = None) -> list[Path]:
+    """Render the C sources for a VERIFIED schedule into out_dir (created if needed); returns the written files.
+
+    A schedule with compression points needs ``error_bound`` (`plan`); one with a
+    codec the C runtime lacks (zfp) is a CollError at the first op naming it.
+    """
     out_dir = Path(out_dir)
+    data = plan(schedule, error_bound)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = plan(schedule)
     env = _environment()
     c_name, h_name = source_names(schedule)
     written = []
@@ -311,7 +451,7 @@ def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sani
         raise CollError(f"{source} does not exist: generate the sources first (collc.backends.mpi_c.generate)")
     lib = library_path(out_dir, schedule)
     command = [str(mpicc()), *CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *cflags]
-    command += ["-I", str(out_dir), "-o", str(lib), str(source)]
+    command += ["-I", str(out_dir), "-o", str(lib), str(source), "-lm"]
     try:
         proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
     except OSError as err:

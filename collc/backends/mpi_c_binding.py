@@ -47,8 +47,15 @@ class Library:
         self.fn.restype = ctypes.c_int
         self.last_error = getattr(self.lib, f"collc_{ident}_last_error")
         self.last_error.restype = ctypes.c_char_p
+        self._wire_bytes = getattr(self.lib, f"collc_{ident}_wire_bytes")
+        self._wire_bytes.restype = ctypes.c_int64
         self.comm = comm.py2f()
         self.size = comm.Get_size()
+
+    @property
+    def wire_bytes(self) -> int:
+        """The bytes this rank sent in its last call (compressed payloads at their size)."""
+        return int(self._wire_bytes())
 
     def _dtype(self, buf: np.ndarray) -> int:
         name = _DTYPES.get(buf.dtype.name)

@@ -20,10 +20,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from collc.backends import mpi_c, mpi_py, mpitools
 from collc.diagnostics import CollError
@@ -47,10 +49,18 @@ class MpiRow:
     max_us: float
     iters: int
     wrong: int  # -1 when not checked
+    wire_bytes: int = -1  # bytes every rank together sent in one call (compressed payloads at their size); -1: unknown
+    max_abs_error: float | None = None  # compression points: the largest error against the float64 reduction
+    error_bound: float | None = None  # compression points: the largest verified bound of an output (inf: unbounded)
 
 
-def prepare(schedule: Schedule, kinds: Sequence[str], workdir: Path) -> list[dict[str, Any]]:
-    """Generate (and build) what each implementation in ``kinds`` needs; the spec entries for the worker."""
+def prepare(
+    schedule: Schedule, kinds: Sequence[str], workdir: Path, c_error_bound: tuple[float, float] | None = None
+) -> list[dict[str, Any]]:
+    """Generate (and build) what each implementation in ``kinds`` needs; the spec entries for the worker.
+
+    ``c_error_bound``: the worst-case bound an mpi-c library of a schedule with
+    compression points reports (`mpi_c.generate`)."""
     entries: list[dict[str, Any]] = []
     for kind in kinds:
         if kind == "mpi-py":
@@ -58,7 +68,7 @@ def prepare(schedule: Schedule, kinds: Sequence[str], workdir: Path) -> list[dic
             entries.append({"name": "mpi-py", "kind": kind, "module": str(module)})
         elif kind == "mpi-c":
             out = workdir / "mpi_c"
-            mpi_c.generate(schedule, out)
+            mpi_c.generate(schedule, out, error_bound=c_error_bound)
             library = mpi_c.build(out, schedule)
             entries.append({"name": "mpi-c", "kind": kind, "library": str(library)})
         elif kind == "native":
@@ -83,18 +93,34 @@ def run(
     workdir: Path | None = None,
     mpiexec_args: Sequence[str] = (),
     on_row: Callable[[MpiRow], None] | None = None,
+    error_bounds: np.ndarray | None = None,
+    env: Mapping[str, str] | None = None,
+    dump_dir: Path | None = None,
+    c_error_bound: tuple[float, float] | None = None,
+    prepared: list[dict[str, Any]] | None = None,
 ) -> list[MpiRow]:
     """Run ``schedule`` on ``schedule.nranks`` MPI processes for every count and implementation.
 
     ``workdir`` holds the generated code, the job spec and the ranks' status
     files (a temporary folder by default; on a cluster, a folder every node
     sees).  ``mpiexec_args`` go to mpiexec before the program (``-f hosts``).
+    A schedule with compression points needs ``error_bounds``, the verifier's
+    bound per (rank, chunk) slot for inputs in [-1, 1]: each rank judges its
+    result by them.  ``env`` adds variables to the ranks' environment; with
+    ``dump_dir`` every rank saves its last result there (``rank<r>_count<n>.npy``).
+    ``c_error_bound`` is what an mpi-c library reports as its bound (`prepare`).
+    ``prepared``: the entries `prepare` returned for this schedule and ``kinds`` in
+    an earlier run, to run the code it built again without rebuilding it.
     """
+    if schedule.compresses() and check and error_bounds is None:
+        raise CollError(f"{schedule.algorithm} has compression points: its results are judged by error bounds")
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="collc-mpi-") as tmp:
             return run(
                 schedule, counts, kinds=kinds, dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
                 check=check, timeout=timeout, workdir=Path(tmp), mpiexec_args=mpiexec_args, on_row=on_row,
+                error_bounds=error_bounds, env=env, dump_dir=dump_dir, c_error_bound=c_error_bound,
+                prepared=prepared,
             )  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)
     status_dir = workdir / "status"
@@ -115,7 +141,9 @@ def run(
         "seed": seed,
         "check": check,
         "status_dir": str(status_dir),
-        "impls": prepare(schedule, kinds, workdir),
+        "impls": prepared if prepared is not None else prepare(schedule, kinds, workdir, c_error_bound),
+        "error_bounds": None if error_bounds is None or not schedule.compresses() else error_bounds.tolist(),
+        "dump_dir": None if dump_dir is None else str(dump_dir),
     }
     spec_path = workdir / "job.json"
     spec_path.write_text(json.dumps(spec, indent=1))
@@ -123,7 +151,8 @@ def run(
         str(mpitools.mpiexec()), *mpiexec_args, "-n", str(schedule.nranks),
         sys.executable, "-m", "collc.backends.mpi_worker", str(spec_path),
     ]  # fmt: skip
-    return _Job(cmd, mpitools.mpi_env(schedule.nranks), status_dir, schedule.nranks, timeout, on_row).wait()
+    job_env = mpitools.mpi_env(schedule.nranks, {**os.environ, **(env or {})})
+    return _Job(cmd, job_env, status_dir, schedule.nranks, timeout, on_row).wait()
 
 
 class _Job:
@@ -174,7 +203,8 @@ class _Job:
                 if isinstance(data, dict) and "impl" in data:
                     row = MpiRow(
                         data["impl"], data["count"], data["size_bytes"], data["avg_us"], data["min_us"],
-                        data["max_us"], data["iters"], data["wrong"],
+                        data["max_us"], data["iters"], data["wrong"], data.get("wire_bytes", -1),
+                        data.get("max_abs_error"), data.get("error_bound"),
                     )  # fmt: skip
                     with self.lock:
                         self.rows.append(row)

@@ -43,34 +43,49 @@ def _lines(lines: tuple[str, ...]) -> str:
     return "; ".join(f"{file}:{', '.join(nums)}" for file, nums in by_file.items())
 
 
-def _send(m: tables.Message) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
-    return (m.peer, tuple((r.lo, r.hi, r.reduce) for r in m.runs))
+def _run(r: tables.Run, codecs: dict[str, int] | None) -> tuple[int, ...] | tuple[int, int, bool, int, bool]:
+    """(lo, hi, reduce), and with codecs (lo, hi, reduce, codec index or -1, payload)."""
+    if codecs is None:
+        return (r.lo, r.hi, r.reduce)
+    return (r.lo, r.hi, r.reduce, -1 if r.codec is None else codecs[r.codec], r.payload)
 
 
-def _recv(m: tables.Message) -> tuple[int, tuple[tuple[int, int, bool], ...], bool]:
-    return (m.peer, tuple((r.lo, r.hi, r.reduce) for r in m.runs), m.direct)
+def _send(m: tables.Message, codecs: dict[str, int] | None) -> tuple[Any, ...]:
+    return (m.peer, tuple(_run(r, codecs) for r in m.runs))
+
+
+def _recv(m: tables.Message, codecs: dict[str, int] | None) -> tuple[Any, ...]:
+    return (m.peer, tuple(_run(r, codecs) for r in m.runs), m.direct)
+
+
+def _local(op: tables.LocalRun, codecs: dict[str, int]) -> tuple[int, int, int, bool]:
+    return (op.lo, op.hi, codecs[op.codec], op.decompress)
 
 
 def context(schedule: Schedule) -> dict[str, Any]:
     """The template's data: everything is computed here, the template only lays it out."""
-    t = tables.from_schedule(schedule)
+    t = tables.from_schedule(schedule, compression=True)
+    codecs = {spec: k for k, spec in enumerate(t.codecs)} if schedule.compresses() else None
     infos = {s.index: s for s in t.steps}
     ranks = []
     for rank, steps in enumerate(t.ranks):
         rows = []
         for rs in steps:
             info = infos[rs.step]
+            local = "" if codecs is None else ", " + repr(tuple(_local(op, codecs) for op in rs.local))
             rows.append(
                 {
                     "step": rs.step,
-                    "sends": repr(tuple(_send(m) for m in rs.sends)),
-                    "recvs": repr(tuple(_recv(m) for m in rs.recvs)),
+                    "sends": repr(tuple(_send(m, codecs) for m in rs.sends)),
+                    "recvs": repr(tuple(_recv(m, codecs) for m in rs.recvs)),
+                    "local": local,
                     "phase": info.phase,
                     "lines": _lines(info.lines),
                 }
             )
         ranks.append({"rank": rank, "steps": rows})
     return {
+        "codecs": list(t.codecs),
         "algorithm": t.algorithm,
         "module": module_name(t.algorithm),
         "collective": t.collective.value,

@@ -6,7 +6,11 @@ library through ctypes, or the MPI library's own collective), each rank fills
 its input, runs warm-up and timed iterations (a barrier before each), checks
 its own result against a numpy reduction of every rank's input (regenerated
 from the seed, rank by rank), and sends its timings and error count to rank 0,
-which prints one JSON row per (implementation, size) on stdout.
+which prints one JSON row per (implementation, size) on stdout.  A schedule
+with compression points is judged by the verifier's error bounds in the spec
+(`judge_row`); the rows add the largest error and bound, and every row the
+bytes the ranks sent (``wire_bytes``).  With ``dump_dir`` in the spec each
+rank also saves its last result there (``rank<r>_count<n>.npy``).
 
 Progress goes to one small JSON file per rank in the spec's ``status_dir``
 (pid, state, implementation, size), so that the launcher can tell which rank
@@ -30,7 +34,7 @@ from collc.backends import local
 from collc.collectives import EVERY
 from collc.ir import Collective
 
-__all__ = ["expected_row", "input_row", "main"]
+__all__ = ["expected_row", "input_row", "judge_row", "main"]
 
 
 class Status:
@@ -228,14 +232,44 @@ def run_size(spec: dict[str, Any], impl: Any, comm: Any, count: int) -> dict[str
         elapsed = MPI.Wtime() - start
         if i >= spec["warmup"]:
             times.append(elapsed)
+    if spec.get("dump_dir"):
+        np.save(Path(spec["dump_dir"]) / f"rank{rank}_count{count}.npy", buf)
     wrong = -1
+    figures: dict[str, Any] = {"wire_bytes": int(getattr(impl, "wire_bytes", -1))}
     if spec["check"]:
         expected = expected_row(spec, count, origin)
         mask = (dest == EVERY) | (dest == rank)
-        wrong = local.count_wrong(
-            buf[None, :], expected[None, :], mask[None, :], spec["dtype"], spec["op"], p, reduces=coll.reduces
-        )
-    return {"time_us": float(np.mean(times)) * 1e6, "wrong": wrong, "iters": iters}
+        if spec.get("error_bounds") is not None:
+            wrong, worst, bound = judge_row(spec, count, rank, buf, expected, mask)
+            figures.update(max_abs_error=worst, error_bound=bound)
+        else:
+            wrong = local.count_wrong(
+                buf[None, :], expected[None, :], mask[None, :], spec["dtype"], spec["op"], p, reduces=coll.reduces
+            )
+    return {"time_us": float(np.mean(times)) * 1e6, "wrong": wrong, "iters": iters, **figures}
+
+
+def judge_row(
+    spec: dict[str, Any], count: int, rank: int, result: np.ndarray, expected: np.ndarray, mask: np.ndarray
+) -> tuple[int, float, float]:
+    """(wrong elements, the largest error, the largest bound) of this rank's result of a compressed schedule.
+
+    As `local.judge_error_bounds`: against the exact float64 reduction, each
+    element within its (rank, chunk) slot's verified bound (``spec["error_bounds"]``)
+    plus the rounding allowance of the reduction order.
+    """
+    p, nchunks = spec["nranks"], spec["nchunks"]
+    offsets = collectives.element_offsets(Collective(spec["collective"]), p, nchunks, count)
+    chunk_of = np.repeat(np.arange(nchunks), np.diff(offsets))
+    bounds = np.asarray(spec["error_bounds"][rank], dtype=np.float64)[chunk_of][mask]
+    if bounds.size == 0:
+        return 0, 0.0, 0.0
+    exact = expected[mask]
+    with np.errstate(invalid="ignore"):
+        err = np.abs(result[mask].astype(np.float64) - exact)
+    err[np.isnan(err)] = np.inf
+    allowed = bounds + local.rounding_allowance(spec["dtype"], spec["op"], p) * (np.abs(exact) + p)
+    return int(np.count_nonzero(~(err <= allowed))), float(err.max()), float(bounds.max())
 
 
 def main(argv: list[str]) -> int:
@@ -257,6 +291,7 @@ def main(argv: list[str]) -> int:
                 gathered = comm.gather(mine, root=0)
                 if rank == 0:
                     times = [g["time_us"] for g in gathered]
+                    wire = [g["wire_bytes"] for g in gathered]
                     row = {
                         "impl": name,
                         "count": count,
@@ -266,7 +301,11 @@ def main(argv: list[str]) -> int:
                         "max_us": float(np.max(times)),
                         "wrong": sum(g["wrong"] for g in gathered) if spec["check"] else -1,
                         "iters": gathered[0]["iters"],
+                        "wire_bytes": sum(wire) if min(wire) >= 0 else -1,
                     }
+                    if "max_abs_error" in gathered[0]:
+                        row["max_abs_error"] = max(g["max_abs_error"] for g in gathered)
+                        row["error_bound"] = max(g["error_bound"] for g in gathered)
                     print(json.dumps(row), flush=True)
         for _, impl in impls:
             if hasattr(impl, "free"):

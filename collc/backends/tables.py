@@ -27,8 +27,8 @@ and decompressed by the receiver, or as the payload of a compressed slot
 (``payload``: forwarded unchanged; a copy leaves the receiving slot compressed,
 a reduce adds two homomorphic payloads).  Every chunk is a payload of its own.
 A rank's local ``compress`` / ``decompress`` ops of a step are `LocalRun`s,
-applied at the start of the step.  Only the cuda target executes these; the
-MPI targets refuse compressed schedules.
+applied at the start of the step.  The cuda, mpi-py and mpi-c targets execute
+them.
 
 `transfers` turns tables back into (step, src, dst, chunk, action) facts; the
 round-trip test compares them with the IR's ops.
@@ -49,6 +49,7 @@ __all__ = [
     "Run",
     "StepInfo",
     "Tables",
+    "adds_payloads",
     "from_schedule",
     "transfers",
 ]
@@ -211,12 +212,12 @@ def from_schedule(schedule: Schedule, *, compression: bool = False) -> Tables:
     """Tables of ``schedule``, which must have passed `collc.verify.check.check`.
 
     A schedule with compression points needs ``compression=True`` (the
-    executor knows what to do with codecs); otherwise it is a CollError.
+    caller executes codecs); otherwise it is a CollError.
     """
     if schedule.compresses() and not compression:
         raise CollError(
-            f"{schedule.algorithm}: compression points are not supported by the mpi-py/mpi-c targets yet; "
-            "run it with --backend local or --backend cuda"
+            f"{schedule.algorithm}: these step tables are for an executor without codecs, and the schedule has "
+            "compression points"
         )
     p = schedule.nranks
     per_rank: list[list[RankStep]] = [[] for _ in range(p)]
@@ -310,6 +311,14 @@ def from_schedule(schedule: Schedule, *, compression: bool = False) -> Tables:
 def _line_key(text: str) -> tuple[str, int]:
     file, _, line = text.rpartition(":")
     return (file, int(line))
+
+
+def adds_payloads(schedule: Schedule) -> bool:
+    """Whether some reduce of ``schedule`` adds homomorphic payloads (then its op must be sum)."""
+    if not schedule.compresses():
+        return False
+    t = from_schedule(schedule, compression=True)
+    return any(r.payload and r.reduce for ranks in t.ranks for rs in ranks for m in rs.recvs for r in m.runs)
 
 
 def transfers(tables: Tables) -> set[tuple[int, int, int, int, str]]:

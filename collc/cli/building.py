@@ -91,9 +91,9 @@ def compile_cmd(
     default="local",
     type=click.Choice(list(api.BACKENDS)),
     show_default=True,
-    help="local: numpy in this process; mpi: p processes running the generated mpi-py module; mpi-c: the C "
-    "library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s); mpi-cuda: p MPI processes, one per "
-    "visible GPU (sharing GPUs when there are fewer).",
+    help="local: numpy in this process; mpi (or mpi-py): p processes running the generated mpi-py module; mpi-c: "
+    "the C library; cuda: the generated CUDA executor, p virtual ranks on the GPU(s); mpi-cuda: p MPI processes, one "
+    "per visible GPU (sharing GPUs when there are fewer).",
 )
 @click.option("--iters", default=1, type=click.IntRange(min=1), show_default=True, help="Timed iterations per size.")
 @click.option("--warmup", default=0, type=click.IntRange(min=0), show_default=True, help="MPI: untimed iterations.")
@@ -244,7 +244,7 @@ def _run_rows(
             )
             rows = [_mpi_row(s, dtype, redop, r) for r in results]
     except CollError as err:
-        fail_input(err)
+        fail_input(err, inst.algorithm.sources)
     return rows
 
 
@@ -290,12 +290,14 @@ def _finite(value: float | None) -> float | None:
 
 
 def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow | CudaRow) -> dict[str, Any]:
-    errors = (r.max_abs_error, r.error_bound) if isinstance(r, CudaRow) else (None, None)
     result = local.RunResult(
-        s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong, *errors
-    )
+        s.algorithm, s.nranks, r.count, r.size_bytes, dtype, op, r.iters, r.avg_us, r.wrong, r.max_abs_error,
+        r.error_bound,
+    )  # fmt: skip
     row = _row(s, result)
     row.update(min_us=r.min_us, max_us=r.max_us, iters=r.iters)
+    if isinstance(r, MpiRow) and r.wire_bytes >= 0:
+        row["wire_bytes"] = r.wire_bytes  # every rank's sends of one call together, compressed payloads at their size
     return row
 
 

@@ -144,6 +144,19 @@ class Codec(abc.ABC):
     def max_compressed_bytes(self, n: int) -> int:
         """An upper bound on the payload size of ``n`` values (exact when ``static_size``)."""
 
+    def payload_size(self, data: np.ndarray, n: int, dtype: DTypeLike = np.float32) -> int:
+        """The size in bytes of the payload of ``n`` values of ``dtype`` at the start of ``data`` (uint8).
+
+        Payloads carry no length: a static-size codec's follows from ``n``, a
+        variable-size codec's from its own header, so payloads placed end to end
+        in one message can be taken apart.  ValueError when ``data`` is too short
+        to hold that header or payload.
+        """
+        size = self.max_compressed_bytes(n)
+        if data.size < size:
+            raise ValueError(f"{self.name}: {data.size} bytes left, the payload of {n} values has {size}")
+        return size
+
     def abs_error(self, magnitude_bound: float, dtype: DTypeLike = np.float32) -> float:
         """Worst-case absolute error of one compression of values with ``|x| <= magnitude_bound``.
 

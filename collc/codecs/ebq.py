@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, DTypeLike
 
 from collc.codecs.bits import align4, bit_length, transpose32
 from collc.codecs.grid import GRID_QMAX, GridCodec, dequantize, quantize
@@ -51,6 +51,21 @@ class Ebq(GridCodec):
     def max_compressed_bytes(self, n: int) -> int:
         nb = -(-n // EBQ_BLOCK)
         return align4(nb) + nb * 4 * (1 + EBQ_MAX_BITS)
+
+    def payload_size(self, data: np.ndarray, n: int, dtype: DTypeLike = np.float32) -> int:
+        """The header's widths give the size: ``align4(nb) + 4 * sum(1 + w for w > 0)``."""
+        nb = -(-n // EBQ_BLOCK)
+        start = align4(nb)
+        if data.size < start:
+            raise ValueError(f"ebq: {data.size} bytes left, shorter than the {start}-byte header of {n} values")
+        widths = data[:nb].astype(np.int64)
+        if nb and int(widths.max()) > EBQ_MAX_BITS:
+            b = int(np.argmax(widths > EBQ_MAX_BITS))
+            raise ValueError(f"ebq: corrupt payload: block {b} has bit width {widths[b]} > {EBQ_MAX_BITS}")
+        size = start + 4 * int(np.where(widths > 0, widths + 1, 0).sum())
+        if data.size < size:
+            raise ValueError(f"ebq: {data.size} bytes left, the payload of {n} values has {size}")
+        return size
 
     def decompress_add_compress(self, payload: ArrayLike, local: ArrayLike) -> np.ndarray:
         """The fused reduce step: decode ``payload``, add ``local`` in float32, encode the sum.

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from collc.codecs.base import Codec
 from collc.codecs.bits import transpose32
@@ -50,6 +51,17 @@ class Lossless(Codec):
     def max_compressed_bytes(self, n: int, dtype: np.dtype | type = np.float32) -> int:
         groups = -(-n * _dim(np.dtype(dtype)) // 32)
         return 4 * 33 * groups
+
+    def payload_size(self, data: np.ndarray, n: int, dtype: DTypeLike = np.float32) -> int:
+        """The bitmaps give the size: ``4 * G`` plus 4 bytes per set bit."""
+        groups = -(-n * _dim(np.dtype(dtype)) // 32)
+        if data.size < 4 * groups:
+            raise ValueError(f"lossless: {data.size} bytes left, shorter than the {4 * groups}-byte bitmaps")
+        bitmaps = data[: 4 * groups]
+        size = 4 * (groups + int(np.unpackbits(bitmaps).sum()))
+        if data.size < size:
+            raise ValueError(f"lossless: {data.size} bytes left, the payload of {n} values has {size}")
+        return size
 
     def _compress(self, x: np.ndarray) -> np.ndarray:
         dim = _dim(x.dtype)

@@ -34,7 +34,7 @@ __all__ = ["ZFP_RMS_FACTOR", "Zfp", "zfpy_module"]
 ZFP_MIN_RATE = 4.0
 ZFP_MAX_RATE = 64.0
 ZFP_RMS_FACTOR = 3.0
-_HEADER_BYTES = 32
+_HEADER_BITS = 96  # magic, field metadata, 12-bit fixed-rate mode
 
 
 def zfpy_module() -> ModuleType | None:
@@ -75,10 +75,12 @@ class Zfp(Codec):
         return zfpy_module() is not None
 
     def max_compressed_bytes(self, n: int) -> int:
+        """The exact stream size: a 96-bit header, ``floor(4 * rate + 0.5)`` bits per block of 4 values,
+        padded to 64-bit words (zfp's fixed-rate mode in one dimension, as zfpy writes it)."""
         if n == 0:
             return 0
-        block_bits = math.ceil(4 * self.rate)
-        return _HEADER_BYTES + 8 * math.ceil(-(-n // 4) * block_bits / 64) + 8
+        block_bits = math.floor(4 * float(self.rate) + 0.5)
+        return 8 * -(-(_HEADER_BITS + -(-n // 4) * block_bits) // 64)
 
     def _zfpy(self) -> ModuleType:
         module = zfpy_module()

@@ -8,7 +8,7 @@
  * API: collc_ring_allreduce.h.  This file also defines MPI_Allreduce and
  * MPI_Allreduce_c, which run the schedule for the calls it fits and hand the
  * others to PMPI.  Build: make, or
- *   mpicc -O3 -fPIC -shared -Wall -Wextra -Werror -I. -o libcollc_ring_allreduce.so collc_ring_allreduce.c
+ *   mpicc -O3 -fPIC -shared -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing -I. -o libcollc_ring_allreduce.so collc_ring_allreduce.c -lm
  */
 #include "collc_ring_allreduce.h"
 #include "collc_mpi.h"
@@ -21,16 +21,16 @@ enum { NRANKS = 4, NCHUNKS = 4, MAX_MESSAGES = 2 };
  *   lib/ring.coll:8: recv block((rank - s - 2) mod p, k) from ring_prev(rank) reduce
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
 static const struct collc_run reduce_scatter_runs[] = {
-    { 3, 4, COLLC_COPY }, /* 0 */
-    { 2, 3, COLLC_REDUCE }, /* 1 */
-    { 2, 3, COLLC_COPY }, /* 2 */
-    { 1, 2, COLLC_REDUCE }, /* 3 */
-    { 1, 2, COLLC_COPY }, /* 4 */
-    { 0, 1, COLLC_REDUCE }, /* 5 */
-    { 0, 1, COLLC_COPY }, /* 6 */
-    { 3, 4, COLLC_REDUCE }, /* 7 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 0 */
+    { 2, 3, COLLC_REDUCE, COLLC_RAW, -1 }, /* 1 */
+    { 2, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 2 */
+    { 1, 2, COLLC_REDUCE, COLLC_RAW, -1 }, /* 3 */
+    { 1, 2, COLLC_COPY, COLLC_RAW, -1 }, /* 4 */
+    { 0, 1, COLLC_REDUCE, COLLC_RAW, -1 }, /* 5 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 6 */
+    { 3, 4, COLLC_REDUCE, COLLC_RAW, -1 }, /* 7 */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs. */
@@ -97,12 +97,12 @@ static int phase_reduce_scatter(struct collc_ctx *ctx)
  *   lib/ring.coll:14: recv block((rank - s - 1) mod p, k) from ring_prev(rank) copy
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
 static const struct collc_run allgather_runs[] = {
-    { 0, 1, COLLC_COPY }, /* 0 */
-    { 3, 4, COLLC_COPY }, /* 1 */
-    { 2, 3, COLLC_COPY }, /* 2 */
-    { 1, 2, COLLC_COPY }, /* 3 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 0 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 1 */
+    { 2, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 2 */
+    { 1, 2, COLLC_COPY, COLLC_RAW, -1 }, /* 3 */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs. */
@@ -229,6 +229,16 @@ int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dat
 const char *collc_ring_allreduce_last_error(void)
 {
     return collc_last_error();
+}
+
+int64_t collc_ring_allreduce_wire_bytes(void)
+{
+    return (int64_t)collc_wire_last;
+}
+
+double collc_ring_allreduce_error_bound(int float64)
+{
+    return float64 ? schedule.error_bound64 : schedule.error_bound;
 }
 
 int collc_ring_allreduce_layout(int64_t count, int64_t *offsets)

@@ -31,6 +31,10 @@
  *                       note the first time each reason makes a call fall back
  *   COLLC_SHIM_CHECK=1  also run the PMPI collective and MPI_Abort on the first
  *                       element that differs (the rule is in collc_shim.h)
+ *   COLLC_SHIM_COMPRESS=1  run a schedule with compression points in the MPI_*
+ *                       calls (rank 0 notes the error bound on stderr once)
+ *   COLLC_TIMEOUT=S     end the job when a step waits more than S seconds for
+ *                       its messages (a rank died, stopped or called otherwise)
  *
  * The first call on a communicator duplicates it (collectively); the duplicate
  * and reusable memory stay cached on the communicator until it is freed.
@@ -62,6 +66,13 @@ int collc_ring_allreduce_allreduce_f(const void *sendbuf, void *recvbuf, int64_t
 
 /* Why the last call returned COLLC_ERR_UNSUPPORTED or fell back to PMPI. */
 const char *collc_ring_allreduce_last_error(void);
+
+/* The bytes the calling rank sent in its last call (compressed payloads at their size). */
+int64_t collc_ring_allreduce_wire_bytes(void);
+
+/* The worst-case error of an output element for inputs |x| <= 1 (float32 data, or float64 data when
+ * float64 is nonzero): the verifier's bound; 0 without compression points. */
+double collc_ring_allreduce_error_bound(int float64);
 
 /* The element offset of every chunk, offsets[0 .. 4], for a vector of `count`
  * elements in collc's terms (allgather: the gathered output; alltoall: a whole

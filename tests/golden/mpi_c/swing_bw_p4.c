@@ -8,7 +8,7 @@
  * API: collc_swing_bw.h.  This file also defines MPI_Allreduce and
  * MPI_Allreduce_c, which run the schedule for the calls it fits and hand the
  * others to PMPI.  Build: make, or
- *   mpicc -O3 -fPIC -shared -Wall -Wextra -Werror -I. -o libcollc_swing_bw.so collc_swing_bw.c
+ *   mpicc -O3 -fPIC -shared -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing -I. -o libcollc_swing_bw.so collc_swing_bw.c -lm
  */
 #include "collc_swing_bw.h"
 #include "collc_mpi.h"
@@ -20,22 +20,22 @@ enum { NRANKS = 4, NCHUNKS = 4, MAX_MESSAGES = 2 };
  *   swing_bw.coll:25: exchange with peer(rank, s): send blocks(rank, s); recv blocks(peer(rank, s), s) reduce
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
 static const struct collc_run reduce_scatter_runs[] = {
-    { 1, 3, COLLC_COPY }, /* 0 */
-    { 0, 1, COLLC_REDUCE }, /* 1 */
-    { 3, 4, COLLC_REDUCE }, /* 2 */
-    { 3, 4, COLLC_COPY }, /* 3 */
-    { 0, 1, COLLC_REDUCE }, /* 4 */
-    { 0, 1, COLLC_COPY }, /* 5 */
-    { 3, 4, COLLC_COPY }, /* 6 */
-    { 1, 3, COLLC_REDUCE }, /* 7 */
-    { 2, 3, COLLC_COPY }, /* 8 */
-    { 1, 2, COLLC_REDUCE }, /* 9 */
-    { 1, 2, COLLC_COPY }, /* 10 */
-    { 2, 3, COLLC_REDUCE }, /* 11 */
-    { 0, 1, COLLC_COPY }, /* 12 */
-    { 3, 4, COLLC_REDUCE }, /* 13 */
+    { 1, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 0 */
+    { 0, 1, COLLC_REDUCE, COLLC_RAW, -1 }, /* 1 */
+    { 3, 4, COLLC_REDUCE, COLLC_RAW, -1 }, /* 2 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 3 */
+    { 0, 1, COLLC_REDUCE, COLLC_RAW, -1 }, /* 4 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 5 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 6 */
+    { 1, 3, COLLC_REDUCE, COLLC_RAW, -1 }, /* 7 */
+    { 2, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 8 */
+    { 1, 2, COLLC_REDUCE, COLLC_RAW, -1 }, /* 9 */
+    { 1, 2, COLLC_COPY, COLLC_RAW, -1 }, /* 10 */
+    { 2, 3, COLLC_REDUCE, COLLC_RAW, -1 }, /* 11 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 12 */
+    { 3, 4, COLLC_REDUCE, COLLC_RAW, -1 }, /* 13 */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs. */
@@ -89,15 +89,15 @@ static int phase_reduce_scatter(struct collc_ctx *ctx)
  *   swing_bw.coll:34: exchange with peer(rank, s): send blocks(peer(rank, s), s); recv blocks(rank, s) copy
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, and what a receiver does with them. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
 static const struct collc_run allgather_runs[] = {
-    { 0, 1, COLLC_COPY }, /* 0 */
-    { 3, 4, COLLC_COPY }, /* 1 */
-    { 0, 1, COLLC_COPY }, /* 2 */
-    { 3, 4, COLLC_COPY }, /* 3 */
-    { 1, 3, COLLC_COPY }, /* 4 */
-    { 1, 2, COLLC_COPY }, /* 5 */
-    { 2, 3, COLLC_COPY }, /* 6 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 0 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 1 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 2 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 3 */
+    { 1, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 4 */
+    { 1, 2, COLLC_COPY, COLLC_RAW, -1 }, /* 5 */
+    { 2, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 6 */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs. */
@@ -212,6 +212,16 @@ int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dat
 const char *collc_swing_bw_last_error(void)
 {
     return collc_last_error();
+}
+
+int64_t collc_swing_bw_wire_bytes(void)
+{
+    return (int64_t)collc_wire_last;
+}
+
+double collc_swing_bw_error_bound(int float64)
+{
+    return float64 ? schedule.error_bound64 : schedule.error_bound;
 }
 
 int collc_swing_bw_layout(int64_t count, int64_t *offsets)
