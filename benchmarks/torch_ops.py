@@ -128,7 +128,6 @@ def worker(args: argparse.Namespace) -> None:
     collc.torch.configure(check=True)
     if args.fsdp_steps:
         fsdp(args.fsdp_steps, groups, rank)
-    print_compression(rank)
     dist.destroy_process_group()
 
 
@@ -170,14 +169,6 @@ def fsdp(steps: int, groups: dict, rank: int) -> None:  # type: ignore[type-arg]
               f"median of {steps} steps on the slowest rank:")  # fmt: skip
         print(f"  collc {times['collc'] * 1e3:.1f} ms   gloo {times['gloo'] * 1e3:.1f} ms   "
               f"speed {times['gloo'] / times['collc']:.2f}x")  # fmt: skip
-
-
-def print_compression(rank: int) -> None:
-    from collc.torch.schedules import MPI_C_COMPRESSION
-
-    if rank == 0 and not MPI_C_COMPRESSION:
-        print("\nFSDP2 with compressed allgather/reduce-scatter: not measured, the mpi-c target of this build has "
-              "no compression points (collc/torch/schedules.py: MPI_C_COMPRESSION)")  # fmt: skip
 
 
 def main() -> int:

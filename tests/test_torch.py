@@ -24,15 +24,10 @@ torch = pytest.importorskip("torch", reason="the torch extra is not installed (p
 import collc.torch  # noqa: E402  (after the importorskip)
 from collc.backends.mpitools import mpi_env, mpiexec  # noqa: E402
 from collc.torch import config, ops, pmi  # noqa: E402
-from collc.torch.schedules import MPI_C_COMPRESSION, ScheduleError, prepare  # noqa: E402
+from collc.torch.schedules import ScheduleError, prepare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "torchrun"
-NEEDS_COMPRESSION = pytest.mark.skipif(
-    not MPI_C_COMPRESSION,
-    reason="compression on the mpi-c target is not available in this build "
-    "(collc/torch/schedules.py: MPI_C_COMPRESSION is False)",
-)
 
 
 @pytest.fixture(scope="session")
@@ -228,23 +223,12 @@ def test_schedule_errors_name_the_file_and_the_group_size(cache: Path, tmp_path:
         prepare("allreduce", "nowhere.coll", 4, cache_dir=cache)
 
 
-@pytest.mark.skipif(MPI_C_COMPRESSION, reason="compressed schedules run on this build")
-def test_compressed_schedules_are_refused_while_mpi_c_has_no_compression(cache: Path) -> None:
-    with pytest.raises(ScheduleError) as info:
-        prepare("allgather", "compressed_ring_allgather", 4, codecs={"q": "ebq(eb=1e-4)"}, cache_dir=cache)
-    text = str(info.value)
-    assert "compressed_ring_allgather.coll (p=4) compresses with ebq(eb=0.0001)" in text
-    assert "compression on the mpi-c target is not available in this build" in text
-    assert "collc/torch/schedules.py: MPI_C_COMPRESSION" in text
-
-
 def test_only_collc_torch_imports_torch() -> None:
     package = ROOT / "collc"
     importers = [
         str(path.relative_to(ROOT))
         for path in package.rglob("*.py")
-        if re.search(r"^\s*(import torch|from torch)\b", path.read_text(), re.M)
-        and path.parent != package / "torch"
+        if re.search(r"^\s*(import torch|from torch)\b", path.read_text(), re.M) and path.parent != package / "torch"
     ]
     assert importers == []
 
@@ -289,7 +273,7 @@ def test_bad_input_ends_in_errors_on_every_rank_and_the_group_goes_on(cache: Pat
     for rank in (r0, r1):
         assert all(rank["healthy"].values()), rank["healthy"]
         errors = rank["errors"]
-        assert "no error" not in errors.values(), errors
+        assert [case for case, text in errors.items() if text == "no error"] == ["compressed schedule"], errors
         assert "disagree on the element count (rank 0: 10, rank 1: 11)" in errors["sizes differ"]
         assert "disagree on the dtype (rank 0: float64, rank 1: float32)" in errors["dtypes differ"]
         assert "is not contiguous" in errors["non-contiguous everywhere"]
@@ -299,12 +283,8 @@ def test_bad_input_ends_in_errors_on_every_rank_and_the_group_goes_on(cache: Pat
         assert "broken.coll: the schedule fails verification for p=2" in errors["schedule fails verification"]
         assert "implements allreduce, not reduce_scatter" in errors["schedule of another collective"]
         assert "disagree on the route (rank 0: gloo, rank 1: collc)" in errors["ranks configured differently"]
-        if MPI_C_COMPRESSION:
-            assert errors["compressed schedule"] == "no error"
-            assert "cannot be compressed" in errors["compressed schedule, bfloat16"]
-        else:
-            for case in ("compressed schedule", "compressed schedule, bfloat16"):
-                assert "compression on the mpi-c target is not available in this build" in errors[case]
+        assert errors["compressed schedule"] == "no error"
+        assert "cannot be compressed" in errors["compressed schedule, bfloat16"]
         assert rank["fallback"] == {"BAND #0": True, "BAND #1": True, "all_to_all_single": True}
         assert len(rank["warnings"]) == 2  # once per kind of op, not per call
     assert "rank 1 refused the call" in r0["errors"]["non-contiguous on rank 1"]
@@ -339,7 +319,6 @@ def test_the_docs_example_trains_on_four_ranks(cache: Path, tmp_path: Path) -> N
 # --------------------------------------------------------------------------
 
 
-@NEEDS_COMPRESSION
 def test_compressed_collectives_stay_within_the_verified_bound(cache: Path, tmp_path: Path) -> None:
     torchrun(4, SCRIPTS / "compressed_vs_gloo.py", str(tmp_path), env=_env(cache))
     for rank in _ranks(tmp_path, 4):
@@ -348,16 +327,15 @@ def test_compressed_collectives_stay_within_the_verified_bound(cache: Path, tmp_
         assert "float32" in rank["bf16_error"] and "cannot be compressed" in rank["bf16_error"]
 
 
-@NEEDS_COMPRESSION
 def test_fsdp2_training_with_compressed_allgather_and_reduce_scatter(cache: Path, tmp_path: Path) -> None:
     out = tmp_path / "losses.json"
     env = _env(cache, {
         "COLLC_ALLGATHER": "compressed_ring_allgather",
         "COLLC_REDUCE_SCATTER": "compressed_ring_reduce_scatter",
-        "COLLC_CODEC": "q=ebq(eb=1e-5)",
+        "COLLC_CODEC": "q=ebq(eb=1e-3)",
     })  # fmt: skip
     torchrun(4, SCRIPTS / "fsdp_train.py", str(out), "50", env=env)
     result = json.loads(out.read_text())
     assert result["stats"]["collc all_gather"] >= 50
-    # every parameter and gradient element is off by at most 3e-5 (p - 1 hops of eb): the losses by 1e-2 at most
+    # every parameter and gradient element is off by at most 3e-3 (p - 1 hops of eb): the losses by 1e-2 at most
     assert result["collc"] == pytest.approx(result["gloo"], abs=1e-2)

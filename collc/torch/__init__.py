@@ -32,14 +32,13 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 from collc.torch.config import DEFAULTS, GLOO, Settings, configure, current, reset
 from collc.torch.mpi import fill_env_from_mpi, launched_by_mpi
 from collc.torch.process_group import CollcError, ProcessGroupCollc
-from collc.torch.schedules import CODEC_DTYPES, MPI_C_COMPRESSION, ScheduleError
+from collc.torch.schedules import CODEC_DTYPES, ScheduleError
 
 __all__ = [
     "BACKEND",
     "CODEC_DTYPES",
     "DEFAULTS",
     "GLOO",
-    "MPI_C_COMPRESSION",
     "CollcError",
     "ProcessGroupCollc",
     "ScheduleError",

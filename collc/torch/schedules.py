@@ -16,9 +16,9 @@ by renumbering the ranks):
    compiler run instead of each running their own.
 
 Each process keeps what it prepared (`_memo`), so that a group size is
-verified once per process.  Compressed schedules need the mpi-c target to run
-compression points; until it does (`MPI_C_COMPRESSION`), they are refused
-with an error that says so.
+verified once per process.  Compressed schedules run on the mpi-c target's
+compression points; a value beyond what a codec encodes stops the job with a
+message naming the codec, the rank and the element.
 """
 
 from __future__ import annotations
@@ -43,21 +43,10 @@ from collc.ir import Collective
 
 __all__ = [
     "CODEC_DTYPES",
-    "MPI_C_COMPRESSION",
     "Compiled",
     "ScheduleError",
     "prepare",
 ]
-
-MPI_C_COMPRESSION = False
-"""Whether the mpi-c target runs compression points.  With False, compressed schedules are refused here;
-the rest of the backend (dtype checks, tests) already handles them, so enabling them is this one line."""
-
-COMPRESSION_UNAVAILABLE = (
-    "compression on the mpi-c target is not available in this build "
-    "(collc/torch/schedules.py: MPI_C_COMPRESSION is False); configure an uncompressed schedule "
-    "or 'gloo' for this collective"
-)
 
 COLLECTIVE_OF: dict[str, Collective] = {
     "allreduce": Collective.ALLREDUCE,
@@ -163,8 +152,6 @@ def _prepare(
         raise ScheduleError(f"{where}: the schedule fails verification for p={p}: {text}")
     schedule = inst.schedule
     specs = tuple(dict.fromkeys(op.codec for step in schedule.steps for op in step.ops if op.codec is not None))
-    if schedule.compresses() and not MPI_C_COMPRESSION:
-        raise ScheduleError(f"{where} (p={p}) compresses with {', '.join(specs)}: {COMPRESSION_UNAVAILABLE}")
     digest = _digest(alg.sources, params, tuple(sorted(alg.codecs.items())))
     stem = f"{schedule.algorithm}-p{p}" + (f"-root{root}" if root is not None else "")
     library = _build(inst, cache_dir, stem, digest)
