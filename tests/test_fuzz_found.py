@@ -140,6 +140,15 @@ def test_p_defined_by_a_constant_is_range_checked_at_it() -> None:
     assert_at(elab_error(text, {"n": 3}), "p=0 is out of the supported range", 3, 1, sources=src(text))
 
 
+def test_long_constraint_is_shortened_in_the_violation() -> None:
+    # was: the whole 4000-character constraint quoted in the message
+    text = "algorithm t : allreduce\nparam p : int where p >= 1" + " + 1" * 1000 + "\nchunks 1\n"
+    err = elab_error(text, {"p": 2})
+    shown = "p >= 1" + " + 1" * 18 + "... 1 + 1 (4006 characters)"
+    assert err.message == f"p=2 violates the constraint {shown}"
+    assert_at(err, "violates", 2, col(text, 2, "p >="), sources=src(text))
+
+
 def test_recursion_too_deep_for_python_in_a_constant_points_at_it() -> None:
     # was: "the program recurses too deeply to evaluate" at the header, line 1
     text = HEADER + "fn f(x) = 0 if x <= 0 else " + "-" * 2400 + "f(x - 1)\nlet v = f(399)\n"
