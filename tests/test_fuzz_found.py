@@ -120,6 +120,16 @@ def test_ops_outside_steps_count_toward_the_limit_on_steps() -> None:
     assert_at(elab_error(text, {"p": 2}), "beyond the limit of 1048576 steps", 6, 5)
 
 
+def test_ranks_times_chunks_beyond_what_collc_keeps_state_for() -> None:
+    # was: accepted, then the verifier allocated p x chunks fingerprints (32 GiB here) and the machine ran out
+    text = "algorithm t : allreduce\nparam p : int\nchunks 1 << 26\n"
+    err = elab_error(text, {"p": 64})
+    message = "64 ranks x 67108864 chunks make 4294967296 (rank, chunk) slots, beyond the limit of 268435456 (2^28)"
+    assert_at(err, message + " that collc keeps state for", 3, 1, sources=src(text))
+    at_limit = elaborate(parse_program(text.replace("1 << 26", "1 << 22"), FILE), {"p": 64})  # 2^28 slots
+    assert at_limit.nchunks * at_limit.nranks == 1 << 28
+
+
 def test_p_out_of_range_is_reported_before_the_constants_that_use_it() -> None:
     # was: "ceil_log2 of 0 ..." at the let, for a p that was never allowed
     text = "algorithm t : allreduce\nparam p : int\nchunks 1\nlet L = ceil_log2(p)\nlet q = 1 << p\n"
@@ -138,6 +148,15 @@ def test_p_out_of_range_is_reported_where_its_constraint_cannot_be_evaluated() -
 def test_p_defined_by_a_constant_is_range_checked_at_it() -> None:
     text = "algorithm t : allreduce\nparam n : int\nlet p = n * 0\nlet L = ceil_log2(p)\nchunks 1\n"
     assert_at(elab_error(text, {"n": 3}), "p=0 is out of the supported range", 3, 1, sources=src(text))
+
+
+def test_long_constraint_is_shortened_in_the_violation() -> None:
+    # was: the whole 4000-character constraint quoted in the message
+    text = "algorithm t : allreduce\nparam p : int where p >= 1" + " + 1" * 1000 + "\nchunks 1\n"
+    err = elab_error(text, {"p": 2})
+    shown = "p >= 1" + " + 1" * 18 + "... 1 + 1 (4006 characters)"
+    assert err.message == f"p=2 violates the constraint {shown}"
+    assert_at(err, "violates", 2, col(text, 2, "p >="), sources=src(text))
 
 
 def test_recursion_too_deep_for_python_in_a_constant_points_at_it() -> None:

@@ -38,9 +38,18 @@ The stage, module by module:
 
 from collc.elaborate.driver import bind_params, constants, elaborate, elaborate_sampled
 from collc.elaborate.emitter import MAX_CALL_DEPTH as MAX_CALL_DEPTH
-from collc.elaborate.emitter import MAX_CHUNKS, MAX_RANKS
+from collc.elaborate.emitter import MAX_CHUNKS, MAX_RANKS, MAX_SLOTS
 from collc.elaborate.emitter import MAX_LOOP_ITERATIONS as MAX_LOOP_ITERATIONS
 from collc.elaborate.emitter import MAX_STEPS as MAX_STEPS
 from collc.ir import ChunkSet
 
-__all__ = ["MAX_CHUNKS", "MAX_RANKS", "ChunkSet", "bind_params", "constants", "elaborate", "elaborate_sampled"]
+__all__ = [
+    "MAX_CHUNKS",
+    "MAX_RANKS",
+    "MAX_SLOTS",
+    "ChunkSet",
+    "bind_params",
+    "constants",
+    "elaborate",
+    "elaborate_sampled",
+]

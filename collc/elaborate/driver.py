@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from collc import collectives
 from collc.diagnostics import CollError
 from collc.elaborate.compiler import _Compiler
-from collc.elaborate.emitter import MAX_CALL_DEPTH, MAX_CHUNKS, MAX_RANKS, _Emitter
+from collc.elaborate.emitter import MAX_CALL_DEPTH, MAX_CHUNKS, MAX_RANKS, MAX_SLOTS, _Emitter
 from collc.elaborate.sampling import SamplingConflict, StepSampler
 from collc.elaborate.scope import Env, _bool
 from collc.elaborate.syntax import _assigned, _source_text
@@ -209,6 +209,12 @@ def _elaborate(
         raise CollError(str(err), program.chunks.span) from None
     if not 1 <= nchunks <= MAX_CHUNKS:
         raise CollError(f"the number of chunks ({nchunks}) must be in 1..{MAX_CHUNKS}", program.chunks.span)
+    if p * nchunks > MAX_SLOTS:
+        raise CollError(
+            f"{p} ranks x {nchunks} chunks make {p * nchunks} (rank, chunk) slots, beyond the limit of {MAX_SLOTS} "
+            f"(2^{MAX_SLOTS.bit_length() - 1}) that collc keeps state for",
+            program.chunks.span,
+        )
     layout = collectives.layout_error(program.collective, p, nchunks)
     if layout is not None:
         raise CollError(layout, program.chunks.span)

@@ -23,6 +23,7 @@ from collc.values import LangError, Range, Value, a_type, as_set
 # Limits of one elaboration.
 MAX_RANKS = 1 << 17
 MAX_CHUNKS = 1 << 26
+MAX_SLOTS = 1 << 28  # ranks x chunks: the (rank, chunk) slots the verifier and the executors keep state for
 MAX_CALL_DEPTH = 400
 MAX_LOOP_ITERATIONS = 1 << 26  # loop and comprehension iterations in one elaboration, all ranks together
 MAX_STEPS = 1 << 20  # steps one rank may count (empty steps included): a step loop without a sane bound stops here

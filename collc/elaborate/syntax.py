@@ -86,4 +86,4 @@ def _source_text(program: Program, span: Span) -> str:
         return "<condition>"
     line = lines[span.line - 1]
     end = span.end_column - 1 if span.end_line == span.line else len(line)
-    return line[span.column - 1 : end].strip() or "<condition>"
+    return shorten(line[span.column - 1 : end].strip(), 100) or "<condition>"
