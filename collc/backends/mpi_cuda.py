@@ -348,7 +348,7 @@ def run_built(
     ``fault`` is the driver's --fault (tests).  CollError for any failure,
     naming the ranks and what they were doing.
     """
-    cuda._check_run_args(dtype, op, iters, warmup, schedule, error_bounds if check else _no_bounds(schedule))
+    cuda.check_run_args(dtype, op, iters, warmup, schedule, error_bounds if check else _no_bounds(schedule))
     workdir = Path(workdir).resolve()
     io, status = workdir / "io", workdir / "status"
     for folder in (io, status):
@@ -373,7 +373,7 @@ def run_built(
     cmd = [str(mpitools.mpiexec()), *mpiexec_args, "-n", str(p), str(driver), *args]
     run_env = mpitools.mpi_env(p, {**os.environ, **(env or {})})
     run_env.setdefault("COLLC_TIMEOUT", f"{max(timeout / 2, 0.5):g}")
-    job = mpi_launch._Job(cmd, run_env, status, p, timeout, None)  # the launcher's watched job
+    job = mpi_launch.Job(cmd, run_env, status, p, timeout, None)
     rows = job.wait()
     said = [json.loads(line)["mpicuda"] for line in job.stdout_other if line.startswith('{"mpicuda"')]
     how = said[0]["transport"] if said else ""

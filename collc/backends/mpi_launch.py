@@ -31,7 +31,7 @@ from collc.backends import mpi_c, mpi_py, mpitools
 from collc.diagnostics import CollError
 from collc.ir import Schedule
 
-__all__ = ["IMPLEMENTATIONS", "MpiRow", "prepare", "run"]
+__all__ = ["IMPLEMENTATIONS", "Job", "MpiRow", "prepare", "run"]
 
 IMPLEMENTATIONS = ("mpi-py", "mpi-c", "native")
 """The ways a job can run the collective: the generated module, the generated C library, MPI's own."""
@@ -152,10 +152,10 @@ def run(
         sys.executable, "-m", "collc.backends.mpi_worker", str(spec_path),
     ]  # fmt: skip
     job_env = mpitools.mpi_env(schedule.nranks, {**os.environ, **(env or {})})
-    return _Job(cmd, job_env, status_dir, schedule.nranks, timeout, on_row).wait()
+    return Job(cmd, job_env, status_dir, schedule.nranks, timeout, on_row).wait()
 
 
-class _Job:
+class Job:
     """One mpiexec process, its output and its ranks' status files."""
 
     def __init__(
