@@ -6,7 +6,8 @@ ratio compares runs made seconds apart on the same processes.  Times are the mea
 rank; bus bandwidth as nccl-tests defines it (allreduce: 2(p-1)/p x size / time; allgather and
 reduce-scatter: (p-1)/p x the full vector / time; broadcast: size / time).  ``speed`` = gloo time / collc
 time: above 1.0 collc is faster.  ``unchecked`` is collc without the agreement check that precedes every
-collective (``configure(check=False)``).  Then FSDP2 steps of a small transformer on each backend.
+collective (``configure(check=False)``).  Then FSDP2 steps of a small transformer on each backend, and on collc
+with compressed allgather and reduce-scatter (`COMPRESSED`); ``speed`` there is gloo's step time / the run's.
 
     python benchmarks/torch_ops.py                       # 4 ranks, 1 KiB .. 64 MiB, float32
     python benchmarks/torch_ops.py --sizes 1K:1MiB --ranks 2 --fsdp-steps 10
@@ -131,18 +132,35 @@ def worker(args: argparse.Namespace) -> None:
     dist.destroy_process_group()
 
 
+FSDP_RUNS = ("collc", "collc ebq", "gloo")
+"""The FSDP2 runs: collc's default schedules, collc with compressed allgather and reduce-scatter, gloo."""
+
+COMPRESSED = {
+    "allgather": "compressed_ring_allgather",
+    "reduce_scatter": "compressed_ring_reduce_scatter",
+    "codec": "q=ebq(eb=1e-3)",
+}
+
+
 def fsdp(steps: int, groups: dict, rank: int) -> None:  # type: ignore[type-arg]
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
+    import collc.torch
+    from collc.torch import config
+
     sys.path.insert(0, str(ROOT / "tests" / "torchrun"))
     from fsdp_train import Model
 
     times: dict[str, float] = {}
-    for name in ("collc", "gloo"):
-        mesh = DeviceMesh.from_group(groups[name], "cpu")
+    losses: dict[str, float] = {}
+    for name in FSDP_RUNS:
+        config.reset()
+        if name == "collc ebq":
+            collc.torch.configure(**COMPRESSED)
+        mesh = DeviceMesh.from_group(groups["gloo" if name == "gloo" else "collc"], "cpu")
         torch.manual_seed(0)
         model = Model(vocab=256, dim=128, heads=4, layers=4)
         for block in model.blocks:
@@ -150,8 +168,9 @@ def fsdp(steps: int, groups: dict, rank: int) -> None:  # type: ignore[type-arg]
         fully_shard(model, mesh=mesh)
         optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
         per_step = []
+        data = torch.Generator().manual_seed(1)
         for step in range(steps + 2):
-            tokens = torch.randint(0, 256, (8, 64))
+            tokens = torch.randint(0, 256, (8, 64), generator=data)
             dist.barrier(group=groups["gloo"])
             start = time.perf_counter()
             loss = torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 256), tokens[:, 1:].reshape(-1))
@@ -163,12 +182,16 @@ def fsdp(steps: int, groups: dict, rank: int) -> None:  # type: ignore[type-arg]
         t = torch.tensor([statistics.median(per_step)], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=groups["gloo"])
         times[name] = float(t)
+        losses[name] = float(loss)
+    config.reset()
     if rank == 0:
         params = sum(p.numel() for p in Model(vocab=256, dim=128, heads=4, layers=4).parameters())
         print(f"\nFSDP2 step (transformer, {params / 1e6:.2f}M parameters, 4 blocks, batch 8x63 tokens), "
-              f"median of {steps} steps on the slowest rank:")  # fmt: skip
-        print(f"  collc {times['collc'] * 1e3:.1f} ms   gloo {times['gloo'] * 1e3:.1f} ms   "
-              f"speed {times['gloo'] / times['collc']:.2f}x")  # fmt: skip
+              f"median of {steps} steps on the slowest rank; 'collc ebq': compressed ring allgather and "
+              f"reduce-scatter, {COMPRESSED['codec']}:")  # fmt: skip
+        print(f"  {'run':<10} {'step(ms)':>9} {'speed':>6} {'last loss':>10}")
+        for name in FSDP_RUNS:
+            print(f"  {name:<10} {times[name] * 1e3:>9.1f} {times['gloo'] / times[name]:>5.2f}x {losses[name]:>10.5f}")
 
 
 def main() -> int:

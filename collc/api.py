@@ -204,6 +204,15 @@ class Instance:
     ) -> list[cuda.CudaRow]:
         """Run the generated CUDA executor with the p ranks as virtual ranks on this machine's GPU(s);
         ``on_progress(done, total)``, when given, is called after each count is run (``total``: the counts)."""
+        self._check_gpu_run(counts, dtype, op, "cuda", verify)
+        return cuda.run(
+            self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed,
+            workdir=None if workdir is None else Path(workdir), error_bounds=_error_bounds(self.schedule, dtype),
+            on_progress=on_progress,
+        )  # fmt: skip
+
+    def _check_gpu_run(self, counts: list[int], dtype: str, op: str, backend: str, verify: bool) -> None:
+        """CollError for a dtype, op or count the GPU backends cannot run, or an unverified instance."""
         if dtype not in local.DTYPES or op not in local.OPS:
             raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
         for count in counts:
@@ -211,12 +220,7 @@ class Instance:
             if error is not None:
                 raise CollError(f"{self.schedule.algorithm}: {error}")
         if verify:
-            self._require_verified("run --backend cuda")
-        return cuda.run(
-            self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed,
-            workdir=None if workdir is None else Path(workdir), error_bounds=_error_bounds(self.schedule, dtype),
-            on_progress=on_progress,
-        )  # fmt: skip
+            self._require_verified(f"run --backend {backend}")
 
     def run_mpi_cuda(
         self,
@@ -236,14 +240,7 @@ class Instance:
         """Run the generated mpi-cuda executor on ``nranks`` MPI processes, one per visible GPU (ranks share
         GPUs when there are fewer)."""
         mpi_cuda.check_transport(transport)
-        if dtype not in local.DTYPES or op not in local.OPS:
-            raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
-        for count in counts:
-            error = count_error(self.schedule.collective, self.nranks, count)
-            if error is not None:
-                raise CollError(f"{self.schedule.algorithm}: {error}")
-        if verify:
-            self._require_verified("run --backend mpi-cuda")
+        self._check_gpu_run(counts, dtype, op, "mpi-cuda", verify)
         return mpi_cuda.run(
             self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed, timeout=timeout,
             workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,

@@ -88,21 +88,10 @@ COLLC_HD void collc_ebq_decode_body_one(const collc_u8* payload, collc_u64 n, fl
 template <typename Put>
 COLLC_HD void collc_fwq_decode_block(const collc_u8* in, collc_u64 n, int bits, int block, collc_u64 b, Put put) {
     const collc_u64 base = b * (collc_u64)block;
-    const collc_u8* blk = in + b * collc_fwq_block_bytes(bits, block);
-    const float scale = collc_u2f(*(const collc_u32*)blk);
-    const collc_u32* words = (const collc_u32*)(blk + 4);
-    const collc_u32 fmask = (1u << bits) - 1u;
-    collc_u64 acc = 0;
-    int nacc = 0;
+    float scale;
+    collc_fwq_reader r = collc_fwq_open(in, bits, block, b, &scale);
     for (int j = 0; j < block; ++j) {
-        if (nacc < bits) {
-            acc |= (collc_u64)(*words++) << nacc;
-            nacc += 32;
-        }
-        collc_i32 f = (collc_i32)((collc_u32)acc & fmask);
-        acc >>= bits;
-        nacc -= bits;
-        collc_i32 q = f - ((f >> (bits - 1)) << bits);
+        collc_i32 q = collc_fwq_next(&r);
         if (base + j < n) put(base + j, collc_fmul((float)q, scale));
     }
 }

@@ -348,24 +348,41 @@ COLLC_CFN void collc_ebq_decode_values(const collc_u32* body, int bits, collc_u6
     }
 }
 
-/* Decodes block b of a fwq payload into out (the plain-C twin of collc_fwq_decode_block in collc_codecs.cuh). */
+/* Reads the fields of block b of a fwq payload one by one: open the block, then collc_fwq_next per element. */
+typedef struct {
+    const collc_u32* words;
+    collc_u64 acc;
+    int nacc;
+    int bits;
+} collc_fwq_reader;
+
+COLLC_CFN collc_fwq_reader collc_fwq_open(const collc_u8* in, int bits, int block, collc_u64 b, float* scale) {
+    const collc_u8* blk = in + b * collc_fwq_block_bytes(bits, block);
+    *scale = collc_u2f(*(const collc_u32*)blk);
+    collc_fwq_reader r = {(const collc_u32*)(blk + 4), 0, 0, bits};
+    return r;
+}
+
+/* The next field of the block, as the signed level it stores. */
+COLLC_CFN collc_i32 collc_fwq_next(collc_fwq_reader* r) {
+    const collc_u32 fmask = (1u << r->bits) - 1u;
+    if (r->nacc < r->bits) {
+        r->acc |= (collc_u64)(*r->words++) << r->nacc;
+        r->nacc += 32;
+    }
+    collc_i32 f = (collc_i32)((collc_u32)r->acc & fmask);
+    r->acc >>= r->bits;
+    r->nacc -= r->bits;
+    return f - ((f >> (r->bits - 1)) << r->bits);
+}
+
+/* Decodes block b of a fwq payload into out (collc_fwq_decode_block in collc_codecs.cuh also reduces). */
 COLLC_CFN void collc_fwq_decode_values(const collc_u8* in, collc_u64 n, int bits, int block, collc_u64 b, float* out) {
     const collc_u64 base = b * (collc_u64)block;
-    const collc_u8* blk = in + b * collc_fwq_block_bytes(bits, block);
-    const float scale = collc_u2f(*(const collc_u32*)blk);
-    const collc_u32* words = (const collc_u32*)(blk + 4);
-    const collc_u32 fmask = (1u << bits) - 1u;
-    collc_u64 acc = 0;
-    int nacc = 0;
+    float scale;
+    collc_fwq_reader r = collc_fwq_open(in, bits, block, b, &scale);
     for (int j = 0; j < block; ++j) {
-        if (nacc < bits) {
-            acc |= (collc_u64)(*words++) << nacc;
-            nacc += 32;
-        }
-        collc_i32 f = (collc_i32)((collc_u32)acc & fmask);
-        acc >>= bits;
-        nacc -= bits;
-        collc_i32 q = f - ((f >> (bits - 1)) << bits);
+        collc_i32 q = collc_fwq_next(&r);
         if (base + j < n) out[base + j] = collc_fmul((float)q, scale);
     }
 }

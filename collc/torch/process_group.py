@@ -468,14 +468,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         def build() -> Step:
             inp = self._single(inputs, "all_gather")
-            if len(outputs) != 1 or len(outputs[0]) != self._size:
-                raise CollcError(f"collc: all_gather needs one output list of {self._size} tensors")
-            outs = [self._tensor(o, "an output of all_gather") for o in outputs[0]]
-            if any(o.numel() != inp.numel() or o.dtype != inp.dtype for o in outs):
-                raise CollcError(
-                    f"collc: all_gather: every output tensor must have the input's {inp.numel()} elements "
-                    f"and dtype {_name(inp.dtype)}"
-                )
+            outs = self._rank_list(outputs, inp, "all_gather", "output", "input")
             flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype)
             inner = self._all_gather_step(flat, inp)
 
@@ -492,6 +485,20 @@ class ProcessGroupCollc(dist.ProcessGroup):
             return step
 
         return self._submit("all_gather", [self._guard(build)], outputs, opts)
+
+    def _rank_list(
+        self, lists: list[list[torch.Tensor]], like: torch.Tensor, name: str, role: str, other: str
+    ) -> list[torch.Tensor]:
+        """The one list of a tensor per rank, each with ``like``'s elements and dtype; CollcError otherwise."""
+        if len(lists) != 1 or len(lists[0]) != self._size:
+            raise CollcError(f"collc: {name} needs one {role} list of {self._size} tensors")
+        tensors = [self._tensor(t, f"an {role} of {name}") for t in lists[0]]
+        if any(t.numel() != like.numel() or t.dtype != like.dtype for t in tensors):
+            raise CollcError(
+                f"collc: {name}: every {role} tensor must have the {other}'s {like.numel()} elements "
+                f"and dtype {_name(like.dtype)}"
+            )
+        return tensors
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
@@ -516,14 +523,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
         def build() -> Step:
             out = self._single(outputs, "reduce_scatter")
-            if len(inputs) != 1 or len(inputs[0]) != self._size:
-                raise CollcError(f"collc: reduce_scatter needs one input list of {self._size} tensors")
-            parts = [self._tensor(i, "an input of reduce_scatter") for i in inputs[0]]
-            if any(i.numel() != out.numel() or i.dtype != out.dtype for i in parts):
-                raise CollcError(
-                    f"collc: reduce_scatter: every input tensor must have the output's {out.numel()} elements "
-                    f"and dtype {_name(out.dtype)}"
-                )
+            parts = self._rank_list(inputs, out, "reduce_scatter", "input", "output")
             flat = torch.cat([i.reshape(-1) for i in parts]) if parts else torch.empty(0, dtype=out.dtype)
             return self._reduce_scatter_step(out, flat, op)
 
