@@ -82,6 +82,12 @@ CODEC_CASES: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
 ]
 CODEC_CASE_IDS = [case for case, _, _, _ in CODEC_CASES]
 
+# The cases the normal suite builds and runs on the mock runtime (every collective, wire compression,
+# payload forwarding, homomorphic sums, the start-of-step rule); the others run with -m slow.
+FAST_CASES = ("ring_allreduce_k3", "swing_bw", "ring_allgather_k3", "ring_reduce_scatter", "binomial_broadcast",
+              "binomial_reduce", "pairwise_alltoall", "swap_allreduce", "c_ring_allreduce_ebq",
+              "c_ring_allreduce_fwq", "c_ring_allgather_p2p_fp16", "c_homomorphic_allreduce")  # fmt: skip
+
 # Not an example: a schedule whose correctness needs the start-of-step rule for a copied chunk
 # that its receiver also sends in the same step (the message must land in scratch).
 SWAP = ("swap_allreduce", str(HERE / "cuda" / "swap_allreduce.coll"), {"p": 2})
@@ -134,22 +140,38 @@ class Built:
     lib: Path  # built with -cudart shared, for the mock runtime
 
 
+class Libraries(dict[str, Built]):
+    """Cases built with nvcc -arch=sm_90 -cudart shared: the normal suite's ahead of the tests, in parallel;
+    the others (-m slow) when a test first asks for one."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def start(self, case: str) -> tuple[Schedule, Path]:
+        schedule = _schedule(*_case(case))
+        cuda.generate(schedule, self.root / case)
+        return schedule, self.root / case
+
+    def __missing__(self, case: str) -> Built:
+        schedule, out = self.start(case)
+        self[case] = Built(schedule, out, cuda.build(out, schedule, flags=("-cudart", "shared")))
+        return self[case]
+
+
 @dataclass(frozen=True)
 class Builds:
-    libs: dict[str, Built]
+    libs: Libraries
     reduce_host: Path  # tests/cuda/reduce_host.cu
 
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
-    """Every case generated and built with nvcc -arch=sm_90, and the host kernel harness, in parallel."""
+    """The normal suite's cases generated and built, and the host kernel harness, in parallel."""
     nvcc = _nvcc()
     root = tmp_path_factory.mktemp("cuda")
-    jobs = {}
-    for case in [*CASE_IDS, SWAP[0], *CODEC_CASE_IDS]:
-        schedule = _schedule(*_case(case))
-        cuda.generate(schedule, root / case)
-        jobs[case] = (schedule, root / case)
+    libs = Libraries(root)
+    jobs = {case: libs.start(case) for case in FAST_CASES}
     harness = root / "reduce_host"
     harness_cmd = [str(nvcc), "-O2", "-arch=sm_90", "-I", str(RUNTIME), "-o", str(harness), str(REDUCE_HOST)]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
@@ -158,10 +180,14 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
             case: pool.submit(cuda.build, out, schedule, flags=("-cudart", "shared"))
             for case, (schedule, out) in jobs.items()
         }
-        libs = {case: Built(jobs[case][0], jobs[case][1], f.result()) for case, f in futures.items()}
+        libs.update({case: Built(jobs[case][0], jobs[case][1], f.result()) for case, f in futures.items()})
         compiled = host.result()
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     return Builds(libs, harness)
+
+
+def _slow_unless_fast(cases: list[str]) -> list[object]:
+    return [case if case in FAST_CASES else pytest.param(case, marks=pytest.mark.slow) for case in cases]
 
 
 @pytest.fixture(scope="module")
@@ -411,7 +437,7 @@ def test_tables_without_codecs_refuse_compression() -> None:
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", CASE_IDS)
+@pytest.mark.parametrize("case", _slow_unless_fast(CASE_IDS))
 def test_every_example_builds(built: dict[str, Built], case: str) -> None:
     assert built[case].lib.is_file()
 
@@ -540,7 +566,7 @@ def _mock_cases(schedule: Schedule) -> list[dict]:
     return cases
 
 
-@pytest.mark.parametrize("case", [*CASE_IDS, SWAP[0], *CODEC_CASE_IDS])
+@pytest.mark.parametrize("case", _slow_unless_fast([*CASE_IDS, SWAP[0], *CODEC_CASE_IDS]))
 def test_driver_on_mock_runtime(built: dict[str, Built], mock: Path, case: str) -> None:
     """Every case, dtype, op and size, on one and two devices, under random valid orders of the queued work.
 

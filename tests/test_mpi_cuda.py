@@ -35,6 +35,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from golden_files import assert_golden
+from mpi_cuda_mock import build_mock
 from test_cuda import ir_facts, source_tables
 
 import collc
@@ -48,7 +49,6 @@ HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden" / "mpi_cuda"
 RUNTIME = HERE.parent / "runtime"
 EXAMPLES = HERE.parent / "examples"
-MOCK_SOURCES = (HERE / "cuda" / "mock_cudart.c", HERE / "mpi_cuda" / "mock_host.c")
 
 # The normal suite's builds: (case id, example, parameters, codec overrides).  The compressed one
 # fuses decompress + reduce + compress on arrival and forwards the re-encoded payload.
@@ -139,18 +139,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
 @pytest.fixture(scope="module")
 def mock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding tests/cuda/mock_cudart.c + tests/mpi_cuda/mock_host.c as libcudart.so.13."""
-    out = tmp_path_factory.mktemp("mock")
-    (out / "cudart.map").write_text("libcudart.so.13 { global: *; };\n")
-    warn = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC"]
-    codecs = out / "mock_codecs.o"
-    compile_codecs = ["c++", "-std=c++17", *warn, "-ffp-contract=off", "-fno-strict-aliasing", "-I", str(RUNTIME)]
-    compile_codecs += ["-c", "-o", str(codecs), str(HERE / "cuda" / "mock_codecs.cpp")]
-    link = ["cc", *warn, "-shared", "-Wl,-soname,libcudart.so.13", f"-Wl,--version-script={out / 'cudart.map'}"]
-    link += ["-o", str(out / "libcudart.so.13"), *map(str, MOCK_SOURCES), str(codecs), "-lstdc++", "-lm"]
-    for command in (compile_codecs, link):
-        proc = subprocess.run(command, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
+    return build_mock(tmp_path_factory.mktemp("mock"))
 
 
 def mock_env(mock: Path, aware: str, **more: str) -> dict[str, str]:

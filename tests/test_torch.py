@@ -186,7 +186,7 @@ def test_tensor_checks_name_the_problem() -> None:
     assert "not contiguous" in (ops.check_tensor(torch.ones(3, 4).t(), "the input") or "")
     assert "pass t.contiguous()" in (ops.check_tensor(torch.ones(3, 4).t(), "the input") or "")
     gpu_like = ops.check_tensor(torch.ones(3, device="meta"), "the tensor")
-    assert gpu_like is not None and "no mpi-cuda target" in gpu_like and "meta" in gpu_like
+    assert gpu_like is not None and "CUDA tensors (mpi-cuda)" in gpu_like and "meta" in gpu_like
     assert "layout" in (ops.check_tensor(torch.ones(3).to_sparse(), "x") or "")
     assert "not a tensor" in (ops.check_tensor([1.0], "x") or "")  # type: ignore[arg-type]
 

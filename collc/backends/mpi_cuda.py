@@ -232,24 +232,32 @@ def _compile(command: list[str], out_dir: Path, what: Path) -> None:
 
 
 def build(
-    out_dir: Path, schedule: Schedule, *, arch: str = cuda.DEFAULT_ARCH, flags: Sequence[str] = ()
+    out_dir: Path,
+    schedule: Schedule,
+    *,
+    arch: str = cuda.DEFAULT_ARCH,
+    flags: Sequence[str] = (),
+    driver: bool = True,
 ) -> tuple[Path, Path]:
     """Compile the generated sources into the library and the driver; returns both paths.
 
     ``nvcc -O3 -arch=<arch> -ccbin mpicxx`` (the MPI wrapper adds MPI's
-    headers and libraries); ``flags`` go to both commands.  CollError with
-    the compiler's output on failure.
+    headers and libraries); ``flags`` go to both commands.  ``driver=False``
+    builds the library only (the driver's path is returned all the same).
+    CollError with the compiler's output on failure.
     """
     out_dir = Path(out_dir).resolve()
     cu_name, _, main_name = source_names(schedule)
     if not (out_dir / cu_name).is_file():
         raise CollError(f"{out_dir / cu_name} does not exist: generate the sources first (collc.backends.mpi_cuda)")
     base = [str(cuda.nvcc()), cuda.BASE_FLAGS[0], f"-arch={arch}", "-ccbin", str(mpicxx()), *flags, "-I", str(out_dir)]
-    lib, driver = library_path(out_dir, schedule), driver_path(out_dir, schedule)
+    lib, exe = library_path(out_dir, schedule), driver_path(out_dir, schedule)
     _compile([*base, *_LIBRARY_FLAGS, "-o", str(lib), str(out_dir / cu_name)], out_dir, out_dir / cu_name)
+    if not driver:
+        return lib, exe
     link = ["-L", str(out_dir), f"-l{lib.stem[3:]}", "-Xlinker", "-rpath,$ORIGIN"]
-    _compile([*base, "-o", str(driver), str(out_dir / main_name), *link], out_dir, out_dir / main_name)
-    return lib, driver
+    _compile([*base, "-o", str(exe), str(out_dir / main_name), *link], out_dir, out_dir / main_name)
+    return lib, exe
 
 
 # --------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def register() -> None:
     """Register the ``collc`` backend with torch.distributed (done on import; repeating it is harmless)."""
     if BACKEND in dist.Backend.backend_list:
         return
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu", "cuda"])
 
 
 register()

@@ -17,12 +17,18 @@ Environment variables (read when the settings are first needed):
 ``COLLC_TORCH_CHECK``
     ``0`` turns off the agreement check that precedes every collective;
 ``COLLC_TORCH_CACHE``
-    the folder of compiled libraries (default ``$XDG_CACHE_HOME/collc/torch``).
+    the folder of compiled libraries (default ``$XDG_CACHE_HOME/collc/torch``);
+``COLLC_CUDA_ARCH``
+    the ``-arch`` the mpi-cuda libraries of CUDA tensors are built for (default:
+    the tensor's device, e.g. ``sm_90``);
+``COLLC_NVCC_FLAGS``
+    more nvcc flags for those builds, split as a shell would (e.g. ``-cudart shared``).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -66,6 +72,8 @@ class Settings:
     codecs: Mapping[str, str] = field(default_factory=dict)
     check: bool = True
     cache_dir: Path = field(default_factory=lambda: _default_cache())
+    cuda_arch: str | None = None  # None: the device's own
+    nvcc_flags: tuple[str, ...] = ()
 
     def schedule(self, collective: str) -> str:
         return self.schedules[collective]
@@ -124,6 +132,17 @@ def from_environment(environ: Mapping[str, str] | None = None) -> Settings:
         settings = replace(settings, check=_flag("COLLC_TORCH_CHECK", env["COLLC_TORCH_CHECK"]))
     if env.get("COLLC_TORCH_CACHE", "").strip():
         settings = replace(settings, cache_dir=Path(env["COLLC_TORCH_CACHE"]).expanduser())
+    arch = env.get("COLLC_CUDA_ARCH", "").strip()
+    if arch:
+        if not (arch.startswith("sm_") and arch[3:].rstrip("a").isdigit()):
+            raise ValueError(f"COLLC_CUDA_ARCH={arch!r}: expected an nvcc -arch such as sm_90")
+        settings = replace(settings, cuda_arch=arch)
+    if env.get("COLLC_NVCC_FLAGS", "").strip():
+        try:
+            flags = tuple(shlex.split(env["COLLC_NVCC_FLAGS"]))
+        except ValueError as err:
+            raise ValueError(f"COLLC_NVCC_FLAGS={env['COLLC_NVCC_FLAGS']!r}: {err}") from None
+        settings = replace(settings, nvcc_flags=flags)
     return settings
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from collc.backends.csource import c_ident
 from collc.torch.schedules import Compiled
 
-__all__ = ["GroupLibrary", "LibraryError", "mpi_datatype", "mpi_op"]
+__all__ = ["DeviceLibrary", "GroupLibrary", "LibraryError", "mpi_datatype", "mpi_op"]
 
 _API = {"allreduce": "allreduce", "allgather": "allgather", "reduce_scatter": "reduce_scatter_block",
         "broadcast": "bcast"}  # fmt: skip
@@ -120,3 +120,37 @@ class GroupLibrary:
     def broadcast(self, buf: int, count: int, dtype: int, root: int) -> None:
         self._check(self.fn(ctypes.c_void_p(buf), ctypes.c_int64(count), ctypes.c_int(dtype), ctypes.c_int(root),
                             self.comm))  # fmt: skip
+
+
+class DeviceLibrary:
+    """One group's private instance of a compiled mpi-cuda library (CUDA tensors), bound to the group's communicator.
+
+    Its one entry point runs the collective in place on a buffer in collc's
+    logical element space (`collc.torch.device` lays tensors out in it):
+    ``collc_<algorithm>_mpicuda_run_f(buffer, count, dtype, op, comm, stream)``.
+    """
+
+    def __init__(self, compiled: Compiled, comm: Any) -> None:
+        self.compiled = compiled
+        self.lib = ctypes.CDLL(str(_private_copy(compiled.library)))
+        ident = c_ident(compiled.algorithm)
+        self.fn = getattr(self.lib, f"collc_{ident}_mpicuda_run_f")
+        self.fn.restype = ctypes.c_int
+        self.fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        self.wait = getattr(self.lib, f"collc_{ident}_mpicuda_check")
+        self.wait.restype = ctypes.c_int
+        self.last_error = getattr(self.lib, f"collc_{ident}_mpicuda_last_error")
+        self.last_error.restype = ctypes.c_char_p
+        self.comm_object = comm
+        self.comm = int(comm.py2f())
+
+    def _check(self, code: int) -> None:
+        if code != 0:
+            reason = self.last_error()
+            text = reason.decode(errors="replace") if reason else f"error {code}"
+            raise LibraryError(f"collc: {self.compiled.describe()}: {text}")
+
+    def run(self, buffer: int, count: int, dtype: int, op: int, stream: int = 0) -> None:
+        """Run the collective in place on ``count`` elements at ``buffer`` (device memory); wait for its kernels."""
+        self._check(self.fn(buffer, count, dtype, op, self.comm, stream or None))
+        self._check(self.wait())

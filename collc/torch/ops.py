@@ -112,11 +112,8 @@ def check_tensor(t: torch.Tensor, what: str) -> str | None:
     """Why tensor ``t`` cannot be an argument of a collc collective, or None."""
     if not isinstance(t, torch.Tensor):
         return f"{what} is a {type(t).__name__}, not a tensor"
-    if t.device.type != "cpu":
-        return (
-            f"{what} is on {t.device}: the collc backend runs CPU tensors through the mpi-c target; "
-            "this build has no mpi-cuda target for GPU tensors (use a group of the nccl backend for them)"
-        )
+    if t.device.type not in ("cpu", "cuda"):
+        return f"{what} is on {t.device}: the collc backend runs CPU tensors (mpi-c) and CUDA tensors (mpi-cuda)"
     if t.is_sparse or t.layout != torch.strided:
         return f"{what} has layout {t.layout}: collc collectives take dense tensors"
     if not t.is_contiguous():

@@ -40,14 +40,14 @@ import torch
 import torch.distributed as dist
 from torch.futures import Future
 
-from collc.torch import config, mpi, ops
-from collc.torch.library import GroupLibrary
+from collc.torch import config, device, mpi, ops
+from collc.torch.library import DeviceLibrary, GroupLibrary
 from collc.torch.schedules import CODEC_DTYPES, Compiled, prepare
 
 __all__ = ["CollcError", "CollcWork", "ProcessGroupCollc"]
 
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "gloo", "trivial")
-_ROUTE_COLLC, _ROUTE_GLOO, _ROUTE_LOCAL = 1, 2, 3
+_ROUTE_COLLC, _ROUTE_GLOO, _ROUTE_LOCAL, _ROUTE_DEVICE = 1, 2, 3, 4
 _GLOO_OPS = {"allreduce": 1, "_allgather_base": 2, "_reduce_scatter_base": 3, "broadcast": 4}
 _FIELDS = ("operation", "route", "dtype", "element count", "reduction op", "root", "schedule", "failed")
 
@@ -205,7 +205,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             raise failure
         assert planned is not None
         planned.run()
-        route = {_ROUTE_COLLC: "collc", _ROUTE_GLOO: "gloo"}.get(planned.signature[1], "local")
+        route = {_ROUTE_COLLC: "collc", _ROUTE_DEVICE: "collc", _ROUTE_GLOO: "gloo"}.get(planned.signature[1], "local")
         self.stats[f"{route} {name}"] += 1
 
     def _agree(self, name: str, planned: Planned | None, failure: Exception | None) -> None:
@@ -247,7 +247,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
         if column == 0:
             return _OPS[value - 1] if 0 < value <= len(_OPS) else str(value)
         if column == 1:
-            return {_ROUTE_COLLC: "collc", _ROUTE_GLOO: "gloo", _ROUTE_LOCAL: "local"}.get(value, str(value))
+            names = {_ROUTE_COLLC: "collc", _ROUTE_DEVICE: "collc (CUDA)", _ROUTE_GLOO: "gloo", _ROUTE_LOCAL: "local"}
+            return names.get(value, str(value))
         if column == 2:
             return ops.dtype_name(value)
         if column == 6:
@@ -256,20 +257,30 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     # ------------------------------------------------------------------ schedules and gloo
 
-    def _library(self, collective: str) -> tuple[Compiled, GroupLibrary] | None:
-        """The group's library for ``collective`` (None: the collective is configured to run on gloo)."""
+    def _library(self, collective: str, t: torch.Tensor) -> tuple[Compiled, Library] | None:
+        """The group's library for ``collective`` on tensors like ``t``: mpi-c for CPU tensors, mpi-cuda for
+        CUDA tensors (None: the collective is configured to run on gloo)."""
         settings = self._settings
         source = settings.schedule(collective)
         if source == config.GLOO:
             return None
-        key = (collective, source, tuple(sorted(settings.codecs.items())), str(settings.cache_dir))
+        key: tuple[Any, ...] = (collective, source, tuple(sorted(settings.codecs.items())), str(settings.cache_dir))
+        if t.is_cuda:
+            key += (settings.cuda_arch or _arch(t.device), settings.nvcc_flags)
         found = self._libs.get(key)
         if found is None:
-            compiled = prepare(collective, source, self._size, codecs=settings.codecs, cache_dir=settings.cache_dir)
-            found = self._libs[key] = (compiled, GroupLibrary(compiled, self._comm))
+            if t.is_cuda:
+                compiled = prepare(collective, source, self._size, codecs=settings.codecs,
+                                   cache_dir=settings.cache_dir, target="mpi-cuda", arch=key[4],
+                                   nvcc_flags=settings.nvcc_flags)  # fmt: skip
+                found = self._libs[key] = (compiled, DeviceLibrary(compiled, self._comm))
+            else:
+                compiled = prepare(collective, source, self._size, codecs=settings.codecs,
+                                   cache_dir=settings.cache_dir)  # fmt: skip
+                found = self._libs[key] = (compiled, GroupLibrary(compiled, self._comm))
         return found
 
-    def _rooted(self, compiled: Compiled, lib: GroupLibrary, root: int) -> GroupLibrary:
+    def _rooted(self, compiled: Compiled, lib: Library, root: int) -> Library:
         """The library for a broadcast from ``root``: the ranks renumbered so that ``root`` is the schedule's root.
 
         Collective over the group (a communicator split): call it only after the ranks agreed on the call.
@@ -281,7 +292,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         if found is None:
             order = (self._rank - root + compiled.root) % self._size
             comm = self._comm.Split(0, order)
-            found = self._rotated[key] = GroupLibrary(compiled, comm)
+            found = self._rotated[key] = type(lib)(compiled, comm)
         return found
 
     def _gloo_backend(self) -> Any:
@@ -334,7 +345,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             why = None
             if kind is None:
                 why = f"all_reduce with {ops.op_name(op)}"
-            elif (problem := ops.reduce_problem(t.dtype, kind)) is not None:
+            elif (problem := _reduce_problem(t, kind)) is not None:
                 why = f"all_reduce: {problem}"
             if why is not None:
                 return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype, why)
@@ -342,7 +353,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if self._size == 1:
                 return Planned((7, _ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, 0, 0),
                                lambda: _local_reduce(t, t, kind), desc)  # fmt: skip
-            entry = self._library("allreduce")
+            entry = self._library("allreduce", t)
             if entry is None:
                 return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype)
             compiled, lib = entry
@@ -350,7 +361,9 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if compiled.compressed and kind.base != "sum":
                 return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype,
                                        f"all_reduce {kind.name.upper()} with a compressed schedule")  # fmt: skip
-            sig = (1, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), kind.code, 0, compiled.key)
+            sig = (1, _route(t), ops.dtype_code(t.dtype), t.numel(), kind.code, 0, compiled.key)
+            if isinstance(lib, DeviceLibrary):
+                return Planned(sig, lambda: device.all_reduce(lib, t, kind, self._size), desc, compiled.describe())
             return Planned(sig, lambda: ops.all_reduce(lib, t, kind, self._size), desc, compiled.describe())
 
         return step
@@ -359,6 +372,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         def step() -> Planned:
             n = out.numel()
             desc = f"reduce_scatter into {n} {_name(out.dtype)} elements"
+            _same_device(out, inp, desc)
             if inp.numel() != n * self._size or inp.dtype != out.dtype:
                 raise CollcError(
                     f"collc: {desc}: the input has {inp.numel()} {_name(inp.dtype)} elements; it must have "
@@ -368,7 +382,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             why = None
             if kind is None:
                 why = f"reduce_scatter with {ops.op_name(op)}"
-            elif (problem := ops.reduce_problem(out.dtype, kind)) is not None:
+            elif (problem := _reduce_problem(out, kind)) is not None:
                 why = f"reduce_scatter: {problem}"
             if self._size == 1 and why is None:
                 assert kind is not None
@@ -378,7 +392,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if why is not None:
                 return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype, why)
             assert kind is not None
-            entry = self._library("reduce_scatter")
+            entry = self._library("reduce_scatter", out)
             if entry is None:
                 return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype)
             compiled, lib = entry
@@ -386,7 +400,10 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if compiled.compressed and kind.base != "sum":
                 return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype,
                                        f"reduce_scatter {kind.name.upper()} with a compressed schedule")  # fmt: skip
-            sig = (3, _ROUTE_COLLC, ops.dtype_code(out.dtype), n, kind.code, 0, compiled.key)
+            sig = (3, _route(out), ops.dtype_code(out.dtype), n, kind.code, 0, compiled.key)
+            if isinstance(lib, DeviceLibrary):
+                return Planned(sig, lambda: device.reduce_scatter_into(lib, out, inp, kind, self._size, self._rank),
+                               desc, compiled.describe())  # fmt: skip
             return Planned(sig, lambda: ops.reduce_scatter_into(lib, out, inp, kind, self._size), desc,
                            compiled.describe())  # fmt: skip
 
@@ -396,6 +413,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         def step() -> Planned:
             n = inp.numel()
             desc = f"all_gather of {n} {_name(inp.dtype)} elements"
+            _same_device(out, inp, desc)
             if out.numel() != n * self._size or out.dtype != inp.dtype:
                 raise CollcError(
                     f"collc: {desc}: the output has {out.numel()} {_name(out.dtype)} elements; it must have "
@@ -404,12 +422,19 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if self._size == 1:
                 return Planned((7, _ROUTE_LOCAL, ops.dtype_code(inp.dtype), n, 0, 0, 0),
                                lambda: _local_copy(out, inp), desc)  # fmt: skip
-            entry = self._library("allgather")
+            args = (out, inp, _allgather_opts())
+            if inp.is_cuda and device.movement_dtype(inp) is None:
+                return self._gloo_step("_allgather_base", args, desc, n, inp.dtype,
+                                       f"all_gather of {inp.dtype} CUDA tensors not a multiple of 4 bytes")  # fmt: skip
+            entry = self._library("allgather", inp)
             if entry is None:
-                return self._gloo_step("_allgather_base", (out, inp, _allgather_opts()), desc, n, inp.dtype)
+                return self._gloo_step("_allgather_base", args, desc, n, inp.dtype)
             compiled, lib = entry
             self._compressed_dtype(compiled, inp.dtype, desc)
-            sig = (2, _ROUTE_COLLC, ops.dtype_code(inp.dtype), n, 0, 0, compiled.key)
+            sig = (2, _route(inp), ops.dtype_code(inp.dtype), n, 0, 0, compiled.key)
+            if isinstance(lib, DeviceLibrary):
+                return Planned(sig, lambda: device.all_gather_into(lib, out, inp, self._rank), desc,
+                               compiled.describe())  # fmt: skip
             return Planned(sig, lambda: ops.all_gather_into(lib, out, inp, self._rank, compiled.compressed), desc,
                            compiled.describe())  # fmt: skip
 
@@ -422,12 +447,18 @@ class ProcessGroupCollc(dist.ProcessGroup):
                 raise CollcError(f"collc: {desc}: the root must be a rank of the group (0..{self._size - 1})")
             if self._size == 1:
                 return Planned((7, _ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, root, 0), lambda: None, desc)
-            entry = self._library("broadcast")
+            if t.is_cuda and device.movement_dtype(t) is None:
+                return self._gloo_step("broadcast", ([t], _broadcast_opts(root)), desc, t.numel(), t.dtype,
+                                       f"broadcast of {t.dtype} CUDA tensors not a multiple of 4 bytes")  # fmt: skip
+            entry = self._library("broadcast", t)
             if entry is None:
                 return self._gloo_step("broadcast", ([t], _broadcast_opts(root)), desc, t.numel(), t.dtype)
             compiled, lib = entry
             self._compressed_dtype(compiled, t.dtype, desc)
-            sig = (4, _ROUTE_COLLC, ops.dtype_code(t.dtype), t.numel(), 0, root, compiled.key)
+            sig = (4, _route(t), ops.dtype_code(t.dtype), t.numel(), 0, root, compiled.key)
+            if isinstance(lib, DeviceLibrary):
+                return Planned(sig, lambda: device.broadcast(self._rooted(compiled, lib, root), t), desc,
+                               compiled.describe())  # fmt: skip
             schedule_root = compiled.root if compiled.root is not None else root
             return Planned(
                 sig, lambda: ops.broadcast(self._rooted(compiled, lib, root), t, schedule_root, compiled.compressed),
@@ -598,6 +629,28 @@ class ProcessGroupCollc(dist.ProcessGroup):
         self._libs.clear()
         self._rotated.clear()
         self._comm.Free()
+
+
+Library = GroupLibrary | DeviceLibrary
+
+
+def _route(t: torch.Tensor) -> int:
+    return _ROUTE_DEVICE if t.is_cuda else _ROUTE_COLLC
+
+
+def _reduce_problem(t: torch.Tensor, kind: ops.ReduceKind) -> str | None:
+    return device.reduce_problem(t.dtype, kind) if t.is_cuda else ops.reduce_problem(t.dtype, kind)
+
+
+def _arch(where: torch.device) -> str:
+    """The nvcc ``-arch`` of a CUDA device (``sm_90`` for an H100)."""
+    major, minor = torch.cuda.get_device_capability(where)
+    return f"sm_{major}{minor}"
+
+
+def _same_device(out: torch.Tensor, inp: torch.Tensor, desc: str) -> None:
+    if out.device != inp.device:
+        raise CollcError(f"collc: {desc}: the input is on {inp.device} and the output on {out.device}")
 
 
 def _name(dtype: torch.dtype) -> str:

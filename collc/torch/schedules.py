@@ -10,7 +10,8 @@ by renumbering the ranks):
 2. instantiate it for ``p`` (and ``root``), with the configured codec settings:
    a size that the program's constraints exclude is an error naming the file and p;
 3. verify it (`collc.api.Instance.verify`): a finding is an error naming the file and p;
-4. compile it with the mpi-c target into the cache folder, once per machine:
+4. compile it with the mpi-c target (CPU tensors) or the mpi-cuda target (CUDA
+   tensors, for one GPU architecture) into the cache folder, once per machine:
    the folder's name is a digest of the program's text, the parameters and
    the codecs, and a file lock makes the ranks of one machine wait for one
    compiler run instead of each running their own.
@@ -36,13 +37,15 @@ from pathlib import Path
 
 import collc
 from collc import api
-from collc.backends import mpi_c
+from collc.backends import mpi_c, mpi_cuda
 from collc.codecs.base import SUPPORTED_DTYPES
 from collc.diagnostics import CollError, format_error
 from collc.ir import Collective
 
 __all__ = [
     "CODEC_DTYPES",
+    "TARGETS",
+    "Build",
     "Compiled",
     "ScheduleError",
     "prepare",
@@ -54,6 +57,19 @@ COLLECTIVE_OF: dict[str, Collective] = {
     "reduce_scatter": Collective.REDUCE_SCATTER,
     "broadcast": Collective.BROADCAST,
 }
+
+
+TARGETS: tuple[str, ...] = ("mpi-c", "mpi-cuda")
+"""The targets libraries are compiled with: mpi-c for CPU tensors, mpi-cuda for CUDA tensors."""
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """How a library is built: its target, and for mpi-cuda the GPU architecture and extra nvcc flags."""
+
+    target: str
+    arch: str = ""
+    nvcc_flags: tuple[str, ...] = ()
 
 
 class ScheduleError(ValueError):
@@ -73,6 +89,7 @@ class Compiled:
     codecs: tuple[str, ...]  # canonical specs of the codecs the schedule uses; () without compression
     library: Path
     key: int  # a 63-bit digest of what was compiled: ranks compare it before every collective
+    target: str = "mpi-c"  # mpi-c (CPU tensors) or mpi-cuda (CUDA tensors)
 
     @property
     def compressed(self) -> bool:
@@ -100,15 +117,23 @@ def prepare(
     root: int | None = None,
     codecs: Mapping[str, str] | None = None,
     cache_dir: Path,
+    target: str = "mpi-c",
+    arch: str = mpi_cuda.cuda.DEFAULT_ARCH,
+    nvcc_flags: tuple[str, ...] = (),
 ) -> Compiled:
-    """The library that runs ``collective`` with schedule ``source`` on ``p`` ranks; raises `ScheduleError`."""
+    """The library that runs ``collective`` with schedule ``source`` on ``p`` ranks; raises `ScheduleError`.
+
+    ``target`` mpi-c, or mpi-cuda (built for ``arch`` with ``nvcc_flags`` on top of the target's own)."""
+    if target not in TARGETS:
+        raise ValueError(f"collc.torch: target {target!r}; expected one of {', '.join(TARGETS)}")
+    build = Build(target, arch, tuple(nvcc_flags)) if target == "mpi-cuda" else Build(target)
     overrides = tuple(sorted((codecs or {}).items()))
-    memo_key = (collective, source, p, root, overrides, str(cache_dir))
+    memo_key = (collective, source, p, root, overrides, str(cache_dir), build)
     with _memo_lock:
         found = _memo.get(memo_key)
     if found is not None:
         return found
-    compiled = _prepare(collective, source, p, root, dict(overrides), Path(cache_dir))
+    compiled = _prepare(collective, source, p, root, dict(overrides), Path(cache_dir), build)
     with _memo_lock:
         _memo[memo_key] = compiled
     return compiled
@@ -119,7 +144,7 @@ def _error(path: str, err: CollError, sources: Mapping[str, str]) -> str:
 
 
 def _prepare(
-    collective: str, source: str, p: int, root: int | None, overrides: dict[str, str], cache_dir: Path
+    collective: str, source: str, p: int, root: int | None, overrides: dict[str, str], cache_dir: Path, build: Build
 ) -> Compiled:
     want = COLLECTIVE_OF[collective]
     try:
@@ -152,9 +177,11 @@ def _prepare(
         raise ScheduleError(f"{where}: the schedule fails verification for p={p}: {text}")
     schedule = inst.schedule
     specs = tuple(dict.fromkeys(op.codec for step in schedule.steps for op in step.ops if op.codec is not None))
-    digest = _digest(alg.sources, params, tuple(sorted(alg.codecs.items())))
+    digest = _digest(alg.sources, params, tuple(sorted(alg.codecs.items())), build)
     stem = f"{schedule.algorithm}-p{p}" + (f"-root{root}" if root is not None else "")
-    library = _build(inst, cache_dir, stem, digest)
+    if build.target == "mpi-cuda":
+        stem += f"-{build.arch}"
+    library = _build(inst, cache_dir, stem, digest, build)
     return Compiled(
         collective=collective,
         source=source,
@@ -165,10 +192,13 @@ def _prepare(
         codecs=specs,
         library=library,
         key=int(digest[:16], 16) & ((1 << 63) - 1),
+        target=build.target,
     )
 
 
-def _digest(sources: Mapping[str, str], params: Mapping[str, int], codecs: tuple[tuple[str, str], ...]) -> str:
+def _digest(
+    sources: Mapping[str, str], params: Mapping[str, int], codecs: tuple[tuple[str, str], ...], build: Build
+) -> str:
     h = hashlib.sha256()
     h.update(f"collc {collc.__version__}\n".encode())
     for name, text in sorted(sources.items()):
@@ -177,6 +207,8 @@ def _digest(sources: Mapping[str, str], params: Mapping[str, int], codecs: tuple
         del name  # the text decides, not where it was read from
     h.update(repr(sorted(params.items())).encode())
     h.update(repr(codecs).encode())
+    if build.target != "mpi-c":  # the digests of mpi-c builds stay what they were
+        h.update(repr(build).encode())
     return h.hexdigest()
 
 
@@ -190,10 +222,13 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _build(inst: api.Instance, cache_dir: Path, stem: str, digest: str) -> Path:
+def _build(inst: api.Instance, cache_dir: Path, stem: str, digest: str, build: Build) -> Path:
     """Compile ``inst`` into ``cache_dir/<stem>-<digest>/`` unless a finished build is there; its library."""
     target = cache_dir / f"{stem}-{digest[:16]}"
-    library = mpi_c.library_path(target, inst.schedule)
+    if build.target == "mpi-cuda":
+        library = mpi_cuda.library_path(target, inst.schedule)
+    else:
+        library = mpi_c.library_path(target, inst.schedule)
     if library.is_file():
         return library
     try:
@@ -205,7 +240,11 @@ def _build(inst: api.Instance, cache_dir: Path, stem: str, digest: str) -> Path:
             return library
         work = Path(tempfile.mkdtemp(prefix=f".{stem}-", dir=cache_dir))
         try:
-            inst.compile("mpi-c", work, verify=False)  # verified by the caller
+            if build.target == "mpi-cuda":
+                mpi_cuda.generate(inst.schedule, work)
+                mpi_cuda.build(work, inst.schedule, arch=build.arch, flags=build.nvcc_flags, driver=False)
+            else:
+                inst.compile("mpi-c", work, verify=False)  # verified by the caller
             if target.exists():  # an unfinished build of an earlier run
                 shutil.rmtree(target)
             os.replace(work, target)

@@ -4,12 +4,14 @@
 collc, a second group of the same ranks is gloo.  Inputs are integers (or values whose every partial
 sum is exact), so that any order of reduction gives the same bits: results must be equal, bit for bit.
 Each rank writes OUT_DIR/rank<r>.json: the number of cases, the cases that differ, the warnings collc
-printed, and the collectives the collc group ran by route.
+printed, and the collectives the collc group ran by route.  With ``COLLC_TEST_DEVICE=cuda`` the collc
+group's tensors of the cases are CUDA tensors (gloo's stay on the CPU).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from typing import Any
@@ -40,32 +42,32 @@ def all_reduce(t: torch.Tensor, group: Any, op: Any, n: int, p: int, rank: int) 
 
 
 def reduce_scatter_tensor(t: torch.Tensor, group: Any, op: Any, n: int, p: int, rank: int) -> torch.Tensor:
-    out = torch.empty(n, dtype=t.dtype)
+    out = torch.empty(n, dtype=t.dtype, device=t.device)
     dist.reduce_scatter_tensor(out, t, op=op, group=group)
     return out
 
 
 def reduce_scatter_list(t: torch.Tensor, group: Any, op: Any, n: int, p: int, rank: int) -> torch.Tensor:
-    out = torch.empty(n, dtype=t.dtype)
+    out = torch.empty(n, dtype=t.dtype, device=t.device)
     dist.reduce_scatter(out, [t[k * n : (k + 1) * n] for k in range(p)], op=op, group=group)
     return out
 
 
 def all_gather_into_tensor(t: torch.Tensor, group: Any, op: Any, n: int, p: int, rank: int) -> torch.Tensor:
-    out = torch.empty(n * p, dtype=t.dtype)
+    out = torch.empty(n * p, dtype=t.dtype, device=t.device)
     dist.all_gather_into_tensor(out, t, group=group)
     return out
 
 
 def all_gather_in_place(t: torch.Tensor, group: Any, op: Any, n: int, p: int, rank: int) -> torch.Tensor:
-    out = torch.full((n * p,), -1).to(t.dtype)
+    out = torch.full((n * p,), -1, device=t.device).to(t.dtype)
     out[rank * n : (rank + 1) * n] = t
     dist.all_gather_into_tensor(out, out[rank * n : (rank + 1) * n], group=group)
     return out
 
 
 def all_gather_list(t: torch.Tensor, group: Any, op: Any, n: int, p: int, rank: int) -> torch.Tensor:
-    outs = [torch.empty(n, dtype=t.dtype) for _ in range(p)]
+    outs = [torch.empty(n, dtype=t.dtype, device=t.device) for _ in range(p)]
     dist.all_gather(outs, t, group=group)
     return torch.cat(outs)
 
@@ -112,11 +114,15 @@ def main() -> None:
             diff = (a.double() - b.double()).abs().max().item() if a.shape == b.shape and a.numel() else "shape"
             wrong.append(f"rank {rank}: {name}: collc and gloo differ (max |diff| {diff})")
 
+    dev = os.environ.get("COLLC_TEST_DEVICE", "cpu")
+    if dev == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for k, (fn, dtype, n, arg, length) in enumerate(cases(p, quick)):
-            results = [fn(values(length, dtype, arg, k), group, arg, n, p, rank) for group in (world, gloo)]
-            same(f"{fn.__name__} {dtype} n={n} {arg}", *results)
+            results = [fn(values(length, dtype, arg, k).to(dev if group is world else "cpu"), group, arg, n, p, rank)
+                       for group in (world, gloo)]  # fmt: skip
+            same(f"{fn.__name__} {dtype} n={n} {arg}", results[0].cpu(), results[1])
         # asynchronous collectives: several in flight, waited for together, as FSDP2 issues them
         works, pending = [], []
         for k in range(6):
