@@ -68,7 +68,7 @@ def _ranks(folder: Path, n: int) -> list[dict]:
 
 def test_registering_the_backend() -> None:
     assert "collc" in torch.distributed.Backend.backend_list
-    assert torch.distributed.Backend.backend_capability["collc"] == ["cpu"]
+    assert torch.distributed.Backend.backend_capability["collc"] == ["cpu", "cuda"]
     collc.torch.register()  # again: harmless
     assert torch.distributed.Backend.backend_list.count("collc") == 1
 
