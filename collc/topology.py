@@ -132,6 +132,10 @@ class Topology(Protocol):
 
     def link_ends(self, links: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def link_bandwidths(self, link_bandwidth: float) -> np.ndarray | None: ...
+
+    def message_latency(self, src: np.ndarray, dst: np.ndarray, per_hop: float) -> np.ndarray: ...
+
 
 # --------------------------------------------------------------------------
 # Helpers
@@ -189,6 +193,14 @@ class _Named:
         link_bandwidth / 2`` (an allreduce sends and receives about twice the vector per
         rank); on a D-dimensional torus ``D * link_bandwidth``, the Swing paper's peak."""
         return self.ports * link_bandwidth / 2
+
+    def link_bandwidths(self, link_bandwidth: float) -> np.ndarray | None:
+        """The bandwidth of every link, or None where every link has ``link_bandwidth`` (here)."""
+        return None
+
+    def message_latency(self, src: np.ndarray, dst: np.ndarray, per_hop: float) -> np.ndarray:
+        """Seconds of latency of every message: ``per_hop`` per hop of its minimal route."""
+        return self.route_intervals(src, dst).hops * float(per_hop)  # type: ignore[attr-defined]
 
 
 class _Cartesian(_Named):
