@@ -11,20 +11,25 @@ The model (``docs/simulate.md`` describes it, with the Swing paper's parameters)
   as one message per kind.
 * Messages are routed by `collc.topology` (minimal, dimension-ordered; ``adaptive``
   splits flows evenly over minimal paths, the flow-level stand-in for minimal adaptive
-  routing).  A link's load is the bytes of all the messages crossing it, weighted by
-  their share; the messages of a step all run concurrently.
-* The time of a step is::
+  routing), or by `collc.hierarchy` on nodes of several ranks, where links differ in
+  bandwidth and a message's latency is the sum of what it crosses.  A link's load is the
+  bytes of all the messages crossing it, weighted by their share.
+* ``execution="lockstep"`` (the default): the messages of a step all run concurrently and
+  the time of a step is::
 
       step_overhead
-      + max over messages of hops * (link_latency + hop_latency)
-      + max over links of load / link_bandwidth
-      + max over ranks of codec bytes / codec_bandwidth
+      + max over messages of latency (hops * (link_latency + hop_latency) on one level)
+      + max over links of load / link bandwidth
+      + max over ranks of encoded bytes / encode rate + decoded bytes / decode rate
 
-  where a rank's codec bytes are the raw bytes it encodes (sends with a codec, local
-  COMPRESS ops) plus those it decodes (receives with a codec, local DECOMPRESS ops).  A
-  step with local ops only costs the overhead and its codec time; a message of zero bytes
-  still costs its latency.  The schedule's time is the sum over steps, step i counted
-  ``weights[i]`` times (a caller may sample a long loop and let a step stand for others).
+  where a rank's encoded bytes are the raw bytes of its sends with a codec and its local
+  COMPRESS ops, its decoded bytes those of its receives with a codec and its DECOMPRESS
+  ops.  A step with local ops only costs the overhead and its codec time; a message of
+  zero bytes still costs its latency.  The schedule's time is the sum over steps, step i
+  counted ``weights[i]`` times (a caller may sample a long loop and let a step stand for
+  others).
+* ``execution="dataflow"``: no barrier; a rank starts a step's sends when the data they
+  read is there, links serve messages first come first served (`collc.eventsim`).
 
 Routes and link loads do not depend on the size: every step is routed once.  Chunk sizes
 are ``base`` or ``base + 1`` (`collc.collectives.chunk_offsets`), so a chunk set S holds
@@ -32,10 +37,9 @@ are ``base`` or ``base + 1`` (`collc.collectives.chunk_offsets`), so a chunk set
 is then ``base * (its chunk-count load) + (its extra-element load)``, and the second term
 is only computed for sizes where some chunk holds an extra element.
 
-What is not modelled: packets, buffers and flow control (a link shares its bandwidth
-fairly and instantly), overlap between steps (a step starts when the slowest message of
-the previous one has arrived everywhere), reduction arithmetic, and overlap of codec work
-with communication.
+What is not modelled: packets, buffers and flow control (in lockstep a link shares its
+bandwidth fairly and instantly), reduction arithmetic, and overlap of a rank's codec work
+with its communication.
 """
 
 from __future__ import annotations

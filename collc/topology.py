@@ -8,6 +8,9 @@ link carries: 1 on a deterministic route, a fraction where ``adaptive`` spreads 
 `route_intervals` gives the same loads as runs of consecutive link indices, which keeps a
 long run along a torus line to one entry (what the simulator uses); ``link_ends`` maps
 link indices back to nodes, ``peak_bandwidth`` is the allreduce peak the paper plots.
+``link_bandwidths`` is None here (every link at the model's bandwidth) and
+``message_latency`` is hops times the per-hop latency; `collc.hierarchy` puts several ranks
+on a node, with links of their own bandwidths and latencies.
 
 Topologies (`parse_topology` reads their text form):
 
