@@ -173,8 +173,8 @@ class Hierarchical:
         return self.spec
 
     def peak_bandwidth(self, link_bandwidth: float) -> float:
-        """Half a node's injection bandwidth into the network, divided over nothing: an allreduce over
-        nodes sends and receives about twice the vector per node through its NICs."""
+        """Half a node's NIC bandwidth, ``nics * nic_bandwidth / 2``: an allreduce over nodes sends and
+        receives about twice the vector per node through its NICs."""
         nic = self.node.nic_bandwidth if self.node.nic_bandwidth is not None else link_bandwidth
         return self.node.nics * nic / 2
 

@@ -155,7 +155,7 @@ class StepFigures:
     max_hops: int
     max_link_chunks: float  # the most chunks (weighted by route share) on one link
     weight: float  # how many steps this one stands for
-    times_s: tuple[float, ...]  # one per row of the simulation, unweighted
+    times_s: tuple[float, ...]  # one per row, unweighted; the lockstep time, whatever the execution
 
 
 @dataclass(frozen=True)
