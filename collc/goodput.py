@@ -181,9 +181,15 @@ def study(
         name = entry.name
         for path in entry.files:
             start = time.perf_counter()
-            schedule, weights = schedule_for(path, topology, extra or {}, exact)
+            schedule, weights = schedule_for(path, topology, extra or {}, exact or model.execution == "dataflow")
             if schedule.nranks != topology.nodes:
-                raise CollError(f"{path}: {schedule.nranks} ranks on a topology of {topology.nodes} nodes")
+                machines = getattr(topology, "machines", None)
+                room = (
+                    f"{topology.nodes} nodes"
+                    if machines is None
+                    else f"{topology.nodes} ranks ({machines} nodes of {topology.nodes // machines} ranks)"
+                )
+                raise CollError(f"{path}: {schedule.nranks} ranks on a topology of {room}")
             advance()
             try:
                 sim = simulate(

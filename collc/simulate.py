@@ -11,20 +11,25 @@ The model (``docs/simulate.md`` describes it, with the Swing paper's parameters)
   as one message per kind.
 * Messages are routed by `collc.topology` (minimal, dimension-ordered; ``adaptive``
   splits flows evenly over minimal paths, the flow-level stand-in for minimal adaptive
-  routing).  A link's load is the bytes of all the messages crossing it, weighted by
-  their share; the messages of a step all run concurrently.
-* The time of a step is::
+  routing), or by `collc.hierarchy` on nodes of several ranks, where links differ in
+  bandwidth and a message's latency is the sum of what it crosses.  A link's load is the
+  bytes of all the messages crossing it, weighted by their share.
+* ``execution="lockstep"`` (the default): the messages of a step all run concurrently and
+  the time of a step is::
 
       step_overhead
-      + max over messages of hops * (link_latency + hop_latency)
-      + max over links of load / link_bandwidth
-      + max over ranks of codec bytes / codec_bandwidth
+      + max over messages of latency (hops * (link_latency + hop_latency) on one level)
+      + max over links of load / link bandwidth
+      + max over ranks of encoded bytes / encode rate + decoded bytes / decode rate
 
-  where a rank's codec bytes are the raw bytes it encodes (sends with a codec, local
-  COMPRESS ops) plus those it decodes (receives with a codec, local DECOMPRESS ops).  A
-  step with local ops only costs the overhead and its codec time; a message of zero bytes
-  still costs its latency.  The schedule's time is the sum over steps, step i counted
-  ``weights[i]`` times (a caller may sample a long loop and let a step stand for others).
+  where a rank's encoded bytes are the raw bytes of its sends with a codec and its local
+  COMPRESS ops, its decoded bytes those of its receives with a codec and its DECOMPRESS
+  ops.  A step with local ops only costs the overhead and its codec time; a message of
+  zero bytes still costs its latency.  The schedule's time is the sum over steps, step i
+  counted ``weights[i]`` times (a caller may sample a long loop and let a step stand for
+  others).
+* ``execution="dataflow"``: no barrier; a rank starts a step's sends when the data they
+  read is there, links serve messages first come first served (`collc.eventsim`).
 
 Routes and link loads do not depend on the size: every step is routed once.  Chunk sizes
 are ``base`` or ``base + 1`` (`collc.collectives.chunk_offsets`), so a chunk set S holds
@@ -32,26 +37,29 @@ are ``base`` or ``base + 1`` (`collc.collectives.chunk_offsets`), so a chunk set
 is then ``base * (its chunk-count load) + (its extra-element load)``, and the second term
 is only computed for sizes where some chunk holds an extra element.
 
-What is not modelled: packets, buffers and flow control (a link shares its bandwidth
-fairly and instantly), overlap between steps (a step starts when the slowest message of
-the previous one has arrived everywhere), reduction arithmetic, and overlap of codec work
-with communication.
+What is not modelled: packets, buffers and flow control (in lockstep a link shares its
+bandwidth fairly and instantly), reduction arithmetic, and overlap of a rank's codec work
+with its communication.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from collc import eventsim
 from collc.codecs import Codec, parse_codec
 from collc.collectives import count_error, element_offsets
 from collc.ir import Action, ChunkSet, Op, OpKind, Schedule
 from collc.topology import Topology
 
 __all__ = [
+    "EXECUTIONS",
+    "PARTS",
     "STEP_OVERHEAD",
     "NetworkModel",
     "SimRow",
@@ -68,6 +76,13 @@ Calibrated once, not per topology: the least-squares fit (on relative error) of 
 32-byte runtimes on a 64x64 torus (Swing, recursive doubling, bucket, Hamiltonian rings), which
 ``python benchmarks/swing_paper.py --calibrate`` recomputes (0.484 us)."""
 
+EXECUTIONS = ("lockstep", "dataflow")
+"""How steps follow each other: ``lockstep`` (every step starts when the previous one has finished
+everywhere) or ``dataflow`` (a rank starts a send when its data is there, `collc.eventsim`)."""
+
+PARTS = eventsim.PARTS
+"""The components of `SimRow.parts`: overhead, latency, transfer, codec (seconds)."""
+
 
 @dataclass(frozen=True)
 class NetworkModel:
@@ -80,12 +95,19 @@ class NetworkModel:
     codec_bandwidth: float = 100e9  # bytes/s of raw data a rank encodes or decodes
     adaptive: bool = True  # split flows over minimal paths (see collc.topology)
     itemsize: int = 4  # bytes per element (float32)
+    execution: str = "lockstep"  # or "dataflow" (EXECUTIONS)
+    encode_bandwidth: float | None = None  # bytes/s of raw data encoded; None: codec_bandwidth
+    decode_bandwidth: float | None = None  # bytes/s of raw data decoded; None: codec_bandwidth
 
     def __post_init__(self) -> None:
-        for name in ("link_bandwidth", "codec_bandwidth"):
+        for name in ("link_bandwidth", "codec_bandwidth", "encode_bandwidth", "decode_bandwidth"):
             value = getattr(self, name)
+            if value is None and name != "link_bandwidth" and name != "codec_bandwidth":
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"NetworkModel: {name} must be a positive number, got {value!r}")
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"NetworkModel: execution must be one of {', '.join(EXECUTIONS)}, got {self.execution!r}")
         for name in ("link_latency", "hop_latency", "step_overhead"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
@@ -98,6 +120,16 @@ class NetworkModel:
         """Seconds per hop: wire plus router."""
         return self.link_latency + self.hop_latency
 
+    @property
+    def encode_rate(self) -> float:
+        """Raw bytes per second a rank encodes."""
+        return self.encode_bandwidth if self.encode_bandwidth is not None else self.codec_bandwidth
+
+    @property
+    def decode_rate(self) -> float:
+        """Raw bytes per second a rank decodes."""
+        return self.decode_bandwidth if self.decode_bandwidth is not None else self.codec_bandwidth
+
 
 @dataclass(frozen=True)
 class SimRow:
@@ -106,6 +138,11 @@ class SimRow:
     size_bytes: int
     time_s: float
     goodput_bytes_per_s: float  # size / time
+    parts: tuple[float, ...] = ()  # the time split as PARTS: overhead, latency, transfer, codec
+
+    def breakdown(self) -> dict[str, float]:
+        """`parts` by name (lockstep: summed over steps; dataflow: along the critical path)."""
+        return dict(zip(PARTS, self.parts, strict=True))
 
 
 @dataclass(frozen=True)
@@ -118,7 +155,7 @@ class StepFigures:
     max_hops: int
     max_link_chunks: float  # the most chunks (weighted by route share) on one link
     weight: float  # how many steps this one stands for
-    times_s: tuple[float, ...]  # one per row of the simulation, unweighted
+    times_s: tuple[float, ...]  # one per row, unweighted; the lockstep time, whatever the execution
 
 
 @dataclass(frozen=True)
@@ -200,6 +237,9 @@ class _StepMessages:
     kind: np.ndarray  # kind index per message
     codec_rank: np.ndarray  # ranks doing codec work, one entry per codec op
     codec_set: np.ndarray  # the chunk set that codec op encodes or decodes
+    codec_decode: np.ndarray  # whether that codec op decodes (else it encodes)
+    msg_op: np.ndarray  # the index in step.ops of each message's send
+    op_set: np.ndarray  # the chunk set of every op of the step
 
 
 class _Held:
@@ -257,44 +297,53 @@ def _flatten(schedule: Schedule) -> tuple[_Tables, list[_StepMessages]]:
         dst: list[int] = []
         sets: list[int] = []  # the set of each message
         ckind: list[int] = []  # its compressed kind j, or -1
+        mop: list[int] = []  # its op
         crank: list[int] = []
         cset: list[int] = []
+        cdec: list[int] = []
+        opset: list[int] = []
         if held is not None:
             held.local(step.ops)
-        for op in step.ops:
+        for i, op in enumerate(step.ops):
             kind = op.kind
             codec = op.codec
+            u = set_index(op.chunks)
+            opset.append(u)
             if kind is send and codec is None and held is not None and held.codec:
                 for part, payload in held.split(op.rank, op.chunks):  # forwarded payloads: no codec work
-                    u = set_index(part)
+                    v = set_index(part)
                     src.append(op.rank)
                     dst.append(op.peer)
-                    sets.append(u)
-                    ckind.append(-1 if payload is None else codec_kind(u, payload))
+                    sets.append(v)
+                    mop.append(i)
+                    ckind.append(-1 if payload is None else codec_kind(v, payload))
             elif kind is send:
-                u = set_index(op.chunks)
                 src.append(op.rank)
                 dst.append(op.peer)
                 sets.append(u)
+                mop.append(i)
                 if codec is None:
                     ckind.append(-1)
                 else:
                     ckind.append(codec_kind(u, codec))
                     crank.append(op.rank)
                     cset.append(u)
+                    cdec.append(0)
             elif kind is recv:
                 if codec is not None:
                     crank.append(op.rank)
-                    cset.append(set_index(op.chunks))
+                    cset.append(u)
+                    cdec.append(1)
             else:  # COMPRESS / DECOMPRESS
                 crank.append(op.rank)
-                cset.append(set_index(op.chunks))
+                cset.append(u)
+                cdec.append(int(kind is OpKind.DECOMPRESS))
         if held is not None:
             held.land(step.ops)
-        raw.append((src, dst, sets, ckind, crank, cset))
+        raw.append((src, dst, sets, ckind, crank, cset, cdec, mop, opset))
     nsets = len(tables.set_bits)
     steps = []
-    for src, dst, sets, ckind, crank, cset in raw:
+    for src, dst, sets, ckind, crank, cset, cdec, mop, opset in raw:
         u, j = np.array(sets, dtype=np.int64), np.array(ckind, dtype=np.int64)
         steps.append(
             _StepMessages(
@@ -303,6 +352,9 @@ def _flatten(schedule: Schedule) -> tuple[_Tables, list[_StepMessages]]:
                 np.where(j < 0, u, nsets + j),
                 np.array(crank, dtype=np.int64),
                 np.array(cset, dtype=np.int64),
+                np.array(cdec, dtype=bool),
+                np.array(mop, dtype=np.int64),
+                np.array(opset, dtype=np.int64),
             )
         )
     return tables, steps
@@ -319,7 +371,9 @@ class _StepPlan:
 
     The link loads of a step are piecewise constant between the distinct interval ends
     (``points``), so an interval ``[lo, hi)`` becomes ``[lo_c, hi_c)`` over those points and
-    a load profile is a cumulative sum of ``+w`` at ``lo_c`` and ``-w`` at ``hi_c``."""
+    a load profile is a cumulative sum of ``+w`` at ``lo_c`` and ``-w`` at ``hi_c``.  Where
+    links differ in bandwidth, ``inv_bw`` holds the seconds per byte of each such segment (one
+    interval never mixes bandwidths, so neither does a segment that carries load)."""
 
     messages: int
     max_hops: int
@@ -333,29 +387,60 @@ class _StepPlan:
     raw_only: bool  # no message of the step travels compressed
     codec_rank: np.ndarray
     codec_set: np.ndarray
+    codec_decode: np.ndarray
+    latency: float  # the largest message latency in seconds
+    inv_bw: np.ndarray | None = None  # seconds per byte of each segment; None: every link alike
+    chunk_time_max: float = 0.0  # with inv_bw: the most chunks x seconds per byte on one link
+    events: eventsim.StepInput | None = None  # what dataflow execution reads
 
     def max_load(self, per_kind: np.ndarray) -> float:
         """The most loaded link's load when a message of kind k weighs ``per_kind[k]``."""
         if self.lo.size == 0:
             return 0.0
+        return float(self._profile(per_kind).max())
+
+    def max_time(self, per_kind: np.ndarray) -> float:
+        """The busiest link's time (load x seconds per byte), for links of different bandwidths."""
+        if self.lo.size == 0:
+            return 0.0
+        assert self.inv_bw is not None
+        return float((self._profile(per_kind) * self.inv_bw).max())
+
+    def _profile(self, per_kind: np.ndarray) -> np.ndarray:
         w = self.weight * per_kind[self.kind]
         diff = np.bincount(self.lo, weights=w, minlength=self.points)
         diff -= np.bincount(self.hi, weights=w, minlength=self.points)
-        return float(np.cumsum(diff).max())
+        return np.cumsum(diff)
 
 
 def _plan_step(
-    msgs: _StepMessages, topology: Topology, adaptive: bool, kind_count: np.ndarray, kind_codec: np.ndarray
+    msgs: _StepMessages,
+    topology: Topology,
+    model: NetworkModel,
+    kind_count: np.ndarray,
+    kind_codec: np.ndarray,
+    bandwidths: np.ndarray | None,
 ) -> _StepPlan:
     m = msgs.src.size
     empty_i = np.zeros(0, np.int64)
+    codec = (msgs.codec_rank, msgs.codec_set, msgs.codec_decode)
+    events = None
     if m == 0:
-        return _StepPlan(
-            0, 0, empty_i, empty_i, empty_i, empty_i, np.zeros(0), 0, 0.0, True, msgs.codec_rank, msgs.codec_set
-        )
-    iv = topology.route_intervals(msgs.src, msgs.dst, adaptive=adaptive)
+        if model.execution == "dataflow":
+            none = np.zeros(0)
+            events = eventsim.StepInput(empty_i, empty_i, empty_i, empty_i, empty_i, none, none, msgs.op_set)
+        return _StepPlan(0, 0, empty_i, empty_i, empty_i, empty_i, np.zeros(0), 0, 0.0, True, *codec, 0.0, None, 0.0,
+                         events)  # fmt: skip
+    iv = topology.route_intervals(msgs.src, msgs.dst, adaptive=model.adaptive)
+    if bandwidths is None:
+        latency = iv.hops * model.per_hop
+    else:
+        latency = np.asarray(topology.message_latency(msgs.src, msgs.dst, model.per_hop), dtype=np.float64)
     points = np.unique(np.concatenate((iv.lo, iv.hi)))
     kinds = np.unique(msgs.kind)
+    if model.execution == "dataflow":
+        events = eventsim.StepInput(msgs.msg_op, msgs.kind, iv.msg, iv.lo, iv.hi, iv.weight.astype(np.float64), latency,
+                                    msgs.op_set)  # fmt: skip
     plan = _StepPlan(
         messages=m,
         max_hops=int(iv.hops.max()),
@@ -369,8 +454,15 @@ def _plan_step(
         raw_only=bool((kind_codec[kinds] < 0).all()),
         codec_rank=msgs.codec_rank,
         codec_set=msgs.codec_set,
+        codec_decode=msgs.codec_decode,
+        latency=float(iv.hops.max()) * model.per_hop if bandwidths is None else float(latency.max()),
+        events=events,
     )
-    plan.chunk_load_max = plan.max_load(kind_count.astype(np.float64))
+    count = kind_count.astype(np.float64)
+    plan.chunk_load_max = plan.max_load(count)
+    if bandwidths is not None:
+        plan.inv_bw = 1.0 / bandwidths[np.minimum(points, bandwidths.size - 1)]
+        plan.chunk_time_max = plan.max_time(count)
     return plan
 
 
@@ -387,9 +479,11 @@ class _Prepared:
     kind_set: np.ndarray
     kind_codec: np.ndarray
     plans: list[_StepPlan]
+    bandwidths: np.ndarray | None  # per link; None: every link at the model's link_bandwidth
+    graph: eventsim.EventGraph | None  # dataflow execution only
 
 
-def _prepare(schedule: Schedule, topology: Topology, adaptive: bool) -> _Prepared:
+def _prepare(schedule: Schedule, topology: Topology, model: NetworkModel) -> _Prepared:
     _check_fit(schedule, topology)
     tables, steps = _flatten(schedule)
     nsets = len(tables.set_bits)
@@ -399,8 +493,15 @@ def _prepare(schedule: Schedule, topology: Topology, adaptive: bool) -> _Prepare
     kind_set = np.concatenate((np.arange(nsets, dtype=np.int64), ck[:, 0]))
     kind_codec = np.concatenate((np.full(nsets, -1, dtype=np.int64), ck[:, 1]))
     kind_count = set_count[kind_set]
-    plans = [_plan_step(s, topology, adaptive, kind_count, kind_codec) for s in steps]
-    return _Prepared(tables, set_count, set_low, kind_set, kind_codec, plans)
+    bandwidths = topology.link_bandwidths(model.link_bandwidth)
+    if bandwidths is not None:
+        bandwidths = np.asarray(bandwidths, dtype=np.float64)
+    plans = [_plan_step(s, topology, model, kind_count, kind_codec, bandwidths) for s in steps]
+    graph = None
+    if model.execution == "dataflow":
+        links = bandwidths if bandwidths is not None else np.full(topology.num_links, model.link_bandwidth)
+        graph = eventsim.build(schedule, [p.events for p in plans if p.events is not None], links)
+    return _Prepared(tables, set_count, set_low, kind_set, kind_codec, plans, bandwidths, graph)
 
 
 @dataclass
@@ -450,11 +551,24 @@ def _max_link_bytes(plan: _StepPlan, ev: _SizeEval, itemsize: int) -> float:
     return plan.max_load(ev.kind_bytes)
 
 
-def _codec_bytes(plan: _StepPlan, ev: _SizeEval, itemsize: int) -> float:
+def _transfer_time(plan: _StepPlan, ev: _SizeEval, model: NetworkModel) -> float:
+    """The busiest link's time in the step."""
+    if plan.inv_bw is None:
+        return _max_link_bytes(plan, ev, model.itemsize) / model.link_bandwidth
+    if ev.uniform and plan.raw_only:
+        return model.itemsize * ev.base * plan.chunk_time_max
+    return plan.max_time(ev.kind_bytes)
+
+
+def _codec_time(plan: _StepPlan, ev: _SizeEval, model: NetworkModel) -> float:
+    """The busiest rank's codec time in the step: raw bytes encoded and decoded at their rates."""
     if plan.codec_rank.size == 0:
         return 0.0
-    raw = np.bincount(plan.codec_rank, weights=(ev.set_elems[plan.codec_set] * itemsize).astype(np.float64))
-    return float(raw.max())
+    raw = (ev.set_elems[plan.codec_set] * model.itemsize).astype(np.float64)
+    if model.encode_rate == model.decode_rate:
+        return float(np.bincount(plan.codec_rank, weights=raw).max()) / model.codec_bandwidth
+    rate = np.where(plan.codec_decode, model.decode_rate, model.encode_rate)
+    return float(np.bincount(plan.codec_rank, weights=raw / rate).max())
 
 
 def _counts(sizes_bytes: Iterable[int], schedule: Schedule, itemsize: int) -> list[tuple[int, int]]:
@@ -487,9 +601,12 @@ def _weights(schedule: Schedule, weights: Sequence[float] | None) -> np.ndarray:
 
 def _check_fit(schedule: Schedule, topology: Topology) -> None:
     if topology.nodes != schedule.nranks:
+        machines = getattr(topology, "machines", None)
+        where = "one rank per node" if machines is None else f"{machines} nodes of {topology.nodes // machines} ranks"
+        has = "nodes" if machines is None else "ranks"
         raise ValueError(
-            f"topology {topology.spec} has {topology.nodes} nodes but the schedule "
-            f"{schedule.algorithm} runs on {schedule.nranks} ranks (one rank per node)"
+            f"topology {topology.spec} has {topology.nodes} {has} but the schedule "
+            f"{schedule.algorithm} runs on {schedule.nranks} ranks ({where})"
         )
 
 
@@ -518,23 +635,37 @@ def simulate(
     model = model if model is not None else NetworkModel()
     sizes = _counts(sizes_bytes, schedule, model.itemsize)
     w = _weights(schedule, weights)
-    prep = _prepare(schedule, topology, model.adaptive)
+    if model.execution == "dataflow" and (w != 1).any():
+        raise ValueError("simulate: dataflow execution runs every step: the step weights must all be 1")
+    prep = _prepare(schedule, topology, model)
     nsteps = len(prep.plans)
     step_times = np.zeros((nsteps, len(sizes)))
-    fixed = np.array([model.step_overhead + p.max_hops * model.per_hop for p in prep.plans])
+    step_parts = np.zeros((nsteps, len(sizes), len(PARTS)))
+    latency = np.array([p.latency for p in prep.plans])
+    totals = np.zeros(len(sizes))
+    row_parts = np.zeros((len(sizes), len(PARTS)))
     for j, (_, count) in enumerate(sizes):
         ev = _evaluate_size(schedule, prep, count, model.itemsize)
         for i, plan in enumerate(prep.plans):
-            t = fixed[i] + _max_link_bytes(plan, ev, model.itemsize) / model.link_bandwidth
-            if plan.codec_rank.size:
-                t += _codec_bytes(plan, ev, model.itemsize) / model.codec_bandwidth
-            step_times[i, j] = t
+            transfer = _transfer_time(plan, ev, model)
+            codec = _codec_time(plan, ev, model) if plan.codec_rank.size else 0.0
+            step_parts[i, j] = (model.step_overhead, latency[i], transfer, codec)
+            t = model.step_overhead + latency[i] + transfer
+            step_times[i, j] = t + codec if plan.codec_rank.size else t
+        if prep.graph is not None:
+            set_bytes = (ev.set_elems * model.itemsize).astype(np.float64)
+            total, parts = eventsim.run(
+                prep.graph, ev.kind_bytes, set_bytes, model.step_overhead, model.encode_rate, model.decode_rate
+            )
+            totals[j], row_parts[j] = total, parts
         if on_progress is not None:
             on_progress(j + 1, len(sizes))
-    totals = w @ step_times if nsteps else np.zeros(len(sizes))
+    if prep.graph is None:
+        totals = w @ step_times if nsteps else np.zeros(len(sizes))
+        row_parts = np.einsum("i,ijk->jk", w, step_parts) if nsteps else row_parts
     rows = tuple(
-        SimRow(size, float(t), size / float(t) if t > 0 else math.inf)
-        for (size, _), t in zip(sizes, totals, strict=True)
+        SimRow(size, float(t), size / float(t) if t > 0 else math.inf, tuple(float(x) for x in parts))
+        for (size, _), t, parts in zip(sizes, totals, row_parts, strict=True)
     )
     figures = tuple(
         StepFigures(
@@ -584,7 +715,7 @@ def congestion_deficiency(
     model = model if model is not None else NetworkModel()
     ((_, count),) = _counts([size_bytes], schedule, model.itemsize)
     w = _weights(schedule, weights)
-    prep = _prepare(schedule, topology, model.adaptive)
+    prep = _prepare(schedule, topology, dataclasses.replace(model, execution="lockstep"))
     ev = _evaluate_size(schedule, prep, count, model.itemsize)
     shared = alone = 0.0
     for wi, plan in zip(w, prep.plans, strict=True):

@@ -8,6 +8,9 @@ link carries: 1 on a deterministic route, a fraction where ``adaptive`` spreads 
 `route_intervals` gives the same loads as runs of consecutive link indices, which keeps a
 long run along a torus line to one entry (what the simulator uses); ``link_ends`` maps
 link indices back to nodes, ``peak_bandwidth`` is the allreduce peak the paper plots.
+``link_bandwidths`` is None here (every link at the model's bandwidth) and
+``message_latency`` is hops times the per-hop latency; `collc.hierarchy` puts several ranks
+on a node, with links of their own bandwidths and latencies.
 
 Topologies (`parse_topology` reads their text form):
 
@@ -132,6 +135,10 @@ class Topology(Protocol):
 
     def link_ends(self, links: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def link_bandwidths(self, link_bandwidth: float) -> np.ndarray | None: ...
+
+    def message_latency(self, src: np.ndarray, dst: np.ndarray, per_hop: float) -> np.ndarray: ...
+
 
 # --------------------------------------------------------------------------
 # Helpers
@@ -189,6 +196,14 @@ class _Named:
         link_bandwidth / 2`` (an allreduce sends and receives about twice the vector per
         rank); on a D-dimensional torus ``D * link_bandwidth``, the Swing paper's peak."""
         return self.ports * link_bandwidth / 2
+
+    def link_bandwidths(self, link_bandwidth: float) -> np.ndarray | None:
+        """The bandwidth of every link, or None where every link has ``link_bandwidth`` (here)."""
+        return None
+
+    def message_latency(self, src: np.ndarray, dst: np.ndarray, per_hop: float) -> np.ndarray:
+        """Seconds of latency of every message: ``per_hop`` per hop of its minimal route."""
+        return self.route_intervals(src, dst).hops * float(per_hop)  # type: ignore[attr-defined]
 
 
 class _Cartesian(_Named):

@@ -25,13 +25,41 @@ from collc.viz import suffix_problem
 
 @main.command()
 @click.argument("entries", nargs=-1, required=True, metavar="FILE|NAME=FILE+FILE...")
-@click.option("--topology", "topology_text", required=True, help="ring:16, torus:64x64, torus:4x4x4, hyperx:8x8, ...")
+@click.option(
+    "--topology",
+    "topology_text",
+    required=True,
+    help="The network between nodes: ring:16, torus:64x64, torus:4x4x4, hyperx:8x8, fattree:16, full:16.",
+)
+@click.option(
+    "--node",
+    "node_text",
+    default=None,
+    metavar="nvlink:G|pcie:G[,OPTIONS]",
+    help="G ranks per node on an intra-node fabric, with NICs into --topology (docs/simulate.md).",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(["block", "cyclic"]),
+    default="block",
+    show_default=True,
+    help="With --node: rank r on node r // G (block) or r % N (cyclic).",
+)
+@click.option(
+    "--execution",
+    type=click.Choice(["lockstep", "dataflow"]),
+    default="lockstep",
+    show_default=True,
+    help="lockstep: a barrier between steps; dataflow: a rank sends once its data is there.",
+)
 @click.option("--sizes", default="32B:512MiB", show_default=True, help="Vector sizes: SIZE or a doubling LOW:HIGH.")
 @click.option("--link-bw", default="400Gb/s", show_default=True, help="Bandwidth of every link (Gb/s or GB/s).")
 @click.option("--link-latency", default="100ns", show_default=True, help="Latency of a link.")
 @click.option("--hop-latency", default="300ns", show_default=True, help="Processing latency per hop (router).")
 @click.option("--step-overhead", default=None, help="Software overhead per step [default: the calibrated one].")
 @click.option("--codec-bw", default="100GB/s", show_default=True, help="Raw bytes a rank encodes or decodes per s.")
+@click.option("--encode-bw", default=None, help="Raw bytes a rank encodes per s [default: --codec-bw].")
+@click.option("--decode-bw", default=None, help="Raw bytes a rank decodes per s [default: --codec-bw].")
 @click.option(
     "--routing", type=click.Choice(["adaptive", "dor"]), default="adaptive", show_default=True,
     help="adaptive: spread flows over the minimal paths; dor: one dimension-ordered path.",
@@ -43,12 +71,17 @@ from collc.viz import suffix_problem
 def sim(
     entries: tuple[str, ...],
     topology_text: str,
+    node_text: str | None,
+    placement: str,
+    execution: str,
     sizes: str,
     link_bw: str,
     link_latency: str,
     hop_latency: str,
     step_overhead: str | None,
     codec_bw: str,
+    encode_bw: str | None,
+    decode_bw: str | None,
     routing: str,
     params: tuple[str, ...],
     exact: bool,
@@ -60,6 +93,7 @@ def sim(
     Each FILE is one curve; NAME=FILE+FILE plots, at each size, the best of the files
     (a latency- and a bandwidth-optimal variant, as the Swing paper does)."""
     from collc import goodput
+    from collc.hierarchy import Hierarchical, parse_node
     from collc.simulate import STEP_OVERHEAD, NetworkModel
     from collc.topology import parse_topology
 
@@ -67,6 +101,13 @@ def sim(
         topology = parse_topology(topology_text)
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="'--topology'") from None
+    if node_text is not None:
+        try:
+            topology = Hierarchical(topology, parse_node(node_text), placement)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="'--node'") from None
+    elif placement != "block":
+        raise click.BadParameter("a placement of ranks on nodes needs --node", param_hint="'--placement'")
     model = NetworkModel(
         link_bandwidth=_unit(goodput.parse_rate, link_bw, "--link-bw"),
         link_latency=_unit(goodput.parse_duration, link_latency, "--link-latency"),
@@ -74,7 +115,10 @@ def sim(
         step_overhead=STEP_OVERHEAD if step_overhead is None
         else _unit(goodput.parse_duration, step_overhead, "--step-overhead"),
         codec_bandwidth=_unit(goodput.parse_rate, codec_bw, "--codec-bw"),
+        encode_bandwidth=None if encode_bw is None else _unit(goodput.parse_rate, encode_bw, "--encode-bw"),
+        decode_bandwidth=None if decode_bw is None else _unit(goodput.parse_rate, decode_bw, "--decode-bw"),
         adaptive=routing == "adaptive",
+        execution=execution,
     )  # fmt: skip
     byte_sizes = parse_sizes(sizes)
     try:
@@ -103,9 +147,12 @@ def sim(
         ]  # fmt: skip
         click.echo(json.dumps(rows, indent=1))
         return
+    machines = getattr(topology, "machines", None)
+    where = f"{topology.nodes} nodes" if machines is None else f"{topology.nodes} ranks on {machines} nodes"
     click.echo(
-        f"# {topology.name}: {topology.nodes} nodes, links {link_bw}, link latency {link_latency}, "
+        f"# {topology.name}: {where}, links {link_bw}, link latency {link_latency}, "
         f"hop latency {hop_latency}, step overhead {model.step_overhead * 1e6:g}us, routing {routing}"
+        + ("" if execution == "lockstep" else f", execution {execution}")
     )
     for v in result.variants:
         sampled = "" if v.elaborated == v.steps else f" ({v.elaborated} elaborated, the others stood in for)"
