@@ -36,14 +36,14 @@ import gc
 import heapq
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
 
 from collc.ir import ChunkSet, OpKind, Schedule
 
-__all__ = ["PARTS", "EventGraph", "StepInput", "build", "run"]
+__all__ = ["PARTS", "EventGraph", "StepInput", "Trace", "build", "run", "trace"]
 
 PARTS = ("overhead", "latency", "transfer", "codec")
 """The names of the components of a time's breakdown, in order."""
@@ -93,6 +93,9 @@ class EventGraph:
     preds: list[list[int]]  # the nodes each node waits for (not counting messages)
     coded_groups: list[int]  # the groups with codec work
     waiting: list[int]  # how many predecessors each node has (messages and the engine included)
+    group_rank: list[int] = field(default_factory=list)  # the rank of every group
+    group_step: list[int] = field(default_factory=list)  # its step's position in schedule.steps
+    msg_op: list[int] = field(default_factory=list)  # the op (index in its step's ops) of every message
 
     @property
     def nodes(self) -> int:
@@ -132,6 +135,9 @@ def build(schedule: Schedule, steps: Sequence[StepInput], link_bandwidths: np.nd
     group_enc: list[list[int]] = []
     group_dec: list[list[int]] = []
     group_msgs: list[list[int]] = []
+    group_rank: list[int] = []
+    group_step: list[int] = []
+    msg_op: list[int] = []
     msg_kind: list[int] = []
     msg_links: list[list[tuple[int, float]]] = []
     msg_latency: list[float] = []
@@ -154,6 +160,7 @@ def build(schedule: Schedule, steps: Sequence[StepInput], link_bandwidths: np.nd
         base = len(msg_kind)
         for i, (op_i, kind) in enumerate(zip(inp.msg_op.tolist(), inp.msg_kind.tolist(), strict=True)):
             op_msgs.setdefault(op_i, []).append(base + i)
+            msg_op.append(op_i)
             msg_kind.append(kind)
             msg_links.append([])
             msg_latency.append(float(inp.latency[i]))
@@ -172,6 +179,8 @@ def build(schedule: Schedule, steps: Sequence[StepInput], link_bandwidths: np.nd
         for rank, idx in by_rank.items():
             g = len(group_prev)
             group_of[rank] = g
+            group_rank.append(rank)
+            group_step.append(s)
             group_prev.append(last_group.get(rank, -1))
             last_group[rank] = g
             deps: set[tuple[str, int]] = set()
@@ -270,6 +279,9 @@ def build(schedule: Schedule, steps: Sequence[StepInput], link_bandwidths: np.nd
         preds=preds,
         coded_groups=[g for g in range(ngroups) if group_enc[g] or group_dec[g]],
         waiting=waiting,
+        group_rank=group_rank,
+        group_step=group_step,
+        msg_op=msg_op,
     )
 
 
@@ -277,6 +289,29 @@ def _node(ref: tuple[str, int]) -> int:
     """A group keeps its index; a landing is encoded as ``-(index + 1)`` until the group count is known."""
     kind, index = ref
     return index if kind == "g" else -(index + 1)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """When everything happened in one dataflow run (seconds from the start; `trace`).
+
+    Groups (a rank's sends and local ops of one step, see the module): ``group_rank``,
+    ``group_step`` (the step's position in ``schedule.steps``), ``group_start`` (the engine
+    takes it up) and ``group_end`` (overhead and codec work done: its messages enter the
+    network).  Messages: ``msg_group``, ``msg_op`` (the SEND op, an index in its step's ops;
+    a send of chunks held in several ways is several messages), ``msg_arrival`` (every link
+    has served it and its latency has passed).  ``landing_time``: every receive, in the order
+    of the steps and of their ops, when its chunks are written."""
+
+    time: float
+    group_rank: np.ndarray
+    group_step: np.ndarray
+    group_start: np.ndarray
+    group_end: np.ndarray
+    msg_group: np.ndarray
+    msg_op: np.ndarray
+    msg_arrival: np.ndarray
+    landing_time: np.ndarray
 
 
 @_paused
@@ -290,10 +325,57 @@ def run(
 ) -> tuple[float, _Parts]:
     """The time of the schedule and its critical path's breakdown (`PARTS`) for one vector size:
     ``kind_bytes[k]`` the bytes of a message of kind k, ``set_bytes[u]`` the raw bytes of set u."""
+    total, parts, _, _, _ = _execute(graph, kind_bytes, set_bytes, step_overhead, encode_bandwidth, decode_bandwidth)
+    return total, parts
+
+
+@_paused
+def trace(
+    graph: EventGraph,
+    kind_bytes: np.ndarray,
+    set_bytes: np.ndarray,
+    step_overhead: float,
+    encode_bandwidth: float,
+    decode_bandwidth: float,
+) -> Trace:
+    """`run`, keeping the time of every group, message and landing (a `Trace`)."""
+    arrival = [0.0] * len(graph.msg_kind)
+    total, _, time, codec, _ = _execute(
+        graph, kind_bytes, set_bytes, step_overhead, encode_bandwidth, decode_bandwidth, arrival
+    )
+    ng = graph.ngroups
+    end = np.asarray(time[:ng], dtype=np.float64)
+    msg_group = np.zeros(len(graph.msg_kind), dtype=np.int64)
+    for g, msgs in enumerate(graph.group_msgs):
+        msg_group[msgs] = g
+    return Trace(
+        time=total,
+        group_rank=np.asarray(graph.group_rank, dtype=np.int64),
+        group_step=np.asarray(graph.group_step, dtype=np.int64),
+        group_start=end - step_overhead - np.asarray(codec[:ng], dtype=np.float64),
+        group_end=end,
+        msg_group=msg_group,
+        msg_op=np.asarray(graph.msg_op, dtype=np.int64),
+        msg_arrival=np.asarray(arrival, dtype=np.float64),
+        landing_time=np.asarray(time[ng:], dtype=np.float64),
+    )
+
+
+def _execute(
+    graph: EventGraph,
+    kind_bytes: np.ndarray,
+    set_bytes: np.ndarray,
+    step_overhead: float,
+    encode_bandwidth: float,
+    decode_bandwidth: float,
+    arrival: list[float] | None = None,
+) -> tuple[float, _Parts, list[float], list[float], list[_Parts]]:
+    """The run: the total and its breakdown, then the time and the codec seconds of every node and
+    their breakdowns; ``arrival``, when given, gets every message's arrival time."""
     ng = graph.ngroups
     n = graph.nodes
     if n == 0:
-        return 0.0, _ZERO
+        return 0.0, _ZERO, [], [], []
     time = [0.0] * n
     parts: list[_Parts] = [_ZERO] * n
     waiting = graph.waiting.copy()  # predecessors still to resolve
@@ -365,6 +447,8 @@ def run(
                     t, p = c, cp
             lat = msg_latency[m]
             t += lat
+            if arrival is not None:
+                arrival[m] = t
             v = msg_landing[m]
             if t >= arrived[v]:
                 arrived[v], arrived_parts[v] = t, (p[0], p[1] + lat, p[2], p[3])
@@ -379,4 +463,4 @@ def run(
     if done != n:
         raise ValueError("dataflow: the schedule's dependencies form a cycle")  # steps are ordered: cannot happen
     last = max(range(n), key=time.__getitem__)
-    return time[last], parts[last]
+    return time[last], parts[last], time, codec, parts

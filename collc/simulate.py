@@ -68,6 +68,7 @@ __all__ = [
     "congestion_deficiency",
     "link_message_counts",
     "simulate",
+    "trace",
 ]
 
 STEP_OVERHEAD = 0.48e-6
@@ -680,6 +681,19 @@ def simulate(
         for i, (step, plan) in enumerate(zip(schedule.steps, prep.plans, strict=True))
     )
     return Simulation(schedule.algorithm, topology.spec, schedule.nranks, model, rows, figures)
+
+
+def trace(schedule: Schedule, topology: Topology, size_bytes: int, model: NetworkModel | None = None) -> eventsim.Trace:
+    """The dataflow run of ``schedule`` at one vector size with every event's time (`collc.eventsim.Trace`),
+    whatever ``model.execution`` says.  A ValueError says what does not fit, as `simulate`."""
+    model = dataclasses.replace(model if model is not None else NetworkModel(), execution="dataflow")
+    ((_, count),) = _counts([size_bytes], schedule, model.itemsize)
+    prep = _prepare(schedule, topology, model)
+    assert prep.graph is not None
+    ev = _evaluate_size(schedule, prep, count, model.itemsize)
+    set_bytes = (ev.set_elems * model.itemsize).astype(np.float64)
+    return eventsim.trace(prep.graph, ev.kind_bytes, set_bytes, model.step_overhead, model.encode_rate,
+                          model.decode_rate)  # fmt: skip
 
 
 def link_message_counts(schedule: Schedule, topology: Topology, step: int, adaptive: bool = False) -> np.ndarray:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable
 
 import click
 
@@ -17,6 +15,7 @@ from collc.cli.common import (
     parse_param_value,
     parse_sizes,
 )
+from collc.cli.network import model_of, model_options, network_of, network_options
 from collc.cli.progress import progress_bar
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
@@ -25,26 +24,7 @@ from collc.viz import suffix_problem
 
 @main.command()
 @click.argument("entries", nargs=-1, required=True, metavar="FILE|NAME=FILE+FILE...")
-@click.option(
-    "--topology",
-    "topology_text",
-    required=True,
-    help="The network between nodes: ring:16, torus:64x64, torus:4x4x4, hyperx:8x8, fattree:16, full:16.",
-)
-@click.option(
-    "--node",
-    "node_text",
-    default=None,
-    metavar="nvlink:G|pcie:G[,OPTIONS]",
-    help="G ranks per node on an intra-node fabric, with NICs into --topology (docs/simulate.md).",
-)
-@click.option(
-    "--placement",
-    type=click.Choice(["block", "cyclic"]),
-    default="block",
-    show_default=True,
-    help="With --node: rank r on node r // G (block) or r % N (cyclic).",
-)
+@network_options(required=True)
 @click.option(
     "--execution",
     type=click.Choice(["lockstep", "dataflow"]),
@@ -53,17 +33,7 @@ from collc.viz import suffix_problem
     help="lockstep: a barrier between steps; dataflow: a rank sends once its data is there.",
 )
 @click.option("--sizes", default="32B:512MiB", show_default=True, help="Vector sizes: SIZE or a doubling LOW:HIGH.")
-@click.option("--link-bw", default="400Gb/s", show_default=True, help="Bandwidth of every link (Gb/s or GB/s).")
-@click.option("--link-latency", default="100ns", show_default=True, help="Latency of a link.")
-@click.option("--hop-latency", default="300ns", show_default=True, help="Processing latency per hop (router).")
-@click.option("--step-overhead", default=None, help="Software overhead per step [default: the calibrated one].")
-@click.option("--codec-bw", default="100GB/s", show_default=True, help="Raw bytes a rank encodes or decodes per s.")
-@click.option("--encode-bw", default=None, help="Raw bytes a rank encodes per s [default: --codec-bw].")
-@click.option("--decode-bw", default=None, help="Raw bytes a rank decodes per s [default: --codec-bw].")
-@click.option(
-    "--routing", type=click.Choice(["adaptive", "dor"]), default="adaptive", show_default=True,
-    help="adaptive: spread flows over the minimal paths; dor: one dimension-ordered path.",
-)  # fmt: skip
+@model_options
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Another parameter of the programs.")
 @click.option("--exact", is_flag=True, help="Elaborate every step (long step loops are sampled otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Rows of algorithm, variant, size_bytes, time_us, goodput_gbps.")
@@ -93,33 +63,12 @@ def sim(
     Each FILE is one curve; NAME=FILE+FILE plots, at each size, the best of the files
     (a latency- and a bandwidth-optimal variant, as the Swing paper does)."""
     from collc import goodput
-    from collc.hierarchy import Hierarchical, parse_node
-    from collc.simulate import STEP_OVERHEAD, NetworkModel
-    from collc.topology import parse_topology
 
-    try:
-        topology = parse_topology(topology_text)
-    except ValueError as err:
-        raise click.BadParameter(str(err), param_hint="'--topology'") from None
-    if node_text is not None:
-        try:
-            topology = Hierarchical(topology, parse_node(node_text), placement)
-        except ValueError as err:
-            raise click.BadParameter(str(err), param_hint="'--node'") from None
-    elif placement != "block":
-        raise click.BadParameter("a placement of ranks on nodes needs --node", param_hint="'--placement'")
-    model = NetworkModel(
-        link_bandwidth=_unit(goodput.parse_rate, link_bw, "--link-bw"),
-        link_latency=_unit(goodput.parse_duration, link_latency, "--link-latency"),
-        hop_latency=_unit(goodput.parse_duration, hop_latency, "--hop-latency"),
-        step_overhead=STEP_OVERHEAD if step_overhead is None
-        else _unit(goodput.parse_duration, step_overhead, "--step-overhead"),
-        codec_bandwidth=_unit(goodput.parse_rate, codec_bw, "--codec-bw"),
-        encode_bandwidth=None if encode_bw is None else _unit(goodput.parse_rate, encode_bw, "--encode-bw"),
-        decode_bandwidth=None if decode_bw is None else _unit(goodput.parse_rate, decode_bw, "--decode-bw"),
-        adaptive=routing == "adaptive",
-        execution=execution,
-    )  # fmt: skip
+    topology = network_of(topology_text, node_text, placement)
+    model = model_of(
+        link_bw=link_bw, link_latency=link_latency, hop_latency=hop_latency, step_overhead=step_overhead,
+        codec_bw=codec_bw, encode_bw=encode_bw, decode_bw=decode_bw, routing=routing, execution=execution,
+    )
     byte_sizes = parse_sizes(sizes)
     try:
         parsed = [goodput.parse_entry(e) for e in entries]
@@ -185,15 +134,3 @@ def _extra_params(items: tuple[str, ...], files: list[str]) -> dict[str, ParamVa
                 raise bad_value("--param", item, f"{alg.name}: {problem}")
     return {name: value for _, name, value in given}
 
-
-def _unit(parse: Callable[[str], float], text: str, option: str) -> float:
-    """A rate or duration option; a rate must be above zero, a duration at least zero."""
-    try:
-        value = parse(text)
-    except ValueError as err:
-        raise click.BadParameter(str(err), param_hint=f"'{option}'") from None
-    rate = text.strip().endswith("/s")
-    if not math.isfinite(value) or value < 0 or (rate and value == 0):
-        least = "above" if rate else "at least"
-        raise click.BadParameter(f"{text!r} must be finite and {least} zero", param_hint=f"'{option}'")
-    return value

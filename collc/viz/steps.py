@@ -1,8 +1,9 @@
 """Pictures of a schedule's communication (`collc viz`, docs/viz.md).
 
 `draw_steps` draws small multiples, one panel per step: the ranks laid out by `rank_positions`
-(a circle, or the torus grid when the program has a ``dims`` parameter) and an arrow from sender
-to receiver for every SEND op; `plan_panels` says which steps get a panel.  `draw_chunk_flow`
+(a circle, or the torus grid when the program has a ``dims`` parameter; with a
+`collc.hierarchy.Hierarchical` topology, grouped by node round the circle, `collc.viz.levels`)
+and an arrow from sender to receiver for every SEND op; `plan_panels` says which steps get a panel.  `draw_chunk_flow`
 draws where one chunk travels.  Both write PNG, SVG or PDF by the file's suffix; every arrow has
 the SVG id ``send-STEP-N`` (the first half of a hop drawn round a torus edge ``wrap-STEP-N``).
 Matplotlib is used through `Figure` objects, never pyplot: no backend switch, no global state.
@@ -19,13 +20,25 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from collc.hierarchy import Hierarchical
 from collc.ir import Action, Op, OpKind, Schedule, Step, params_text
+from collc.viz.levels import (
+    LEVEL_COLORS,
+    LEVELS,
+    check_fit,
+    hop_level,
+    level_label,
+    node_members,
+    node_positions,
+    rank_slots,
+    slot_angle,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-ColorBy = Literal["step", "port"]
+ColorBy = Literal["step", "port", "level"]
 SUFFIXES = (".png", ".svg", ".pdf")
 MAX_PANELS = 16
 LABEL_LIMIT = 32  # chunk counts are written on the arrows of a panel with at most this many (p <= 16)
@@ -120,10 +133,15 @@ class Hop:
     action: Action | None
     compressed: bool  # the send or its receive names a codec
     port: str  # `hop_port`
+    level: str | None = None  # `collc.viz.levels.hop_level` on nodes of several ranks, else None
 
 
-def step_hops(schedule: Schedule, step: Step, dims: Sequence[int] | None = None, chunk: int | None = None) -> list[Hop]:
-    """The SEND ops of a step (those carrying ``chunk`` when given) as hops."""
+def step_hops(
+    schedule: Schedule, step: Step, dims: Sequence[int] | None = None, chunk: int | None = None,
+    hierarchy: Hierarchical | None = None,
+) -> list[Hop]:  # fmt: skip
+    """The SEND ops of a step (those carrying ``chunk`` when given) as hops; with ``hierarchy``,
+    each with the level it crosses."""
     recvs: dict[tuple[int, int], list[Op]] = defaultdict(list)
     for op in step.ops:
         if op.kind is OpKind.RECV:
@@ -137,7 +155,8 @@ def step_hops(schedule: Schedule, step: Step, dims: Sequence[int] | None = None,
         compressed = op.codec is not None or (match is not None and match.codec is not None)
         action = match.action if match is not None else None
         port = hop_port(op.rank, op.peer, schedule.nranks, dims)
-        hops.append(Hop(step.index, op.rank, op.peer, len(op.chunks), action, compressed, port))
+        level = hop_level(hierarchy, op.rank, op.peer) if hierarchy is not None else None
+        hops.append(Hop(step.index, op.rank, op.peer, len(op.chunks), action, compressed, port, level))
     return hops
 
 
@@ -195,23 +214,33 @@ class _Canvas:
     pts: float  # points per data unit
     units: dict[int, np.ndarray]  # on a torus, the step drawn along each of the last two dimensions
     shapes: dict[tuple[int, int, int, bool], Any] = field(default_factory=dict)  # `_hop_shape`'s memory
+    slots: float = 0.0  # on a circle, the rank places round it (more than the ranks with gaps between nodes)
+    hierarchy: Hierarchical | None = None  # ranks grouped by node
 
 
-def _canvas(nranks: int, dims: Sequence[int] | None, size_in: float, *, roomy: bool = False) -> _Canvas:
-    """A panel ``size_in`` inches wide; ``roomy``: one big picture, smaller ranks, room beside them."""
-    grid = dims is not None and len(dims) >= 2
-    pos = rank_positions(nranks, dims if grid else None)
+def _canvas(
+    nranks: int, dims: Sequence[int] | None, size_in: float, *, roomy: bool = False,
+    hierarchy: Hierarchical | None = None,
+) -> _Canvas:  # fmt: skip
+    """A panel ``size_in`` inches wide; ``roomy``: one big picture, smaller ranks, room beside them;
+    ``hierarchy``: ranks grouped by node round the circle (the torus shape is then not drawn)."""
+    grid = hierarchy is None and dims is not None and len(dims) >= 2
+    pos = node_positions(hierarchy) if hierarchy is not None else rank_positions(nranks, dims if grid else None)
+    slots = rank_slots(hierarchy)[1] if hierarchy is not None else float(nranks)
+    n = max(slots, 1.0)
     if grid:
         margin, node_r = 0.7, 0.16 if roomy else 0.22
     elif roomy:
-        margin, node_r = 0.32, min(0.065, 0.3 * math.pi / nranks)
+        margin, node_r = 0.32, min(0.065, 0.3 * math.pi / n)
     else:
-        margin, node_r = (0.3, 0.3 * math.pi / nranks) if nranks > 32 else (0.2, min(0.1, 0.45 * math.pi / nranks))
+        margin, node_r = (0.3, 0.3 * math.pi / n) if n > 32 else (0.2, min(0.1, 0.45 * math.pi / n))
+    if hierarchy is not None:
+        margin += 0.08  # room for the node boxes and their names
     pts = 72 * size_in / (float(np.ptp(pos, axis=0).max()) + 2 * margin)
     shape = tuple(dims) if grid and dims is not None else None
     last_two = range(len(shape) - 2, len(shape)) if shape else range(0)
     units = {k: pos[math.prod(shape[k + 1 :])] - pos[0] for k in last_two if shape and shape[k] > 1}
-    return _Canvas(pos, shape, node_r, margin, pts, units)
+    return _Canvas(pos, shape, node_r, margin, pts, units, slots=slots, hierarchy=hierarchy)
 
 
 def _setup_axes(ax: Axes, cv: _Canvas) -> None:
@@ -225,12 +254,34 @@ def _setup_axes(ax: Axes, cv: _Canvas) -> None:
     ax.set_axis_off()
     if cv.dims is None:
         ax.add_artist(Circle((0, 0), 1, fill=False, color="0.9", lw=0.6, zorder=0))
+        if cv.hierarchy is not None:
+            _draw_node_boxes(ax, cv, cv.hierarchy)
         return
     coords = np.array(np.unravel_index(np.arange(len(cv.pos)), cv.dims))
     links = [
         (cv.pos[r], cv.pos[r] + u) for k, u in cv.units.items() for r in np.flatnonzero(coords[k] + 1 < cv.dims[k])
     ]
     ax.add_collection(LineCollection(links, colors="0.9", linewidths=0.8, zorder=0), autolim=False)
+
+
+def _draw_node_boxes(ax: Axes, cv: _Canvas, hierarchy: Hierarchical) -> None:
+    """A shaded band round the circle behind the ranks of every node (SVG id ``node-K``), named outside it."""
+    from matplotlib.patches import Wedge
+
+    slots, total = rank_slots(hierarchy)
+    half = 0.5 * 360 / total  # half a rank place, in degrees
+    width = 2 * cv.node_r + 0.05
+    fs = 7.5 if cv.pts * cv.margin > 20 else 6.0
+    for k, members in enumerate(node_members(hierarchy)):
+        first, last = (math.degrees(float(slot_angle(slots[r], total))) for r in (members[0], members[-1]))
+        band = Wedge((0, 0), 1 + width / 2, last - half, first + half, width=width, facecolor="0.93",
+                     edgecolor="0.6", lw=0.6, zorder=0.5)  # fmt: skip
+        band.set_gid(f"node-{k}")
+        ax.add_artist(band)
+        middle = math.radians((first + last) / 2)
+        at = 1 + width / 2 + 0.55 * cv.margin
+        ax.text(at * math.cos(middle), at * math.sin(middle), f"node {k}", ha="center", va="center", fontsize=fs,
+                color="0.35", zorder=4)  # fmt: skip
 
 
 def _draw_nodes(ax: Axes, cv: _Canvas, faces: Sequence[Any] | None = None) -> None:
@@ -296,7 +347,7 @@ def _bend(cv: _Canvas, a: np.ndarray, b: np.ndarray) -> float:
     distance (long chords bent by 0.2 would hug the circle); on a grid clear of ranks passed."""
     chord = float(np.hypot(*(b - a)))
     if cv.dims is None:
-        return min(0.2, 0.12 / max(chord, 1e-9))
+        return min(0.2, 0.12 / max(chord, 1e-9) * len(cv.pos) / max(cv.slots, 1))
     return 0.2 if chord < 1.5 else max(0.2, 2.6 * cv.node_r / chord)
 
 
@@ -307,7 +358,7 @@ def _hop_shape(cv: _Canvas, hop: Hop, dup: int, big: bool) -> list[tuple[Any, np
 
     key = (hop.sender, hop.receiver, dup, big)
     if key not in cv.shapes:
-        spacing = (2 * math.pi / len(cv.pos) if cv.dims is None else 1.0) * cv.pts  # neighbours, points apart
+        spacing = (2 * math.pi / max(cv.slots, 1) if cv.dims is None else 1.0) * cv.pts  # neighbours, points apart
         head_pts = min(4.5 if big else 6.5, 0.4 * spacing)
         head, cut = (head_pts / cv.pts, 0.6 * head_pts / cv.pts), cv.node_r + 1.0 / cv.pts
         parts = _segments(cv, hop.sender, hop.receiver)
@@ -421,31 +472,40 @@ def _rect(fig: Figure, x: float, y: float, w: float, h: float) -> tuple[float, f
     return (x / fw, y / fh, w / fw, h / fh)
 
 
-def _check(path: str | Path, schedule: Schedule, chunk: int | None = None) -> None:
+def _check(
+    path: str | Path, schedule: Schedule, chunk: int | None = None, hierarchy: Hierarchical | None = None
+) -> None:
     problem = suffix_problem(path) or (chunk_problem(schedule, chunk) if chunk is not None else None)
     if problem is not None:
         raise ValueError(problem)
+    if hierarchy is not None:
+        check_fit(hierarchy, schedule.nranks)
 
 
 def draw_steps(
     schedule: Schedule, path: str | Path, *, color_by: ColorBy = "step", dims: Sequence[int] | None = None,
     max_panels: int = MAX_PANELS, steps: range | None = None, merge: bool = True, summary: bool = True,
+    hierarchy: Hierarchical | None = None,
 ) -> Picture:  # fmt: skip
     """Small multiples, a panel per step or run of alike steps (`plan_panels`), and a summary panel:
     the chunks each sender sent each receiver over the selected steps.  ``dims`` overrides the
-    torus shape of the schedule's parameters (`torus_dims`)."""
+    torus shape of the schedule's parameters (`torus_dims`).  ``hierarchy``: the ranks drawn
+    grouped by node (the torus shape is not drawn then), and ``color_by="level"`` colours every
+    arrow by the level it crosses (`collc.viz.levels.LEVEL_COLORS`)."""
     from matplotlib.cm import ScalarMappable
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    _check(path, schedule)
-    if color_by not in ("step", "port"):
-        raise ValueError(f"color_by must be 'step' or 'port', not {color_by!r}")
+    _check(path, schedule, hierarchy=hierarchy)
+    if color_by not in ("step", "port", "level"):
+        raise ValueError(f"color_by must be 'step', 'port' or 'level', not {color_by!r}")
+    if color_by == "level" and hierarchy is None:
+        raise ValueError("color_by='level' needs ranks on nodes (hierarchy=)")
     shape = tuple(dims) if dims is not None else torus_dims(schedule)
-    torus = shape is not None and len(shape) >= 2
+    torus = hierarchy is None and shape is not None and len(shape) >= 2
     plan = plan_panels(schedule, steps=steps, max_panels=max_panels, merge=merge)
     p = schedule.nranks
-    hops_of = [step_hops(schedule, schedule.steps[panel[0]], shape) for panel in plan.panels]
+    hops_of = [step_hops(schedule, schedule.steps[panel[0]], shape, hierarchy=hierarchy) for panel in plan.panels]
     ports = sorted({h.port for hops in hops_of for h in hops}, key=_port_key)
     port_color = {port: _tab(i, len(ports)) for i, port in enumerate(ports)}
     cmap, norm = _step_colors(schedule)
@@ -461,7 +521,7 @@ def draw_steps(
         y = height - top - tspace - size - (k // ncols) * (tspace + size)
         return fig.add_axes(_rect(fig, side + k % ncols * (size + gap) + inset, y + inset, size - inset, size - inset))
 
-    cv = _canvas(p, shape, size)
+    cv = _canvas(p, shape, size, hierarchy=hierarchy)
     arrows, local_kinds, all_hops, labelled = 0, set(), [], False
     for k, (panel, hops) in enumerate(zip(plan.panels, hops_of, strict=True)):
         ax = panel_axes(k)
@@ -471,13 +531,17 @@ def draw_steps(
         counts = sorted({h.chunks for h in hops})
         label = len(counts) > 1 and len(hops) <= LABEL_LIMIT and p <= 16
         labelled |= label
-        colors = [color if color_by == "step" else port_color[h.port] for h in hops]
+        colors = [
+            color if color_by == "step" else LEVEL_COLORS[str(h.level)] if color_by == "level" else port_color[h.port]
+            for h in hops
+        ]
         arrows += _draw_hops(ax, cv, hops, colors, label=label)
         local_kinds |= _draw_local_ops(ax, cv, first.ops)
         _draw_nodes(ax, cv)
         all_hops += hops
         sub = [f"{len(panel)} steps alike"] if len(panel) > 1 else []
-        sub.append(f"{len(hops)} sends")
+        between = sum(h.level == "inter" for h in hops)
+        sub.append(f"{len(hops)} sends" + (f" ({between} between nodes)" if hierarchy is not None else ""))
         if counts:
             chunks = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
             sub.append(f"{chunks} chunk{'s' * (chunks != '1')} each")
@@ -493,6 +557,9 @@ def draw_steps(
         _draw_summary(panel_axes(npanels - 1, inset=0.4), schedule, plan, steps)
 
     title = f"{schedule.algorithm} ({schedule.collective.value}) {params_text(schedule.params)}"
+    if hierarchy is not None:
+        node = hierarchy.node
+        title += f" on {hierarchy.machines} nodes × {node.ranks} ({node.fabric}, {hierarchy.placement} placement)"
     fig.suptitle(f"{title}: one panel per step\n{plan.note}", fontsize=11, y=1 - 0.1 / height, va="top")
     lax = fig.add_axes(_rect(fig, side, 0.05, width - 2 * side, bottom - 0.15))
     lax.set_axis_off()
@@ -501,6 +568,11 @@ def draw_steps(
         handles = [Line2D([], [], color=port_color[pt], lw=2, label=_port_name(pt, shape)) for pt in ports] + handles
         what = "colour: the torus dimension and direction of the hop" if torus else (
             "colour: (receiver − sender) mod p, signed, in powers of two (+1: the next rank, clockwise)")  # fmt: skip
+    elif color_by == "level" and hierarchy is not None:
+        levels = [lv for lv in LEVELS if any(h.level == lv for h in all_hops)]
+        handles = [Line2D([], [], color=LEVEL_COLORS[lv], lw=2, label=level_label(hierarchy, lv)) for lv in levels]
+        handles += _style_handles(all_hops, local_kinds)
+        what = "colour: the level the message crosses"
     else:
         what = "colour: the step (as the panel titles)"
         cax = lax.inset_axes((0.72, 0.5, 0.26, 0.13))
@@ -513,6 +585,8 @@ def draw_steps(
         "numbers on arrows: chunks sent" if labelled else "chunks per message in the panel titles")  # fmt: skip
     if torus:
         text += "\na hop round the torus leaves the grid at one edge and enters it again at the opposite edge"
+    if hierarchy is not None:
+        text += "\nshaded bands: the nodes, their ranks in the order of their index on the node"
     lax.text(0.0, 0.0, text, fontsize=8, transform=lax.transAxes)
     return Picture(_save(fig, path), arrows, len(plan.panels), plan.note)
 
@@ -544,15 +618,17 @@ def _draw_summary(ax: Axes, schedule: Schedule, plan: PanelPlan, steps: range | 
 
 
 def draw_chunk_flow(
-    schedule: Schedule, path: str | Path, chunk: int, *, dims: Sequence[int] | None = None, steps: range | None = None
-) -> Picture:
+    schedule: Schedule, path: str | Path, chunk: int, *, dims: Sequence[int] | None = None, steps: range | None = None,
+    hierarchy: Hierarchical | None = None,
+) -> Picture:  # fmt: skip
     """Where chunk ``chunk`` travels: every send carrying it (in ``steps``, all by default),
     coloured by step; each rank is filled with the colour of the first step in which it receives
-    the chunk, written beside it (grey, no number: it never receives it)."""
+    the chunk, written beside it (grey, no number: it never receives it).  ``hierarchy``: the
+    ranks grouped by node."""
     from matplotlib.cm import ScalarMappable
     from matplotlib.figure import Figure
 
-    _check(path, schedule, chunk)
+    _check(path, schedule, chunk, hierarchy)
     shape = tuple(dims) if dims is not None else torus_dims(schedule)
     p = schedule.nranks
     hops = [
@@ -565,7 +641,7 @@ def draw_chunk_flow(
     size = 7.0 if p <= 16 else 9.0
     fig = Figure(figsize=(size + 1.4, size + 1.6))
     ax = fig.add_axes(_rect(fig, 0.1, 0.6, size, size))
-    cv = _canvas(p, shape, size, roomy=True)
+    cv = _canvas(p, shape, size, roomy=True, hierarchy=hierarchy)
     _setup_axes(ax, cv)
     arrows = _draw_hops(ax, cv, hops, [cmap(norm(h.step)) for h in hops], label=False)
     _draw_nodes(ax, cv, [(*cmap(norm(first[r]))[:3], 0.35) if r in first else "0.85" for r in range(p)])
