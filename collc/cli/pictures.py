@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 import click
+from click.core import ParameterSource
 
-from collc.cli.common import fail_input, instance_options, load_instance, main
+from collc.cli.common import fail_input, instance_options, load_instance, main, parse_size
+from collc.cli.network import MODEL_PARAMS, check_fit, model_of, model_options, network_of, network_options
 from collc.diagnostics import CollError
 
 
@@ -32,18 +34,31 @@ def parse_steps(text: str, nsteps: int) -> range:
 )
 @click.option("--chunk", type=int, default=None, metavar="C", help="Draw where chunk C travels instead of the steps.")
 @click.option(
+    "--timeline",
+    is_flag=True,
+    help="Draw the messages of a dataflow simulation over time, one lane per rank, instead of the steps.",
+)
+@click.option(
     "--color",
     "color_by",
-    type=click.Choice(["step", "port"]),
+    type=click.Choice(["step", "port", "level"]),
     default=None,
-    help="Arrow colour in the step view: the step [default], or the port (torus: dimension and direction; "
-    "otherwise the signed distance to the peer).",
+    help="Arrow (or bar) colour: the step [default], the port (step view; torus: dimension and direction, "
+    "otherwise the signed distance to the peer), or the level crossed, within a node or between nodes "
+    "[default with --node].",
 )
 @click.option("--steps", "steps_text", default=None, metavar="A..B", help="Only steps A to B (also A.., ..B, or A).")
 @click.option(
     "--max-panels", type=click.IntRange(1, 64), default=16, show_default=True, help="At most this many step panels."
 )
 @click.option("--no-merge", is_flag=True, help="A panel per step, even for consecutive steps that are alike.")
+@network_options(
+    required=False,
+    topology_help="The network between nodes, as for collc sim [default: full:N, a link between every pair of "
+    "the N nodes].",
+)
+@click.option("--size", "size_text", default="1MiB", show_default=True, help="With --timeline: the vector size.")
+@model_options
 def viz(
     file: str,
     p: str | None,
@@ -52,40 +67,92 @@ def viz(
     codecs: tuple[str, ...],
     output: str,
     chunk: int | None,
+    timeline: bool,
     color_by: str | None,
     steps_text: str | None,
     max_panels: int,
     no_merge: bool,
+    topology_text: str | None,
+    node_text: str | None,
+    placement: str,
+    size_text: str,
+    **model: str | None,
 ) -> None:
     """Draw a schedule's communication as a picture (PNG, SVG or PDF).
 
     By default one panel per step, an arrow from sender to receiver for every send (solid: the
     receiver reduces, dashed: it copies), consecutive steps that are alike up to the chunk ids
     sharing a panel, and a summary of the chunks every pair exchanged.  With --chunk C, one
-    picture of every send that carries chunk C, coloured by step.  The schedule is drawn as it
-    is, not verified first (a wrong schedule can be looked at too)."""
+    picture of every send that carries chunk C, coloured by step.  With --node, the ranks are
+    grouped by node and the arrows coloured by the level they cross.  With --timeline, the
+    messages of a dataflow simulation (as collc sim --execution dataflow) over time, one lane per
+    rank, so that steps that overlap show.  The schedule is drawn as it is, not verified first (a
+    wrong schedule can be looked at too)."""
     from collc import viz as pictures
+    from collc.hierarchy import Hierarchical
 
     problem = pictures.suffix_problem(output)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="'-o' / '--output'")
-    if chunk is not None and color_by is not None:
-        raise click.UsageError("--color applies to the step view; --chunk pictures are coloured by step")
+    _check_combination(chunk, timeline, color_by, node_text)
     schedule = load_instance(file, p, params, dims, codecs).schedule
     steps = parse_steps(steps_text, len(schedule.steps)) if steps_text is not None else None
     problem = pictures.chunk_problem(schedule, chunk) if chunk is not None else None
     if problem is not None:
         raise click.BadParameter(problem, param_hint="'--chunk'")
+    topology = None
+    if timeline or node_text is not None or topology_text is not None or placement != "block":
+        topology = network_of(topology_text, node_text, placement, schedule.nranks)
+        check_fit(topology, schedule.nranks, node_text)
+    hierarchy = topology if isinstance(topology, Hierarchical) else None
+    color = color_by if color_by is not None else "level" if hierarchy is not None else "step"
     try:
-        if chunk is not None:
-            picture = pictures.draw_chunk_flow(schedule, output, chunk, steps=steps)
+        if timeline:
+            size = parse_size(size_text, "--size")
+            try:
+                picture = pictures.draw_timeline(
+                    schedule, output, topology=topology, size_bytes=size, model=model_of(**model),  # type: ignore[arg-type]
+                    color_by="level" if color == "level" else "step", steps=steps,
+                )  # fmt: skip
+            except ValueError as err:  # the size does not fit the collective
+                raise click.BadParameter(f"{size_text!r}: {err}", param_hint="'--size'") from None
+            overlap = f"{picture.overlapping} bars overlap an earlier bar of their lane"
+            click.echo(f"wrote {picture.path}: {picture.note}; {overlap}; done at {picture.time * 1e6:.4g} us")
+        elif chunk is not None:
+            picture = pictures.draw_chunk_flow(schedule, output, chunk, steps=steps, hierarchy=hierarchy)
             click.echo(f"wrote {picture.path}: chunk {chunk}, {picture.arrows} sends carry it ({picture.note})")
         else:
-            picture = pictures.draw_steps(
-                schedule, output, color_by="port" if color_by == "port" else "step", max_panels=max_panels,
-                steps=steps, merge=not no_merge,
+            shown = pictures.draw_steps(
+                schedule, output, color_by=color, max_panels=max_panels,  # type: ignore[arg-type]
+                steps=steps, merge=not no_merge, hierarchy=hierarchy,
             )  # fmt: skip
-            panels = f"{picture.panels} panel{'s' * (picture.panels != 1)}"
-            click.echo(f"wrote {picture.path}: {panels}, {picture.arrows} sends drawn; {picture.note}")
+            panels = f"{shown.panels} panel{'s' * (shown.panels != 1)}"
+            click.echo(f"wrote {shown.path}: {panels}, {shown.arrows} sends drawn; {shown.note}")
     except OSError as err:
         fail_input(CollError(f"cannot write {output}: {err.strerror or err}"))
+
+
+def _check_combination(chunk: int | None, timeline: bool, color_by: str | None, node_text: str | None) -> None:
+    """Options that do not go together, or that another one's view ignores: a usage error naming them."""
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
+    if chunk is not None and timeline:
+        raise click.UsageError("--chunk and --timeline are two different pictures: give one of them")
+    if chunk is not None and color_by is not None:
+        raise click.UsageError("--color applies to the step view and --timeline; --chunk pictures are coloured by step")
+    if color_by == "level" and node_text is None:
+        raise click.BadParameter("the level a message crosses needs ranks on nodes (--node)", param_hint="'--color'")
+    if timeline and color_by == "port":
+        raise click.BadParameter("a timeline is coloured by step or level, not port", param_hint="'--color'")
+    if timeline:
+        for name, option in (("max_panels", "--max-panels"), ("no_merge", "--no-merge")):
+            if given(name):
+                raise click.UsageError(f"{option} applies to the step view, not to --timeline")
+    else:
+        for name in ("size_text", *MODEL_PARAMS):
+            if given(name):
+                option = "--size" if name == "size_text" else "--" + name.replace("_", "-")
+                raise click.UsageError(f"{option} applies to --timeline only")

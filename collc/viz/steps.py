@@ -540,13 +540,15 @@ def draw_steps(
         _draw_nodes(ax, cv)
         all_hops += hops
         sub = [f"{len(panel)} steps alike"] if len(panel) > 1 else []
-        between = sum(h.level == "inter" for h in hops)
-        sub.append(f"{len(hops)} sends" + (f" ({between} between nodes)" if hierarchy is not None else ""))
+        sub.append(f"{len(hops)} sends")
         if counts:
             chunks = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
             sub.append(f"{chunks} chunk{'s' * (chunks != '1')} each")
         head = f"step {first.index}" if len(panel) == 1 else f"steps {first.index}–{last.index}"
-        title = f"{head} · {first.phase}\n{', '.join(sub)}" + (f"\n{_where(first)}" if _where(first) else "")
+        last_line = [_where(first)] if _where(first) else []
+        if hierarchy is not None:
+            last_line.append(f"{sum(h.level == 'inter' for h in hops)} between nodes")
+        title = f"{head} · {first.phase}\n{', '.join(sub)}" + (f"\n{' · '.join(last_line)}" if last_line else "")
         ax.set_title(title, fontsize=8.5, color=color if color_by == "step" else "black", pad=8)
     if not plan.panels:
         ax = panel_axes(0)

@@ -53,6 +53,7 @@ class Timeline:
     bars: tuple[Bar, ...]
     time: float  # the simulated time of the whole schedule (s)
     note: str
+    overlapping: int  # bars drawn above the first row of their lane: they overlap an earlier bar in time
 
 
 def _rows(bars: list[tuple[float, float, int]]) -> dict[int, int]:
@@ -243,4 +244,4 @@ def draw_timeline(
         cax = fig.add_axes(_rect(fig, width - 3.4, height - 0.85, 3.0, 0.12))
         fig.colorbar(ScalarMappable(norm, cmap), cax=cax, orientation="horizontal").set_label("step", fontsize=8)
         cax.tick_params(labelsize=7)
-    return Timeline(_save(fig, path), tuple(bars), tr.time, note)
+    return Timeline(_save(fig, path), tuple(bars), tr.time, note, overlapping)
