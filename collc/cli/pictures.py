@@ -57,7 +57,9 @@ def parse_steps(text: str, nsteps: int) -> range:
     topology_help="The network between nodes, as for collc sim [default: full:N, a link between every pair of "
     "the N nodes].",
 )
-@click.option("--size", "size_text", default="1MiB", show_default=True, help="With --timeline: the vector size.")
+@click.option(
+    "--size", "size_text", default="1MiB", show_default=True, metavar="SIZE", help="With --timeline: the vector size."
+)
 @model_options
 def viz(
     file: str,
