@@ -21,7 +21,8 @@ gives the time of one vector size.  The model (``docs/simulate.md``, "Dataflow e
   to decode it when it travelled with a codec.  Receives are posted ahead: a message is never
   held back by its receiver.
 
-The time of the schedule is the last group's or landing's time.  Along the way every time
+The time of the schedule is the last group's or landing's time (`run`); `trace` keeps the time
+of every group, message and landing as well (a `Trace`, what `collc viz --timeline` draws).  Along the way every time
 keeps the breakdown of the chain of events that determined it (the critical path): engine
 overhead, latency, link transfer (its own message's or those it queued behind) and codec work.
 
