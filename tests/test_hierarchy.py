@@ -65,7 +65,7 @@ def test_three_levels_make_a_node_of_the_inner_two() -> None:
 
 
 def test_the_helpers_work_in_constraints() -> None:
-    text = HEAD.replace("param local : int where local >= 1", "param local : int where local >= 1 and node_of(p - 1) == 1")
+    text = HEAD.replace("where local >= 1", "where local >= 1 and node_of(p - 1) == 1")
     program = parse_program(text, "h.coll")
     assert elaborate(program, {"nodes": 2, "local": 3}).nranks == 6
     with pytest.raises(CollError, match=r"local=3 violates the constraint node_of\(p - 1\) == 1"):
