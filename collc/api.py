@@ -41,9 +41,10 @@ TARGETS = ("mpi-py", "mpi-c", "cuda", "mpi-cuda")
 """What `Instance.compile` generates."""
 
 
-EXAMPLE_FOLDERS = (".", "compression", "torus")
+EXAMPLE_FOLDERS = (".", "compression", "torus", "hierarchical")
 """Where the bundled examples live in ``examples/``: ``compression/`` holds those with compression
-points, ``torus/`` the algorithms for tori (they take ``dims``)."""
+points, ``torus/`` the algorithms for tori (they take ``dims``), ``hierarchical/`` those for machines of
+several nodes (they take ``nodes`` and ``local``)."""
 
 
 def example_path(name: str) -> Path | None:
@@ -63,7 +64,7 @@ def example_path(name: str) -> Path | None:
 
 
 def list_examples() -> list[Path]:
-    """The bundled examples: those of ``examples/``, then those of ``examples/compression/`` and ``examples/torus/``."""
+    """The bundled examples: those of ``examples/``, then those of the other `EXAMPLE_FOLDERS` in order."""
     root = data_dir("examples")
     return [path for folder in EXAMPLE_FOLDERS for path in sorted((root / folder).glob("*.coll"))]
 

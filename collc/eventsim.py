@@ -4,12 +4,14 @@
 gives the time of one vector size.  The model (``docs/simulate.md``, "Dataflow execution"):
 
 * **Groups.**  The ops of one rank in one step that do work (its sends and its local
-  compress/decompress ops) form a group.  A rank runs its groups in step order on one
-  engine: a group starts when the engine is free and every chunk it reads has been written
-  there (the last receive or local op on that chunk at that rank in an earlier step), and
-  holds the engine for ``step_overhead`` plus its codec work (raw bytes encoded by its sends
-  with a codec and its compress ops at ``encode_bandwidth``, raw bytes its decompress ops
-  decode at ``decode_bandwidth``).  Then its messages enter the network together.
+  compress/decompress ops) form a group; in a step with lanes (``Step.lanes``), those of
+  one rank and one lane, so that lane j's sends wait only for lane j's data.  A rank runs
+  its groups in step order on one engine: a group starts when the engine is free and every
+  chunk it reads has been written there (the last receive or local op on that chunk at that
+  rank in an earlier step), and holds the engine for ``step_overhead`` plus its codec work
+  (raw bytes encoded by its sends with a codec and its compress ops at ``encode_bandwidth``,
+  raw bytes its decompress ops decode at ``decode_bandwidth``).  Then its messages enter the
+  network together.
 * **Links.**  Every link serves the messages that cross it one after the other in the order
   they enter the network (first come, first served; a fluid server of its bandwidth): a
   message's share ``w`` of its ``b`` bytes occupies the link ``w*b/bandwidth`` seconds from
@@ -171,15 +173,13 @@ def build(schedule: Schedule, steps: Sequence[StepInput], link_bandwidths: np.nd
                 msg_links[base + m].append((lo, w))
             else:
                 msg_links[base + m].extend([(link, w) for link in range(lo, hi)])
-        # groups: the sends and local ops of each rank
-        by_rank: dict[int, list[int]] = {}
+        # groups: the sends and local ops of each rank (of each rank and lane, in a step with lanes)
+        by_rank: dict[tuple[int, int | None], list[int]] = {}
         for i, op in enumerate(step.ops):
             if op.kind is not recv:
-                by_rank.setdefault(op.rank, []).append(i)
-        group_of: dict[int, int] = {}
-        for rank, idx in by_rank.items():
+                by_rank.setdefault((op.rank, step.lane(i)), []).append(i)
+        for (rank, _), idx in by_rank.items():
             g = len(group_prev)
-            group_of[rank] = g
             group_rank.append(rank)
             group_step.append(s)
             group_prev.append(last_group.get(rank, -1))

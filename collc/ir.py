@@ -229,9 +229,19 @@ def make_op(
 
 @dataclass(frozen=True, slots=True)
 class Step:
+    """One global step.  ``lanes``, when not None, gives the lane of each op (``lanes[i]`` is the lane of
+    ``ops[i]``, None for an op in no lane).  Lanes are dependencies: on a rank, an op in lane j depends only
+    on the rank's ops of earlier steps in lane j or in no lane (and, through messages, on what those depend
+    on); an op in no lane depends on all of the rank's earlier ops.  A lockstep schedule has no lanes."""
+
     index: int
     phase: str
     ops: tuple[Op, ...]
+    lanes: tuple[int | None, ...] | None = None
+
+    def lane(self, i: int) -> int | None:
+        """The lane of ``ops[i]`` (None: no lane)."""
+        return None if self.lanes is None else self.lanes[i]
 
 
 ParamValue = int | tuple[int, ...]
@@ -266,6 +276,10 @@ class Schedule:
         for step in self.steps:
             for op in step.ops:
                 yield step, op
+
+    def has_lanes(self) -> bool:
+        """Whether some op is in a lane (steps of different lanes may overlap)."""
+        return any(step.lanes is not None for step in self.steps)
 
     def compresses(self) -> bool:
         """Whether some op compresses or decompresses data (a local op, or a send or receive with a codec)."""
@@ -309,7 +323,7 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
     steps = []
     for step in schedule.steps:
         ops = []
-        for op in step.ops:
+        for i, op in enumerate(step.ops):
             entry: dict[str, Any] = {
                 "rank": op.rank,
                 "kind": op.kind.value,
@@ -320,6 +334,8 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
                 entry["action"] = op.action.value
             if op.codec is not None:
                 entry["codec"] = op.codec
+            if step.lanes is not None and step.lanes[i] is not None:
+                entry["lane"] = step.lanes[i]
             entry["line"] = op.span.line
             entry["column"] = op.span.column
             if op.span.file != schedule.source:
@@ -351,7 +367,9 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
     steps = []
     for step in data["steps"]:
         ops = []
+        lanes: list[int | None] = []
         for op in step["ops"]:
+            lanes.append(int(op["lane"]) if op.get("lane") is not None else None)
             line = int(op.get("line", 0))
             column = int(op.get("column", 0))
             action = op.get("action")
@@ -367,7 +385,15 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
                     codec=str(codec) if codec is not None else None,
                 )
             )
-        steps.append(Step(index=int(step["index"]), phase=str(step["phase"]), ops=tuple(ops)))
+        has_lanes = any(lane is not None for lane in lanes)
+        steps.append(
+            Step(
+                index=int(step["index"]),
+                phase=str(step["phase"]),
+                ops=tuple(ops),
+                lanes=tuple(lanes) if has_lanes else None,
+            )
+        )
     root = data.get("root")
     return Schedule(
         algorithm=str(data["algorithm"]),

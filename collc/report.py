@@ -42,6 +42,11 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "chunk": f.chunk,
         "expected": f.expected,
         "actual": f.actual,
+        **(
+            {"related": [{"file": sp.file, "line": sp.line, "column": sp.column, "message": m} for sp, m in f.related]}
+            if f.related
+            else {}
+        ),
     }
 
 
@@ -136,6 +141,13 @@ def _diagnostic(f: Finding) -> Diagnostic:
     return Diagnostic("error", f.message, f.span, (note,) if note is not None else ())
 
 
+def finding_text(f: Finding, sources: Sources) -> str:
+    """A finding with its source line and caret, then each related place (the other step of a race) likewise."""
+    parts = [format_diagnostic(_diagnostic(f), sources)]
+    parts.extend(format_diagnostic(Diagnostic("note", text, span), sources) for span, text in f.related)
+    return "\n".join(parts)
+
+
 def _more_findings(report: CheckReport, shown: int, how: str) -> list[str]:
     """The lines after the ``shown`` findings printed: those listed but not printed, and those not kept."""
     lines = []
@@ -155,7 +167,7 @@ def report_text(schedule: Schedule, report: CheckReport, sources: Sources, shown
     total = len(report.findings) + report.omitted
     lines = [f"{head}: WRONG ({total} finding(s))"]
     for f in report.findings[:shown]:
-        lines.append(format_diagnostic(_diagnostic(f), sources))
+        lines.append(finding_text(f, sources))
     lines.extend(_more_findings(report, shown, "(--show N prints more, --json lists them)"))
     lines.append(f"  {summary_text(report)}")
     return "\n".join(lines)
@@ -235,7 +247,7 @@ def sweep_text(alg: Algorithm, outcome: SweepResult, shown: int = 5) -> str:
     elif first.report is not None:
         sources = alg.sources
         for f in first.report.findings[:shown]:
-            lines.append(format_diagnostic(_diagnostic(f), sources))
+            lines.append(finding_text(f, sources))
         lines.extend(_more_findings(first.report, shown, "for this instance (--json lists them)"))
     return "\n".join(lines)
 

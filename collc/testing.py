@@ -380,7 +380,9 @@ def _finding_text(finding: Finding, sources: Mapping[str, str]) -> str:
     contents = contents_note(finding)
     if contents is not None:
         notes.append(contents)
-    return format_diagnostic(Diagnostic("error", finding.message, finding.span, tuple(notes)), sources)
+    parts = [format_diagnostic(Diagnostic("error", finding.message, finding.span, tuple(notes)), sources)]
+    parts.extend(format_diagnostic(Diagnostic("note", text, span), sources) for span, text in finding.related)
+    return "\n".join(parts)
 
 
 def _reproduce(alg: Algorithm, call: str, params: Mapping[str, ParamValue], **extra: object) -> str:

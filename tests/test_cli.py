@@ -746,7 +746,8 @@ def test_examples_lists_every_example() -> None:
     listed = [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
     compression = sorted(path.stem for path in EXAMPLES.glob("compression/*.coll"))
     torus = sorted(path.stem for path in EXAMPLES.glob("torus/*.coll"))
-    assert listed == sorted(path.stem for path in EXAMPLES.glob("*.coll")) + compression + torus
+    hierarchical = sorted(path.stem for path in EXAMPLES.glob("hierarchical/*.coll"))
+    assert listed == sorted(path.stem for path in EXAMPLES.glob("*.coll")) + compression + torus + hierarchical
     assert "ring" not in listed and "fold" not in listed  # lib/ holds includes, not examples
     for line in out.stdout.splitlines():
         assert len(line.split(maxsplit=1)) == 2, f"no description: {line!r}"

@@ -65,6 +65,11 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
     ("binomial_broadcast", "binomial_broadcast", {"p": 5, "root": 1}),
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
+    ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}),
+    ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}),
+    ("hier_allreduce_swing", "hier_allreduce_swing", {"nodes": 2, "local": 2}),
+    ("hier_allreduce_ring", "hier_allreduce_ring", {"nodes": 3, "local": 2}),
+    ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}),
 ]
 CASE_IDS = [case for case, _, _ in CASES]
 
@@ -410,8 +415,10 @@ def test_messages_are_sorted_by_receiver() -> None:
 def test_every_example_is_covered() -> None:
     """CASES holds every example without compression points, CODEC_CASES every one with them."""
     plain, compressed = set(), set()
-    for path in sorted(EXAMPLES.glob("*.coll")) + sorted(EXAMPLES.glob("compression/*.coll")):
-        schedule = collc.load(str(path)).instantiate(p=4).schedule
+    hierarchical = sorted(EXAMPLES.glob("hierarchical/*.coll"))
+    for path in sorted(EXAMPLES.glob("*.coll")) + sorted(EXAMPLES.glob("compression/*.coll")) + hierarchical:
+        params = {"nodes": 2, "local": 2} if path in hierarchical else {"p": 4}
+        schedule = collc.load(str(path)).instantiate(**params).schedule
         (compressed if schedule.compresses() else plain).add(path.stem)
     assert {name for _, name, _ in CASES} == plain
     assert {name for _, name, _, _ in CODEC_CASES} == compressed

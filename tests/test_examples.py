@@ -189,3 +189,45 @@ def test_mutated_example_fails_with_its_line(mutant: tuple) -> None:  # type: ig
     assert not report.ok
     lines = {f.span.line for f in report.findings}
     assert line in lines, f"expected a finding on line {line}, got {sorted(lines)}: {report.findings[0].message}"
+
+
+# --------------------------------------------------------------------------
+# Hierarchical examples (examples/hierarchical/): nodes x local ranks
+# --------------------------------------------------------------------------
+
+HIERARCHICAL = sorted(p.stem for p in EXAMPLES.glob("hierarchical/*.coll"))
+
+
+def test_the_library_has_the_hierarchical_examples() -> None:
+    assert {"hier_allreduce_swing", "hier_allreduce_ring", "hier_allgather"} <= set(HIERARCHICAL)
+    assert not set(HIERARCHICAL) & (set(NAMES) | set(COMPRESSION))  # usable by name
+
+
+@pytest.mark.parametrize("name", HIERARCHICAL)
+def test_hierarchical_example_verifies_over_nodes_and_local(name: str) -> None:
+    alg = collc.load(EXAMPLES / "hierarchical" / f"{name}.coll")
+    verified = []
+    for nodes in range(1, 7):
+        for local_ in range(1, 5):
+            try:
+                inst = alg.instantiate(nodes=nodes, local=local_)
+            except CollError as err:
+                assert "violates the constraint" in err.message
+                continue
+            assert inst.schedule.nranks == nodes * local_
+            report = inst.verify()
+            assert report.ok, f"{name} nodes={nodes} local={local_}: {report.findings[0].message}"
+            verified.append((nodes, local_))
+    wanted_nodes = {1, 2, 4, 6} if name == "hier_allreduce_swing" else set(range(1, 7))
+    assert {n for n, _ in verified} == wanted_nodes and {lc for _, lc in verified} == set(range(1, 5))
+
+
+@pytest.mark.parametrize("name", HIERARCHICAL)
+def test_hierarchical_example_runs_correctly_on_the_local_executor(name: str) -> None:
+    alg = collc.load(EXAMPLES / "hierarchical" / f"{name}.coll")
+    for nodes, local_ in ((2, 3), (4, 2), (6, 1), (1, 5)):
+        inst = alg.instantiate(nodes=nodes, local=local_)
+        p = nodes * local_
+        for dtype, op in (("float64", "sum"), ("int32", "max"), ("int64", "prod")):
+            result = inst.run(7 * p + 3, dtype, op, seed=p)  # uneven chunks
+            assert result.wrong == 0, f"{name} nodes={nodes} local={local_} {dtype} {op}: {result.wrong} wrong"

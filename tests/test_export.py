@@ -78,6 +78,11 @@ def test_allreduce_xml_passes_the_simulator(tmp_path: Path, name: str, p: int) -
         ("torus/swing_bw_torus.coll", ("--dims", "4x4")),
         ("torus/swing_bw_torus.coll", ("--dims", "2x4")),
         ("torus/bucket_torus.coll", ("--dims", "3x4")),
+        ("pipelined_ring_allreduce.coll", ("-p", "5", "--param", "k=2")),
+        ("striped_ring_allreduce.coll", ("-p", "4")),
+        ("hierarchical/hier_allreduce_swing.coll", ("--param", "nodes=2", "--param", "local=3")),
+        ("hierarchical/hier_allreduce_ring.coll", ("--param", "nodes=3", "--param", "local=2")),
+        ("hierarchical/hier_allgather.coll", ("--param", "nodes=2", "--param", "local=3")),
     ],
 )
 def test_other_collectives_pass_the_simulator(tmp_path: Path, program: str, args: tuple[str, ...]) -> None:

@@ -48,7 +48,7 @@ EXAMPLES = HERE.parent / "examples"
 TIMEOUT = 120
 
 # Every bundled example, at a small p: (case id, example, parameters).
-CASES: list[tuple[str, str, dict[str, int]]] = [
+CASES: list[tuple[str, str, dict[str, int]]] = [  # every example without compression, hierarchical/ too
     ("ring_allreduce", "ring_allreduce", {"p": 4}),
     ("ring_allreduce_k3", "ring_allreduce", {"p": 4, "k": 3}),
     ("swing_bw", "swing_bw", {"p": 4}),
@@ -62,6 +62,11 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
     ("binomial_broadcast", "binomial_broadcast", {"p": 4, "root": 1}),
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
+    ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}),
+    ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}),
+    ("hier_allreduce_swing", "hier_allreduce_swing", {"nodes": 2, "local": 2}),
+    ("hier_allreduce_ring", "hier_allreduce_ring", {"nodes": 3, "local": 2}),
+    ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}),
 ]
 
 DRIVER_NAMES = {
@@ -196,7 +201,8 @@ def test_generated_files(tmp_path: Path) -> None:
 
 
 def test_every_example_is_covered() -> None:
-    assert {name for _, name, _ in CASES} == {p.stem for p in EXAMPLES.glob("*.coll")}
+    found = {p.stem for folder in (EXAMPLES, EXAMPLES / "hierarchical") for p in folder.glob("*.coll")}
+    assert {name for _, name, _ in CASES} == found
 
 
 def test_build_errors(tmp_path: Path) -> None:

@@ -77,6 +77,11 @@ EVERY: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
     ("c_ring_reduce_scatter_lossless", "compressed_ring_reduce_scatter", {"p": 3}, {"q": "lossless"}),
     ("c_swing_bw", "compressed_swing_bw", {"p": 6}, {}),
     ("c_homomorphic_allreduce", "homomorphic_allreduce", {"p": 4}, {}),
+    ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}, {}),
+    ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}, {}),
+    ("hier_allreduce_swing", "hier_allreduce_swing", {"nodes": 2, "local": 2}, {}),
+    ("hier_allreduce_ring", "hier_allreduce_ring", {"nodes": 3, "local": 2}, {}),
+    ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}, {}),
 ]
 
 
@@ -393,7 +398,8 @@ def test_every_example_builds_and_runs_on_mock(mock: Path, tmp_path_factory: pyt
 
 
 def test_every_example_is_covered() -> None:
-    found = {p.stem for folder in (EXAMPLES, EXAMPLES / "compression") for p in folder.glob("*.coll")}
+    folders = (EXAMPLES, EXAMPLES / "compression", EXAMPLES / "hierarchical")
+    found = {p.stem for folder in folders for p in folder.glob("*.coll")}
     assert found == {name for _, name, _, _ in EVERY + FAST}
 
 

@@ -97,7 +97,12 @@ def _shapes(p: int) -> list[dict[str, ParamValue]]:
 
 
 def _candidates(alg: collc.Algorithm, p: int) -> list[dict[str, ParamValue]]:
-    return _shapes(p) if "dims" in alg.param_names else [{"p": p}]
+    if "dims" in alg.param_names:
+        return _shapes(p)
+    if {"nodes", "local"} <= set(alg.param_names):  # a hierarchy: several nodes of several ranks first
+        splits = [(n, p // n) for n in range(2, p) if p % n == 0]
+        return [{"nodes": n, "local": g} for n, g in splits] + [{"nodes": 1, "local": p}, {"nodes": p, "local": 1}]
+    return [{"p": p}]
 
 
 def _try(alg: collc.Algorithm, params: dict[str, ParamValue]) -> collc.Instance | str:

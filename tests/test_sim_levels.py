@@ -205,11 +205,13 @@ def pipelined_time(p: int, k: int, n: float, o: float, lat: float, bw: float) ->
 )
 def test_pipelined_ring_on_a_crossbar_matches_its_closed_form(pipelined: Path, p: int, k: int, o: float, lat: float):
     bw = 100e9
-    sched = collc.load(pipelined).instantiate(p=p, k=k).schedule
     sizes = [4 * p * k * m for m in (1, 256, 1 << 16)]
-    sim = simulate(sched, crossbar(p, bw, lat), sizes, NetworkModel(step_overhead=o, execution="dataflow"))
-    for row, n in zip(sim.rows, sizes, strict=True):
-        assert row.time_s == pytest.approx(pipelined_time(p, k, n, o, lat, bw), rel=1e-12)
+    # the ring with k steps per ring step, and the bundled example: p - 1 steps per phase, k lanes each
+    for source in (pipelined, "pipelined_ring_allreduce"):
+        sched = collc.load(source).instantiate(p=p, k=k).schedule
+        sim = simulate(sched, crossbar(p, bw, lat), sizes, NetworkModel(step_overhead=o, execution="dataflow"))
+        for row, n in zip(sim.rows, sizes, strict=True):
+            assert row.time_s == pytest.approx(pipelined_time(p, k, n, o, lat, bw), rel=1e-12), source
 
 
 def test_pipelining_hides_latency_where_the_formula_says(pipelined: Path) -> None:

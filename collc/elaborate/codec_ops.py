@@ -68,6 +68,8 @@ def emit_local(emitter: _Emitter, kind: OpKind, chunks: Value, spec: str | None,
             emitter.close_step()
         return
     op = make_op(rank, kind, rank, cset, None, span, spec)
+    if emitter.lane is not None:
+        emitter.lanes[id(op)] = emitter.lane
     if emitter.in_step is not None:
         if emitter.current is None:
             emitter.current = emitter.ops.setdefault(emitter.counter, [])

@@ -44,6 +44,7 @@ class _Compiler:
         self.memos: dict[str, dict[tuple[object, ...], Value]] = {name: {} for name in program.fns}
         self.fns: dict[str, Callable[[tuple[Value, ...], Span], Value]] = {}
         self.procs: dict[str, Callable[[tuple[Value, ...], Span], None]] = {}
+        self.groups: dict[int, _Compiler] = {}  # group size -> the compiler of `do ... on` groups of that size
         self.constness: dict[tuple[int, int], bool] = {}
         self.folded: dict[tuple[int, int], Any] = {}
         for fn in program.fns.values():  # compiled at their first call; their compile errors show now
@@ -59,8 +60,20 @@ class _Compiler:
         for fn in self.program.fns.values():
             self.fns[fn.name] = self._first_call(fn)
 
+    def group_compiler(self, size: int) -> _Compiler:
+        """The compiler of procedures run on a group of ``size`` ranks: p is ``size`` there, the other globals
+        keep their values."""
+        sub = self.groups.get(size)
+        if sub is None:
+            sub = self.groups[size] = _Compiler(self.program, {**self.globals, "p": size}, self.emitter)
+            sub.specialise()
+        return sub
+
     def release(self) -> None:
         """Drop the compiled code and the memos now: they refer to one another (a cycle for the collector)."""
+        for sub in self.groups.values():
+            sub.release()
+        self.groups.clear()
         self.fns.clear()
         self.procs.clear()
         self.memos.clear()

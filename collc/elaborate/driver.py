@@ -10,6 +10,7 @@ emitter collected into the `Schedule`.  `constants` stops after the globals.
 from __future__ import annotations
 
 import gc
+import math
 import sys
 from collections.abc import Callable, Mapping
 
@@ -74,17 +75,36 @@ def _bind(program: Program, values: Mapping[str, ParamValue], compiler_for: Call
         else:
             raise missing_param(param)
         globals_[param.name] = value
+    if program.hierarchy is not None:
+        levels = tuple(globals_[level.id] for level in program.hierarchy.levels)  # ints (checked by bind_params)
+        globals_["levels"] = levels  # type: ignore[assignment]
+        globals_["p"] = math.prod(levels)
     for param in program.params:
         if param.constraint is not None:
             _check_constraint(program, compiler, param, globals_)
+    if program.hierarchy is not None:
+        _check_levels(program, globals_)
     if "p" in globals_:
         _check_p(program, globals_["p"])  # before the constants, which may not cope with any p (ceil_log2(0))
     return globals_
 
 
+def _check_levels(program: Program, globals_: Env) -> None:
+    """Every level of the hierarchy is at least 1 (an error at the level's name)."""
+    assert program.hierarchy is not None
+    for level in program.hierarchy.levels:
+        value = globals_[level.id]
+        if type(value) is not int or value < 1:
+            raise CollError(
+                f"hierarchy level {level.id}={value} must be at least 1 (p = "
+                f"{' * '.join(lv.id for lv in program.hierarchy.levels)})",
+                level.span,
+            )
+
+
 def _check_p(program: Program, p: Value) -> None:
     """The error of a rank count collc does not support, at the declaration of p."""
-    pspan = (program.param("p") or program.let("p") or program.header).span
+    pspan = (program.param("p") or program.let("p") or program.hierarchy or program.header).span
     if type(p) is not int:
         raise CollError(f"p must be an int, got {a_type(p)}", pspan)
     if not 1 <= p <= MAX_RANKS:
@@ -103,6 +123,8 @@ def _check_constraint(program: Program, compiler: _Compiler, param: ast.Param, g
         try:
             holds = _bool(compiler.expr(part, frozenset())(globals_), part.span, "constraint")
         except CollError:
+            if program.hierarchy is not None:
+                _check_levels(program, globals_)  # a bad level is the problem to report, not its consequence
             if "p" in globals_:
                 _check_p(program, globals_["p"])  # a p out of range is the problem to report, not its consequence
             raise
@@ -254,8 +276,13 @@ def _elaborate(
         sampler.changes = StepSampler.changes_of(emitter.ops, emitter.counter)
     steps = []
     counters = sorted(emitter.ops)
+    lanes_of = emitter.lanes
     for counter in counters:
-        steps.append(Step(index=len(steps), phase=emitter.phase_of[counter][0], ops=tuple(emitter.ops[counter])))
+        ops = tuple(emitter.ops[counter])
+        lanes = tuple(lanes_of.get(id(op)) for op in ops) if lanes_of else None
+        if lanes is not None and all(lane is None for lane in lanes):
+            lanes = None
+        steps.append(Step(index=len(steps), phase=emitter.phase_of[counter][0], ops=ops, lanes=lanes))
     params = tuple((p_.name, globals_[p_.name]) for p_ in program.params)
     weights = sampler.weights(counters) if sampler is not None else (1,) * len(steps)
     schedule = Schedule(

@@ -74,6 +74,8 @@ class _Emitter:
     current: list[Op] | None = None  # ops[counter] while a step is open and has ops
     sets: dict[object, ChunkSet] = field(default_factory=dict)  # the chunk sets of ints and ranges, shared
     sampler: StepSampler | None = None  # long step loops run only in part (`collc.elaborate.sampling`)
+    lane: int | None = None  # the open lane (`lane J:`), whose ops take the slow path of `emit`
+    lanes: dict[int, int] = field(default_factory=dict)  # id(op) -> its lane, for the ops in a lane
 
     def chunks(self, v: Value, span: Span) -> ChunkSet:
         """``as_set(v)`` for the chunks of an op; ops with the same int or range share one set."""
@@ -131,6 +133,7 @@ class _Emitter:
 
     def close_step(self) -> None:
         self.in_step = None
+        self.lane = None
         self.current = None
         self.counter += 1
 
@@ -169,6 +172,8 @@ class _Emitter:
             op = _op(rank, kind, peer, cset, action, span)
         else:
             op = make_op(rank, kind, peer, cset, action, span, codec)
+        if self.lane is not None:
+            self.lanes[id(op)] = self.lane
         if self.in_step is not None:
             current = self.current
             if current is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collc.elaborate.codec_ops import emit_local
 from collc.elaborate.expr_code import _ExprCode
+from collc.elaborate.groups import enter_lane, run_on
 from collc.elaborate.scope import Scope
 from collc.elaborate.syntax import _check_literals
 from collc.frontend import ast
@@ -113,6 +114,12 @@ class _Code(_ExprCode):
         self.block(node.body, local)
         self.close_step()
 
+    def _s_Lane(self, node: ast.Lane, local: Scope) -> None:
+        e, lane = self.value(self.compiler.emitter), self.expr(node.lane, local)
+        self.line(f"{self.value(enter_lane)}({e}, {lane}, {self.value(node.lane.span)})")
+        self.block(node.body, local)
+        self.line(f"{e}.lane = None")
+
     def open_step(self, span: Span) -> None:
         """`_Emitter.open_step`, inline when the step is known to be in this phase (from another rank)."""
         e, known = self.value(self.compiler.emitter), self.temp()
@@ -146,6 +153,7 @@ class _Code(_ExprCode):
         e, k, a, s, c = (self.value(v) for v in (compiler.emitter, kind, action, span, spec))
         ps = self.value(peer_span) if peer_span is not None else "None"
         in_step = "" if peer_span is not None else f" and {e}.in_step is not None"  # an exchange opened one
+        in_step += f" and {e}.lane is None"  # an op in a lane takes the slow path, which records the lane
         cs, current, op = self.temp(), self.temp(), self.temp()
         with self.nested(f"if type({peer}) is int and 0 <= {peer} < {e}.nranks and {peer} != {e}.rank{in_step}:"):
             with self.nested(f"if type({chunks}) is ChunkSet:"):
@@ -211,5 +219,10 @@ class _Code(_ExprCode):
 
     def _s_Do(self, node: ast.Do, local: Scope) -> None:
         args = [self.expr(a, local) for a in node.args]
+        if node.group is not None:
+            group, run, compiler = self.expr(node.group, local), self.value(run_on), self.value(self.compiler)
+            spans = f"{self.value(node.span)}, {self.value(node.group.span)}"
+            self.line(f"{run}({compiler}, {node.proc!r}, ({''.join(a + ', ' for a in args)}), {group}, {spans})")
+            return
         proc = self.value(self.compiler.procs)
         self.line(f"{proc}[{node.proc!r}](({''.join(a + ', ' for a in args)}), {self.value(node.span)})")

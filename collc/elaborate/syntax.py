@@ -74,7 +74,7 @@ def _assigned(body: tuple[ast.Stmt, ...]) -> set[str]:
             for _, b in s.branches:
                 out |= _assigned(b)
             out |= _assigned(s.orelse)
-        elif isinstance(s, ast.StepBlock):
+        elif isinstance(s, ast.StepBlock | ast.Lane):
             out |= _assigned(s.body)
     return out
 

@@ -227,8 +227,20 @@ class Decompress:
 
 @dataclass(frozen=True, slots=True)
 class Do:
+    """``do proc(args)``; with ``on GROUP`` the procedure runs on a group of ranks, renumbered 0 .. len - 1."""
+
     proc: str
     args: tuple[Expr, ...]
+    span: Span
+    group: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """``lane J:`` inside a step: the ops of the body belong to lane J (they may overlap other lanes' steps)."""
+
+    lane: Expr
+    body: tuple[Stmt, ...]
     span: Span
 
 
@@ -237,7 +249,7 @@ class Pass:
     span: Span
 
 
-Stmt = Let | Assert | For | If | StepBlock | Send | Recv | Exchange | Compress | Decompress | Do | Pass
+Stmt = Let | Assert | For | If | StepBlock | Lane | Send | Recv | Exchange | Compress | Decompress | Do | Pass
 
 # --------------------------------------------------------------------------
 # Declarations
@@ -308,7 +320,15 @@ class Include:
     span: Span
 
 
-Decl = Param | CodecDecl | Chunks | Let | Fn | Proc | Phase | Include | Assert
+@dataclass(frozen=True, slots=True)
+class Hierarchy:
+    """``hierarchy nodes * local``: the levels (int parameters), the outermost first; p is their product."""
+
+    levels: tuple[Name, ...]
+    span: Span
+
+
+Decl = Hierarchy | Param | CodecDecl | Chunks | Let | Fn | Proc | Phase | Include | Assert
 
 
 @dataclass(frozen=True, slots=True)

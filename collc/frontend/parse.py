@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -369,6 +370,13 @@ def _check_nesting(tree: Tree, file: str) -> None:
 # --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _On:
+    """The ``on GROUP`` clause of a ``do`` while the tree is transformed."""
+
+    expr: ast.Expr
+
+
 def _codec_of(rest: list[Any]) -> ast.CodecRef | None:
     """The optional codec clause among a statement's trailing children."""
     return rest[0] if rest else None
@@ -443,6 +451,14 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def include_decl(self, meta: Any, children: list[Token]) -> ast.Include:
         return ast.Include(str(children[0])[1:-1], self.span(meta))
+
+    def hierarchy_decl(self, meta: Any, children: list[Token]) -> ast.Hierarchy:
+        seen: set[str] = set()
+        for tok in children:
+            if str(tok) in seen:
+                raise CollError(f"level {tok} is listed twice in the hierarchy", self.tspan(tok))
+            seen.add(str(tok))
+        return ast.Hierarchy(tuple(ast.Name(str(t), self.tspan(t)) for t in children), self.span(meta))
 
     def names(self, meta: Any, children: list[Token]) -> tuple[str, ...]:
         seen: set[str] = set()
@@ -538,8 +554,15 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return ast.Decompress(children[0], self.span(meta))
 
     def do_stmt(self, meta: Any, children: list[Any]) -> ast.Do:
+        group = children.pop().expr if isinstance(children[-1], _On) else None
         args = children[1] if len(children) > 1 else ()
-        return ast.Do(str(children[0]), args, self.span(meta))
+        return ast.Do(str(children[0]), args, self.span(meta), group)
+
+    def do_on(self, meta: Any, children: list[Any]) -> _On:
+        return _On(children[0])
+
+    def lane_stmt(self, meta: Any, children: list[Any]) -> ast.Lane:
+        return ast.Lane(children[0], children[1], self.span(meta))
 
     def pass_stmt(self, meta: Any, children: list[Any]) -> ast.Pass:
         return ast.Pass(self.span(meta))

@@ -22,6 +22,8 @@ from collc.resources import data_dir
 from collc.values import BUILTINS, COMPREHENSION_FUNCS
 
 PRELUDE_NAME = "<prelude>"
+HIERARCHY_PRELUDE_NAME = "<hierarchy prelude>"
+HIERARCHY_NAMES = ("p", "levels")  # the constants a hierarchy declaration defines
 PARAM_TYPES = ("int", "dims")
 RESERVED = {"rank"}
 MAX_INCLUDE_DEPTH = 16
@@ -44,6 +46,7 @@ class Program:
     phases: tuple[ast.Phase, ...]
     sources: dict[str, str]  # file name -> text, for error carets
     codecs: dict[str, ast.CodecDecl]  # codec name -> its declaration (spec checked by collc.codecs)
+    hierarchy: ast.Hierarchy | None = None  # `hierarchy nodes * local`: defines p and levels
 
     @property
     def name(self) -> str:
@@ -105,6 +108,10 @@ def _parse_program(text: str, file: str, sources: dict[str, str]) -> Program:
     sources[PRELUDE_NAME] = prelude_text
     main = parse_module(text, file)
     modules: list[ast.Module] = [prelude]
+    if any(isinstance(d, ast.Hierarchy) for d in main.decls):
+        hier_text, hier = _hierarchy_prelude()
+        sources[HIERARCHY_PRELUDE_NAME] = hier_text
+        modules.append(hier)
     _collect_includes(main, Path(file).parent, sources, modules, [str(Path(file).resolve())], 0)
     modules.append(main)
     return _assemble(main, modules, sources)
@@ -115,6 +122,13 @@ def _prelude() -> tuple[str, ast.Module]:
     """The standard prelude, parsed once per process (it never changes while running)."""
     text = (data_dir("grammar") / "prelude.coll").read_text()
     return text, parse_module(text, PRELUDE_NAME, library=True)
+
+
+@cache
+def _hierarchy_prelude() -> tuple[str, ast.Module]:
+    """The helpers of programs that declare a hierarchy (node_of, local_of, ...), parsed once per process."""
+    text = (data_dir("grammar") / "hierarchy.coll").read_text()
+    return text, parse_module(text, HIERARCHY_PRELUDE_NAME, library=True)
 
 
 def _collect_includes(
@@ -146,7 +160,7 @@ def _collect_includes(
         text = sources[name] = normalize_line_ends(text)
         lib = parse_module(text, name, library=True)
         for d in lib.decls:
-            if isinstance(d, ast.Param | ast.Chunks | ast.Phase | ast.CodecDecl):
+            if isinstance(d, ast.Param | ast.Chunks | ast.Phase | ast.CodecDecl | ast.Hierarchy):
                 kind = "codec" if isinstance(d, ast.CodecDecl) else type(d).__name__.lower()
                 raise CollError(f"an included file may not declare a {kind}", d.span)
         _collect_includes(lib, target.parent, sources, out, [*stack, name], depth + 1)
@@ -173,11 +187,18 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
     phases: list[ast.Phase] = []
     codecs: dict[str, ast.CodecDecl] = {}
     defined: dict[str, Span] = {}  # user-defined value names (params, lets)
+    hierarchy: ast.Hierarchy | None = None
 
     for module in modules:
-        is_prelude = module.file == PRELUDE_NAME
+        is_prelude = module.file in (PRELUDE_NAME, HIERARCHY_PRELUDE_NAME)
         for decl in module.decls:
-            if isinstance(decl, ast.Param):
+            if isinstance(decl, ast.Hierarchy):
+                if hierarchy is not None:
+                    raise CollError(f"the hierarchy is declared twice (first at line {hierarchy.span.line})", decl.span)
+                hierarchy = decl
+                for name in HIERARCHY_NAMES:
+                    _define(defined, name, decl.span, "constant")
+            elif isinstance(decl, ast.Param):
                 _define(defined, decl.name, decl.span, "parameter")
                 if decl.type not in PARAM_TYPES:
                     raise CollError(
@@ -210,6 +231,8 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
                 phases.append(decl)
             elif isinstance(decl, ast.Assert):
                 asserts.append(decl)
+    if hierarchy is not None:
+        _check_levels(hierarchy, params)
     if chunks is None:
         raise CollError("the program does not declare its chunking (e.g. 'chunks p')", header.span)
     if "p" not in defined:
@@ -230,6 +253,7 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
         phases=tuple(phases),
         sources=sources,
         codecs=codecs,
+        hierarchy=hierarchy,
     )
     if collective.has_root and "root" not in defined:
         raise CollError(
@@ -237,6 +261,21 @@ def _assemble(main: ast.Module, modules: list[ast.Module], sources: dict[str, st
         )
     _Resolver(program).check()
     return program
+
+
+def _check_levels(hierarchy: ast.Hierarchy, params: list[ast.Param]) -> None:
+    """Every level of a hierarchy names an int parameter (its value is checked per instance)."""
+    declared = {p.name: p for p in params}
+    for level in hierarchy.levels:
+        param = declared.get(level.id)
+        if param is None:
+            raise CollError(
+                f"hierarchy level {level.id!r} is not a parameter; declare it: param {level.id} : int where "
+                f"{level.id} >= 1",
+                level.span,
+            )
+        if param.type != "int":
+            raise CollError(f"hierarchy level {level.id!r} must be an int parameter, not {param.type}", level.span)
 
 
 def check_codec_spec(spec: str, span: Span | None) -> str:
@@ -265,6 +304,8 @@ def _check_new_callable(
         raise CollError(f"{name!r} is defined twice (first at line {previous.span.line})", span)
 
 
+_HIERARCHY_FUNCS = ("node_of", "local_of", "node_ranks", "local_ranks", "rank_at", "node_size", "level_of")
+
 # --------------------------------------------------------------------------
 # Static name and arity checks
 # --------------------------------------------------------------------------
@@ -274,6 +315,8 @@ class _Resolver:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.globals = {p.name for p in program.params} | {let.name for let in program.lets}
+        if program.hierarchy is not None:
+            self.globals |= set(HIERARCHY_NAMES)
 
     def check(self) -> None:
         prog = self.program
@@ -282,6 +325,8 @@ class _Resolver:
             if param.default is not None:
                 self.expr(param.default, set(params_seen))
             params_seen.add(param.name)
+        if prog.hierarchy is not None:  # p and levels are known before the constraints
+            params_seen |= set(HIERARCHY_NAMES)
         for param in prog.params:  # constraints may name any parameter
             if param.constraint is not None:
                 self.expr(param.constraint, params_seen)
@@ -327,6 +372,9 @@ class _Resolver:
             self.stmts(stmt.orelse, scope)
         elif isinstance(stmt, ast.StepBlock):
             self.stmts(stmt.body, scope)
+        elif isinstance(stmt, ast.Lane):
+            self.expr(stmt.lane, scope)
+            self.stmts(stmt.body, scope)
         elif isinstance(stmt, ast.Send | ast.Recv):
             self.expr(stmt.chunks, scope)
             self.expr(stmt.peer, scope)
@@ -353,6 +401,8 @@ class _Resolver:
                 )
             for arg in stmt.args:
                 self.expr(arg, scope)
+            if stmt.group is not None:
+                self.expr(stmt.group, scope)
 
     def codec(self, ref: ast.CodecRef | None) -> None:
         if ref is None or ref.name in self.program.codecs:
@@ -420,6 +470,10 @@ class _Resolver:
                 raise CollError(f"{node.func}() takes {want} argument(s), got {len(node.args)}", node.func_span)
         elif node.func in self.program.procs:
             raise CollError(f"{node.func} is a procedure: run it with 'do {node.func}(...)'", node.func_span)
+        elif node.func in _HIERARCHY_FUNCS:
+            raise CollError(
+                f"{node.func}() needs a machine hierarchy: declare one, e.g. 'hierarchy nodes * local'", node.func_span
+            )
         else:
             raise CollError(f"unknown function {node.func!r}", node.func_span)
         for arg in node.args:

@@ -36,6 +36,7 @@ from collc.verify.findings import fmt_ids as _fmt_ids
 from collc.verify.findings import ids_bits as _ids_bits
 from collc.verify.findings import lowest as _lowest
 from collc.verify.findings import them as _them
+from collc.verify.races import find_races
 
 __all__ = ["CODES", "CheckReport", "Finding", "Stats", "check"]
 
@@ -699,6 +700,8 @@ def check(
     dataflow = out.total == 0
     fp = _Fingerprint(schedule, out, dataflow)
     fp.run(on_progress)
+    if out.total == 0:  # well-formed and matched: the lanes' steps may overlap only where nothing races
+        find_races(schedule, out)
     if dataflow:
         failing = fp.failing_chunks()
         dest = chunk_dest(schedule.collective, p, n, schedule.root)

@@ -40,6 +40,7 @@ CODES: tuple[str, ...] = (
     "codec-mismatch",
     "duplicate-transfer",
     "write-conflict",
+    "race",
     "send-not-held",
     "reduce-into-empty",
     "compress-not-held",
@@ -68,6 +69,7 @@ class Finding:
     chunk: int | None
     expected: str | None
     actual: str | None
+    related: tuple[tuple[Span, str], ...] = ()  # other places the finding involves, each with what it is
 
 
 def contents_note(finding: Finding) -> str | None:
