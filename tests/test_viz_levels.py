@@ -30,7 +30,8 @@ from test_cli import EXAMPLES, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 RING, SWING = str(EXAMPLES / "ring_allreduce.coll"), str(EXAMPLES / "swing_bw.coll")
-PIPELINED = str(ROOT / "benchmarks" / "data" / "pipelined_ring_allreduce.coll")
+PIPELINED = str(ROOT / "benchmarks" / "data" / "pipelined_ring_allreduce.coll")  # a step per sub-chunk
+LANES = str(EXAMPLES / "pipelined_ring_allreduce.coll")  # the ring's steps, a lane per sub-chunk
 
 
 @functools.cache
@@ -190,6 +191,32 @@ def test_a_pipelined_ring_overlaps_its_steps_and_a_plain_ring_does_not(tmp_path:
     code, text = viz_cli(PIPELINED, "-p", "4", "--timeline", "-o", str(out))
     assert code == EXIT_OK, text
     assert f"{sum(b.row > 0 for b in bars)} bars overlap" in text and sum(b.row > 0 for b in bars) > 0
+
+
+def test_a_ring_pipelined_in_lanes_overlaps_as_the_one_pipelined_in_steps(tmp_path: Path) -> None:
+    """docs/simulate.md: the two pipelined rings give the same times under dataflow execution; here
+    every message too: the same (sender, receiver, start, end), and bars of different lanes overlap."""
+    full = parse_topology("full:4")
+    lanes, _ = viz.timeline_bars(schedule(LANES, 4, k=4), full)
+    steps, _ = viz.timeline_bars(schedule(PIPELINED, 4, k=4), full)
+    assert {b.lane for b in lanes} == {0, 1, 2, 3} and {b.lane for b in steps} == {None}
+    assert len({b.step for b in lanes}) == 2 * 3 and len({b.step for b in steps}) == 2 * 3 * 4
+
+    def key(b: viz.Bar) -> tuple[int, int, float, float]:
+        return (b.rank, b.peer, round(b.start, 15), round(b.end, 15))
+
+    assert sorted(map(key, lanes)) == sorted(map(key, steps))
+    same_step_overlaps = sum(
+        1
+        for i, a in enumerate(lanes)
+        for b in lanes[i + 1 :]
+        if a.rank == b.rank and a.step == b.step and a.lane != b.lane and a.start < b.end and b.start < a.end
+    )
+    assert same_step_overlaps > 0
+    out = tmp_path / "lanes.svg"
+    code, text = viz_cli(LANES, "-p", "4", "--timeline", "-o", str(out))
+    assert code == EXIT_OK, text
+    assert f"{sum(b.row > 0 for b in lanes)} bars overlap" in text
 
 
 def test_timeline_on_nodes_colours_bars_by_level(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def parse_steps(text: str, nsteps: int) -> range:
 @click.option(
     "--timeline",
     is_flag=True,
-    help="Draw the messages of a dataflow simulation over time, one lane per rank, instead of the steps.",
+    help="Draw the messages of a dataflow simulation over time, one track per rank, instead of the steps.",
 )
 @click.option(
     "--color",
@@ -87,7 +87,7 @@ def viz(
     sharing a panel, and a summary of the chunks every pair exchanged.  With --chunk C, one
     picture of every send that carries chunk C, coloured by step.  With --node, the ranks are
     grouped by node and the arrows coloured by the level they cross.  With --timeline, the
-    messages of a dataflow simulation (as collc sim --execution dataflow) over time, one lane per
+    messages of a dataflow simulation (as collc sim --execution dataflow) over time, one track per
     rank, so that steps that overlap show.  The schedule is drawn as it is, not verified first (a
     wrong schedule can be looked at too)."""
     from collc import viz as pictures
@@ -118,7 +118,7 @@ def viz(
                 )  # fmt: skip
             except ValueError as err:  # the size does not fit the collective
                 raise click.BadParameter(f"{size_text!r}: {err}", param_hint="'--size'") from None
-            overlap = f"{picture.overlapping} bars overlap an earlier bar of their lane"
+            overlap = f"{picture.overlapping} bars overlap an earlier bar of their track"
             click.echo(f"wrote {picture.path}: {picture.note}; {overlap}; done at {picture.time * 1e6:.4g} us")
         elif chunk is not None:
             picture = pictures.draw_chunk_flow(schedule, output, chunk, steps=steps, hierarchy=hierarchy)

@@ -1,12 +1,12 @@
 """The dataflow simulation of a schedule on a time axis (`collc viz --timeline`, docs/viz.md).
 
 `timeline_bars` runs the schedule once under dataflow execution (`collc.simulate.trace`, the
-model of `collc.eventsim`) and makes one `Bar` per message: on the lane of its sender, from the
+model of `collc.eventsim`) and makes one `Bar` per message: on the track of its sender, from the
 moment it enters the network (the sender's engine has done the step's overhead and codec work)
-to its arrival at the receiver.  Bars of one lane that overlap in time stack in rows, so that
-the steps a pipelined schedule runs at once stand out.  `draw_timeline` draws them: one lane
+to its arrival at the receiver.  Bars of one track that overlap in time stack in rows, so that
+the steps a pipelined schedule runs at once stand out.  `draw_timeline` draws them: one track
 per rank (grouped by node on a `collc.hierarchy.Hierarchical` topology), a thin grey strip at
-the foot of a lane where the rank's engine works, and a band per phase above the lanes, named
+the foot of a track where the rank's engine works, and a band per phase above the tracks, named
 with its `.coll` lines.  Every bar is an SVG group with the id ``bar-STEP-N``.
 """
 
@@ -37,14 +37,15 @@ SIZE = 1 << 20
 class Bar:
     """One message on the time axis (seconds from the start of the collective)."""
 
-    rank: int  # the sender: the lane
+    rank: int  # the sender: the track
     peer: int  # the receiver
     step: int  # Step.index
     phase: str
     start: float  # it enters the network
     end: float  # it has arrived
-    row: int  # its row in the lane: bars of a lane that overlap in time stack
+    row: int  # its row in the track: bars of a track that overlap in time stack
     level: str | None  # `collc.viz.levels.hop_level` on nodes of several ranks, else None
+    lane: int | None = None  # the send's lane in its step (`Step.lane`), None: in none
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +54,11 @@ class Timeline:
     bars: tuple[Bar, ...]
     time: float  # the simulated time of the whole schedule (s)
     note: str
-    overlapping: int  # bars drawn above the first row of their lane: they overlap an earlier bar in time
+    overlapping: int  # bars drawn above the first row of their track: they overlap an earlier bar in time
 
 
 def _rows(bars: list[tuple[float, float, int]]) -> dict[int, int]:
-    """A row for every (start, end, id) of one lane: the first row whose last bar has ended by the start."""
+    """A row for every (start, end, id) of one track: the first row whose last bar has ended by the start."""
     ends: list[float] = []
     out = {}
     for start, end, i in sorted(bars):
@@ -80,20 +81,21 @@ def timeline_bars(
     topo = topology if topology is not None else FullyConnected(schedule.nranks)
     tr = trace(schedule, topo, size_bytes, model)
     hierarchy = topo if isinstance(topo, Hierarchical) else None
-    raw: list[tuple[int, int, int, str, float, float]] = []
+    raw: list[tuple[int, int, int, str, float, float, int | None]] = []
     for m, (g, op_i) in enumerate(zip(tr.msg_group.tolist(), tr.msg_op.tolist(), strict=True)):
         step = schedule.steps[int(tr.group_step[g])]
         if steps is not None and step.index not in steps:
             continue
         op = step.ops[op_i]
-        raw.append((op.rank, op.peer, step.index, step.phase, float(tr.group_end[g]), float(tr.msg_arrival[m])))
+        end = float(tr.msg_arrival[m])
+        raw.append((op.rank, op.peer, step.index, step.phase, float(tr.group_end[g]), end, step.lane(op_i)))
     lanes: dict[int, list[tuple[float, float, int]]] = {}
-    for i, (rank, _, _, _, start, end) in enumerate(raw):
+    for i, (rank, _, _, _, start, end, _) in enumerate(raw):
         lanes.setdefault(rank, []).append((start, end, i))
     row = {i: k for lane in lanes.values() for i, k in _rows(lane).items()}
     bars = [
-        Bar(rank, peer, index, phase, start, end, row[i], hop_level(hierarchy, rank, peer) if hierarchy else None)
-        for i, (rank, peer, index, phase, start, end) in enumerate(raw)
+        Bar(rank, peer, index, phase, start, end, row[i], hop_level(hierarchy, rank, peer) if hierarchy else None, lane)
+        for i, (rank, peer, index, phase, start, end, lane) in enumerate(raw)
     ]
     return bars, tr
 
@@ -180,8 +182,9 @@ def draw_timeline(
         rect.set_gid(f"bar-{b.step}-{n}")
         ax.add_patch(rect)
         fs = min(7.0, 0.6 * row_pts)
-        if w * pts_per_x > fs * 0.7 * (len(str(b.step)) + 1) and fs >= 4:
-            ax.text(x0 + w / 2, y0 + 0.5, str(b.step), ha="center", va="center", fontsize=fs, zorder=3,
+        label = str(b.step) if b.lane is None else f"{b.step}·{b.lane}"
+        if w * pts_per_x > fs * 0.7 * (len(label) + 1) and fs >= 4:
+            ax.text(x0 + w / 2, y0 + 0.5, label, ha="center", va="center", fontsize=fs, zorder=3,
                     color="white" if color_by == "level" or norm(b.step) < 0.6 else "black")  # fmt: skip
     chosen = {i for i, st in enumerate(schedule.steps) if steps is None or st.index in steps}
     for g in range(tr.group_rank.size):
@@ -226,13 +229,14 @@ def draw_timeline(
     note = f"{len(bars)} messages, {_size_text(size_bytes)} vector on {net}, dataflow execution"
     if steps is not None:
         note += f", steps {steps.start}..{steps.stop - 1}"
-    fig.suptitle(f"{title}: messages over time\n{note}; {overlapping} bars overlap an earlier bar of their lane",
+    fig.suptitle(f"{title}: messages over time\n{note}; {overlapping} bars overlap an earlier bar of their track",
                  fontsize=11, y=1 - 0.1 / height, va="top")  # fmt: skip
     lax = fig.add_axes(_rect(fig, side, 0.05, width - side - 0.4, 0.4))
     lax.set_axis_off()
     text = (
-        "a bar: a message, on its sender's lane, from entering the network to its arrival (the number: its step); "
-        "bars that overlap in time stack;\ngrey strip under a lane: the rank's engine (step overhead, codec work)"
+        "a bar: a message, on its sender's track, from entering the network to its arrival (the number: its step; "
+        "step·lane in a step with lanes);\nbars that overlap in time stack; grey strip under a track: the rank's "
+        "engine (step overhead, codec work)"
     )
     lax.text(0.0, 0.0, text, fontsize=8, transform=lax.transAxes)
     if color_by == "level" and hierarchy is not None:
