@@ -182,7 +182,7 @@ def fsdp(steps: int, groups: dict, rank: int) -> None:  # type: ignore[type-arg]
         t = torch.tensor([statistics.median(per_step)], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=groups["gloo"])
         times[name] = float(t)
-        losses[name] = float(loss)
+        losses[name] = float(loss.detach())
     config.reset()
     if rank == 0:
         params = sum(p.numel() for p in Model(vocab=256, dim=128, heads=4, layers=4).parameters())
