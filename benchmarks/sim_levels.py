@@ -1,4 +1,4 @@
-"""Simulated allreduce on 16 nodes x 8 GPUs: flat Swing and a pipelined ring against the plain ring.
+"""Simulated allreduce on 16 nodes x 8 GPUs: hierarchical and flat Swing, a pipelined ring, against the ring.
 
 The machine: 16 nodes of 8 ranks on an NVLink-like crossbar (450 GB/s per direction, 250 ns),
 8 NICs per node (one per GPU, 400 Gb/s, 500 ns each) into a non-blocking fat tree (400 Gb/s
@@ -9,6 +9,10 @@ one size at a time from 1 KiB to 1 GiB:
 * ``ring``: examples/ring_allreduce.coll, the baseline;
 * ``swing``: the better of examples/swing_lat.coll and swing_bw.coll at each size, flat (ranks
   numbered as the ring's, no knowledge of the nodes);
+* ``hier``: examples/hierarchical/hier_allreduce_swing.coll with nodes=16, local=8: a ring
+  reduce-scatter inside every node, Swing between the nodes on each local rank's share, a ring
+  allgather inside every node (its nodes are those of the block placement: under the cyclic one
+  its "intra-node" rings cross the network);
 * ``pipe``: benchmarks/data/pipelined_ring_allreduce.coll, the ring with every block cut into
   k sub-chunks, one step each.
 
@@ -77,21 +81,25 @@ def table(placement: str, k: int, sz: list[int]) -> None:
     ring = run("ring", ROOT / "examples/ring_allreduce.coll", {"p": p}, topo, sz, model)
     swing_lat = run("swing", ROOT / "examples/swing_lat.coll", {"p": p}, topo, sz, model)
     swing_bw = run("swing", ROOT / "examples/swing_bw.coll", {"p": p}, topo, sz, model)
+    hier = run("hier", ROOT / "examples/hierarchical/hier_allreduce_swing.coll", {"nodes": NODES, "local": p // NODES},
+               topo, sz, model)  # fmt: skip
     pipe_path = ROOT / "benchmarks/data/pipelined_ring_allreduce.coll"
     pipe = run("pipe", pipe_path, {"p": p, "k": k}, topo, sz, model)
     lock = run("pipe lockstep", pipe_path, {"p": p, "k": k}, topo, sz,
                dataclasses.replace(model, execution="lockstep"))  # fmt: skip
     print(f"# k = {k}; wait: share of the critical path in latency and step overhead")
-    print(f"{'size':>8} {'ring us':>10} {'swing us':>10} {'swing/ring':>10} {'pipe us':>10} {'pipe/ring':>9} "
+    print(f"{'size':>8} {'ring us':>10} {'swing us':>10} {'swing/ring':>10} {'hier us':>10} {'hier/ring':>9} "
+          f"{'pipe us':>10} {'pipe/ring':>9} "
           f"{'ring wait':>9} {'pipe wait':>9} {'pipe lockstep/ring':>18}")  # fmt: skip
     for i, n in enumerate(sz):
         t_ring = ring.rows[i].time_s
         t_swing = min(swing_lat.rows[i].time_s, swing_bw.rows[i].time_s)
         t_pipe = pipe.rows[i].time_s
+        t_hier = hier.rows[i].time_s
         print(
             f"{size_text(n):>8} {t_ring * 1e6:>10.2f} {t_swing * 1e6:>10.2f} {t_swing / t_ring:>10.3f} "
-            f"{t_pipe * 1e6:>10.2f} {t_pipe / t_ring:>9.3f} {waiting_share(ring, i):>9.0%} "
-            f"{waiting_share(pipe, i):>9.0%} {lock.rows[i].time_s / t_ring:>18.3f}"
+            f"{t_hier * 1e6:>10.2f} {t_hier / t_ring:>9.3f} {t_pipe * 1e6:>10.2f} {t_pipe / t_ring:>9.3f} "
+            f"{waiting_share(ring, i):>9.0%} {waiting_share(pipe, i):>9.0%} {lock.rows[i].time_s / t_ring:>18.3f}"
         )
 
 
