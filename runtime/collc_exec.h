@@ -25,8 +25,10 @@
  * Every send thus reads the buffer as it was at the start of the step, and
  * every receive lands at its end, as in the schedule's semantics.  Messages
  * are MPI_BYTE on a private duplicate of the user's communicator, tagged with
- * the step index modulo 32768.  Schedules with compression points run their
- * steps with collc_zexec.h instead.
+ * the step index modulo 32768.  This is the order of COLLC_ISSUE=steps; by
+ * default, collc_flow.h issues each message as soon as the messages it
+ * depends on are done, from the same tables.  Schedules with compression
+ * points run their steps with collc_zexec.h instead.
  *
  * Faults end the job with one line on stderr ("collc: ... step s: ...") and
  * MPI_Abort, never a hang or wrong data: a message of another size than the
@@ -94,6 +96,8 @@ struct collc_msg {
     enum collc_kind kind;
     int peer;
     int first_run, nruns; /* runs[first_run .. first_run + nruns - 1] */
+    int first_dep, ndeps; /* the phase's deps[first_dep ..]: the rank's earlier messages this one waits for
+                             (collc_flow.h; 0, 0 with compression points) */
 };
 
 /* Rows first .. first + n - 1 of a table. */
@@ -102,6 +106,14 @@ struct collc_span {
 };
 
 struct collc_ctx;
+
+/* One phase's tables, for dataflow issue (collc_flow.h). */
+struct collc_flow {
+    const struct collc_msg *msgs;
+    const struct collc_run *runs;
+    const struct collc_span *ranks; /* [rank]: its rows of msgs */
+    const int *deps;                /* message numbers, counted over the rank's rows of every phase in order */
+};
 
 /* A compiled schedule: what the generated file gives the runtime. */
 struct collc_sched {
@@ -115,6 +127,11 @@ struct collc_sched {
     const struct collc_run *segments;       /* alltoall: the chunk runs each rank touches */
     const struct collc_span *rank_segments; /* [rank]: its rows of segments; NULL: the whole space */
     int (*run)(struct collc_ctx *ctx);      /* every phase, in order */
+    /* Dataflow issue (NULL / 0 with compression points, which run step by step): */
+    const struct collc_flow *flow; /* [phase] */
+    int nflow;
+    const int *flow_ops;     /* [rank]: its messages over every phase */
+    const int *flow_scratch; /* [rank]: chunks of scratch space its dataflow run uses */
     /* Compression points (NULL / 0 without): */
     const struct collc_codec *codecs;
     int ncodecs;
@@ -145,6 +162,8 @@ struct collc_ctx {
     struct collc_layout layout;
     char *work;
     char *scratch;
+    int flow;            /* issue by dataflow (collc_flow.h), not step by step */
+    struct collc_fstate *fs; /* its state, in the arena */
     MPI_Request *reqs;
     MPI_Status *statuses;
     int *req_peer;  /* the peer of each request */

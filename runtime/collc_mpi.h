@@ -2,6 +2,7 @@
  *
  *   collc_reduce.h  reduction kernels (inline loops, PMPI_Reduce_local for the rest)
  *   collc_exec.h    step tables, element layout, the private communicator, running steps, faults
+ *   collc_flow.h    running the tables by dataflow: each message issued as soon as what it waits for is done
  *   collc_zexec.h   running the steps of a schedule with compression points
  *   collc_zcodec.h  the codecs, whole payloads (collc_codecs.h: their per-item functions)
  *   collc_shim.h    admission and fallback, COLLC_SHIM_LOG, COLLC_SHIM_CHECK
@@ -20,6 +21,7 @@
 
 #include "collc_reduce.h"
 #include "collc_exec.h"
+#include "collc_flow.h"
 #include "collc_zexec.h"
 #include "collc_shim.h"
 #include "collc_coll.h"

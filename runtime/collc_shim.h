@@ -44,6 +44,7 @@
 #include <mpi.h>
 
 #include "collc_exec.h"
+#include "collc_flow.h"
 
 #ifndef COLLC_ERR_UNSUPPORTED
 #define COLLC_ERR_UNSUPPORTED (-1) /* the call is outside what the library was compiled for */
@@ -103,6 +104,7 @@ struct collc_call {
 
 static struct {
     int read, log, check, compress, noted_bound;
+    int steps; /* COLLC_ISSUE=steps: issue step by step, not by dataflow */
     double timeout;
     int noted[COLLC_NREASONS];
 } collc_env;
@@ -127,6 +129,12 @@ static inline void collc_read_env(void)
     collc_env.log = collc_flag("COLLC_SHIM_LOG");
     collc_env.check = collc_flag("COLLC_SHIM_CHECK");
     collc_env.compress = collc_flag("COLLC_SHIM_COMPRESS");
+    {
+        const char *issue = getenv("COLLC_ISSUE");
+        if (issue != NULL && issue[0] != '\0' && strcmp(issue, "steps") != 0 && strcmp(issue, "dataflow") != 0)
+            fprintf(stderr, "collc: COLLC_ISSUE=%s is neither dataflow nor steps; dataflow\n", issue);
+        collc_env.steps = issue != NULL && strcmp(issue, "steps") == 0;
+    }
     {
         const char *timeout = getenv("COLLC_TIMEOUT");
         char *end = NULL;
@@ -416,7 +424,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
 {
     const struct collc_sched *s = c->sched;
     struct collc_comm *cache;
-    size_t reqs_bytes, base_bytes, scratch_bytes, zbytes = 0, work_bytes, at;
+    size_t reqs_bytes, base_bytes, scratch_bytes, zbytes = 0, flow_bytes = 0, work_bytes, at;
     MPI_Count chunk;
     char *arena;
     char what[MPI_MAX_OBJECT_NAME + 256] = "";
@@ -457,12 +465,16 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
         zbytes = (size_t)(s->nchunks * ctx->slot_cap) + (((size_t)s->nchunks * sizeof(MPI_Count) + 63) & ~(size_t)63);
         zbytes += (((size_t)chunk * 4 + 63) & ~(size_t)63) + (((size_t)(chunk * c->extent) + 63) & ~(size_t)63);
         zbytes += (size_t)ctx->slot_cap;
+    } else if (s->flow != NULL && !collc_env.steps) {
+        ctx->flow = 1;
+        scratch_bytes = (size_t)(s->flow_scratch[c->rank] * chunk * c->extent);
+        flow_bytes = collc_flow_bytes(s, c->rank);
     } else {
         scratch_bytes = (size_t)(s->scratch_chunks[c->rank] * chunk * c->extent);
     }
     scratch_bytes = (scratch_bytes + 63) & ~(size_t)63;
     work_bytes = work == NULL ? (size_t)(work_elems * c->extent) : 0;
-    arena = (char *)collc_arena(cache, reqs_bytes + base_bytes + scratch_bytes + zbytes + work_bytes);
+    arena = (char *)collc_arena(cache, reqs_bytes + base_bytes + scratch_bytes + zbytes + flow_bytes + work_bytes);
     if (arena == NULL) return COLLC_ERR_NOMEM;
     at = 0;
     ctx->reqs = (MPI_Request *)(arena + at);
@@ -487,6 +499,10 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
         ctx->zpay = (collc_u8 *)(arena + at);
         at += (size_t)ctx->slot_cap;
         for (int i = 0; i < s->nchunks; i++) ctx->zsize[i] = -1;
+    }
+    if (ctx->flow) {
+        ctx->fs = collc_flow_layout(s, c->rank, arena + at);
+        at += flow_bytes;
     }
     ctx->work = work != NULL ? work : arena + at;
     for (MPI_Count i = 0, pos = 0; i < ctx->nsegs; i++) {

@@ -33,7 +33,7 @@ import jinja2
 import numpy as np
 
 from collc import collectives
-from collc.backends import tables
+from collc.backends import dataflow, tables
 from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
 from collc.backends.mpitools import mpicc
 from collc.codecs import parse_codec
@@ -66,8 +66,8 @@ FMA contraction: bit-exact payloads on every machine) and read float buffers as 
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 
 RUNTIME_HEADERS: tuple[str, ...] = (
-    "collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_shim.h", "collc_coll.h", "collc_codecs.h",
-    "collc_zcodec.h", "collc_zexec.h",
+    "collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_flow.h", "collc_shim.h", "collc_coll.h",
+    "collc_codecs.h", "collc_zcodec.h", "collc_zexec.h",
 )  # fmt: skip
 
 C_CODECS: dict[str, str] = {
@@ -137,8 +137,14 @@ class CodecRow:
 
 @dataclass(frozen=True, slots=True)
 class MsgRow:
-    cells: str  # "step, kind, peer, first run, runs", aligned
-    note: str  # what the message moves, for people
+    cells: str  # "step, kind, peer, first run, runs, first dep, deps", aligned
+    note: str  # what the message moves and waits for, for people
+
+
+@dataclass(frozen=True, slots=True)
+class DepRow:
+    cells: str  # the ops one message waits for: "i, j, "
+    note: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +172,7 @@ class PhasePlan:
     runs: tuple[RunRow, ...]
     ranks: tuple[RankBlock, ...]
     locals: tuple[LocalBlock, ...]  # compression points: each rank's local ops; () without
+    deps: tuple[DepRow, ...]  # without compression points: what the messages wait for (dataflow issue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +205,8 @@ class Plan:
     runtime_headers: tuple[str, ...]
     cflags: str
     sanitize_flags: str
+    flow_ops: tuple[int, ...] = ()  # [rank]: its messages over every phase; () with compression points
+    flow_scratch: tuple[int, ...] = ()  # [rank]: chunks of scratch space its dataflow run uses
     codecs: tuple[CodecRow, ...] = ()  # compression points: the codecs the runs and local ops name
     adds_payloads: int = 0
     error_bound: str = "0.0"  # the verifier's worst-case bound for inputs |x| <= 1, float32 data (C literal)
@@ -227,9 +236,15 @@ def _phase_plan(
     sources: Sources,
     where: dict[int, str],
     codecs: dict[str, int],
+    flow: list[tuple[dataflow.FlowOp, ...]] | None,
+    cursor: list[int],
 ) -> PhasePlan:
-    """The tables of one phase; ``where[step]`` names the .coll lines of each step."""
+    """The tables of one phase; ``where[step]`` names the .coll lines of each step.  ``flow[rank]`` (None with
+    compression points) are the rank's ops over every phase, ``cursor[rank]`` the first of them in this phase
+    (advanced past the phase's)."""
     runs: list[RunRow] = []
+    deps: list[DepRow] = []
+    dep_at = 0  # entries of the phase's deps array so far
     seen: dict[tuple[tables.Run, ...], int] = {}
     ranks: list[RankBlock] = []
     local_blocks: list[LocalBlock] = []
@@ -252,7 +267,21 @@ def _phase_plan(
                 c_kind = _KIND["direct" if msg.direct else kind]
                 cells = f"{rs.step}, {c_kind + ',':<19} {msg.peer}, {seen[msg.runs]}, {len(msg.runs)}"
                 arrow = f"to {msg.peer}" if kind == "send" else f"from {msg.peer}"
-                rows.append(MsgRow(cells, f"{arrow}: {_note(msg, kind == 'recv')}"))
+                note = f"{arrow}: {_note(msg, kind == 'recv')}"
+                if flow is None:
+                    cells += ", 0, 0"
+                else:
+                    index = cursor[rank]
+                    cursor[rank] += 1
+                    waits = flow[rank][index].deps
+                    cells += f", {dep_at}, {len(waits)}"
+                    dep_at += len(waits)
+                    note = f"#{index} {note}"
+                    if waits:
+                        after = ", ".join(f"#{d}" for d in waits)
+                        deps.append(DepRow("".join(f"{d}, " for d in waits), f"rank {rank} #{index}"))
+                        note += f"; after {after}"
+                rows.append(MsgRow(cells, note))
             if rows:
                 steps.append(StepBlock(rs.step, where[rs.step], tuple(rows)))
         count = sum(len(s.msgs) for s in steps)
@@ -263,7 +292,7 @@ def _phase_plan(
             first_local += len(local_rows)
     return PhasePlan(
         phase.name, ident, phase.first, phase.last, sources.quote(phase.lines), tuple(runs), tuple(ranks),
-        tuple(local_blocks),
+        tuple(local_blocks), tuple(deps),
     )  # fmt: skip
 
 
@@ -309,11 +338,7 @@ def compressed_bound(schedule: Schedule, bounds: tuple[float, float] | None) -> 
 
 def _scratch_chunks(rank_steps: Sequence[tables.RankStep]) -> int:
     """The most chunks one step of a rank moves through scratch: receives not direct, sends of several runs."""
-    most = 0
-    for rs in rank_steps:
-        used = sum(m.chunks for m in rs.recvs if not m.direct) + sum(m.chunks for m in rs.sends if len(m.runs) > 1)
-        most = max(most, used)
-    return most
+    return max((dataflow.step_scratch(rs) for rs in rank_steps), default=0)
 
 
 def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
@@ -352,13 +377,16 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None) -> 
     where = {info.index: sources.where(info.lines) for info in t.steps}
     idents: dict[str, int] = {}
     phases = []
+    p = schedule.nranks
+    # Dataflow issue (runtime/collc_flow.h) runs schedules without compression points only.
+    flow = None if codecs else [dataflow.rank_ops(t, rank) for rank in range(p)]
+    cursor = [0] * p
     for phase in t.phases:
         ident = c_ident(phase.name)
         idents[ident] = idents.get(ident, 0) + 1
         if idents[ident] > 1:
             ident = f"{ident}_{idents[ident]}"
-        phases.append(_phase_plan(t, phase, ident, sources, where, codecs))
-    p = schedule.nranks
+        phases.append(_phase_plan(t, phase, ident, sources, where, codecs, flow, cursor))
     params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
     return Plan(
         algorithm=schedule.algorithm,
@@ -377,6 +405,8 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None) -> 
         receives=tuple(int(any(rs.recvs for rs in steps)) for steps in t.ranks),
         segments=_segments(schedule, t),
         phases=tuple(phases),
+        flow_ops=() if flow is None else tuple(len(ops) for ops in flow),
+        flow_scratch=() if flow is None else tuple(dataflow.flow_scratch(steps) for steps in t.ranks),
         runtime_headers=RUNTIME_HEADERS,
         cflags=" ".join(CFLAGS),
         sanitize_flags=" ".join(SANITIZE_FLAGS),

@@ -44,49 +44,50 @@ static const struct collc_run reduce_scatter_runs[] = {
     { 0, 0, COLLC_COPY, COLLC_RAW, -1 }, /* end */
 };
 
-/* One row per message: step, kind, peer, first run, number of runs. */
+/* One row per message: step, kind, peer, first run, number of runs, and 0, 0 (no dependencies: schedules with
+ * compression points run step by step). */
 static const struct collc_msg reduce_scatter_msgs[] = {
     /* rank 0 */
     /* step 0: ../lib/compressed_ring.coll:10, 11 */
-    { 0, COLLC_SEND,         1, 0, 1 }, /* to 1: {3} (compressed with ebq(eb=0.001)) */
-    { 0, COLLC_RECV,         3, 1, 1 }, /* from 3: reduce {2} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_SEND,         1, 0, 1, 0, 0 }, /* to 1: {3} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_RECV,         3, 1, 1, 0, 0 }, /* from 3: reduce {2} (compressed with ebq(eb=0.001)) */
     /* step 1: ../lib/compressed_ring.coll:10, 11 */
-    { 1, COLLC_SEND,         1, 2, 1 }, /* to 1: {2} (compressed with ebq(eb=0.001)) */
-    { 1, COLLC_RECV,         3, 3, 1 }, /* from 3: reduce {1} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_SEND,         1, 2, 1, 0, 0 }, /* to 1: {2} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_RECV,         3, 3, 1, 0, 0 }, /* from 3: reduce {1} (compressed with ebq(eb=0.001)) */
     /* step 2: ../lib/compressed_ring.coll:10, 11 */
-    { 2, COLLC_SEND,         1, 4, 1 }, /* to 1: {1} (compressed with ebq(eb=0.001)) */
-    { 2, COLLC_RECV,         3, 5, 1 }, /* from 3: reduce {0} (compressed with ebq(eb=0.001)) */
+    { 2, COLLC_SEND,         1, 4, 1, 0, 0 }, /* to 1: {1} (compressed with ebq(eb=0.001)) */
+    { 2, COLLC_RECV,         3, 5, 1, 0, 0 }, /* from 3: reduce {0} (compressed with ebq(eb=0.001)) */
     /* rank 1 */
     /* step 0: ../lib/compressed_ring.coll:10, 11 */
-    { 0, COLLC_SEND,         2, 6, 1 }, /* to 2: {0} (compressed with ebq(eb=0.001)) */
-    { 0, COLLC_RECV,         0, 7, 1 }, /* from 0: reduce {3} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_SEND,         2, 6, 1, 0, 0 }, /* to 2: {0} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_RECV,         0, 7, 1, 0, 0 }, /* from 0: reduce {3} (compressed with ebq(eb=0.001)) */
     /* step 1: ../lib/compressed_ring.coll:10, 11 */
-    { 1, COLLC_SEND,         2, 0, 1 }, /* to 2: {3} (compressed with ebq(eb=0.001)) */
-    { 1, COLLC_RECV,         0, 1, 1 }, /* from 0: reduce {2} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_SEND,         2, 0, 1, 0, 0 }, /* to 2: {3} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_RECV,         0, 1, 1, 0, 0 }, /* from 0: reduce {2} (compressed with ebq(eb=0.001)) */
     /* step 2: ../lib/compressed_ring.coll:10, 11 */
-    { 2, COLLC_SEND,         2, 2, 1 }, /* to 2: {2} (compressed with ebq(eb=0.001)) */
-    { 2, COLLC_RECV,         0, 3, 1 }, /* from 0: reduce {1} (compressed with ebq(eb=0.001)) */
+    { 2, COLLC_SEND,         2, 2, 1, 0, 0 }, /* to 2: {2} (compressed with ebq(eb=0.001)) */
+    { 2, COLLC_RECV,         0, 3, 1, 0, 0 }, /* from 0: reduce {1} (compressed with ebq(eb=0.001)) */
     /* rank 2 */
     /* step 0: ../lib/compressed_ring.coll:10, 11 */
-    { 0, COLLC_SEND,         3, 4, 1 }, /* to 3: {1} (compressed with ebq(eb=0.001)) */
-    { 0, COLLC_RECV,         1, 5, 1 }, /* from 1: reduce {0} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_SEND,         3, 4, 1, 0, 0 }, /* to 3: {1} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_RECV,         1, 5, 1, 0, 0 }, /* from 1: reduce {0} (compressed with ebq(eb=0.001)) */
     /* step 1: ../lib/compressed_ring.coll:10, 11 */
-    { 1, COLLC_SEND,         3, 6, 1 }, /* to 3: {0} (compressed with ebq(eb=0.001)) */
-    { 1, COLLC_RECV,         1, 7, 1 }, /* from 1: reduce {3} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_SEND,         3, 6, 1, 0, 0 }, /* to 3: {0} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_RECV,         1, 7, 1, 0, 0 }, /* from 1: reduce {3} (compressed with ebq(eb=0.001)) */
     /* step 2: ../lib/compressed_ring.coll:10, 11 */
-    { 2, COLLC_SEND,         3, 0, 1 }, /* to 3: {3} (compressed with ebq(eb=0.001)) */
-    { 2, COLLC_RECV,         1, 1, 1 }, /* from 1: reduce {2} (compressed with ebq(eb=0.001)) */
+    { 2, COLLC_SEND,         3, 0, 1, 0, 0 }, /* to 3: {3} (compressed with ebq(eb=0.001)) */
+    { 2, COLLC_RECV,         1, 1, 1, 0, 0 }, /* from 1: reduce {2} (compressed with ebq(eb=0.001)) */
     /* rank 3 */
     /* step 0: ../lib/compressed_ring.coll:10, 11 */
-    { 0, COLLC_SEND,         0, 2, 1 }, /* to 0: {2} (compressed with ebq(eb=0.001)) */
-    { 0, COLLC_RECV,         2, 3, 1 }, /* from 2: reduce {1} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_SEND,         0, 2, 1, 0, 0 }, /* to 0: {2} (compressed with ebq(eb=0.001)) */
+    { 0, COLLC_RECV,         2, 3, 1, 0, 0 }, /* from 2: reduce {1} (compressed with ebq(eb=0.001)) */
     /* step 1: ../lib/compressed_ring.coll:10, 11 */
-    { 1, COLLC_SEND,         0, 4, 1 }, /* to 0: {1} (compressed with ebq(eb=0.001)) */
-    { 1, COLLC_RECV,         2, 5, 1 }, /* from 2: reduce {0} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_SEND,         0, 4, 1, 0, 0 }, /* to 0: {1} (compressed with ebq(eb=0.001)) */
+    { 1, COLLC_RECV,         2, 5, 1, 0, 0 }, /* from 2: reduce {0} (compressed with ebq(eb=0.001)) */
     /* step 2: ../lib/compressed_ring.coll:10, 11 */
-    { 2, COLLC_SEND,         0, 6, 1 }, /* to 0: {0} (compressed with ebq(eb=0.001)) */
-    { 2, COLLC_RECV,         2, 7, 1 }, /* from 2: reduce {3} (compressed with ebq(eb=0.001)) */
-    { -1, COLLC_SEND, -1, 0, 0 }, /* end */
+    { 2, COLLC_SEND,         0, 6, 1, 0, 0 }, /* to 0: {0} (compressed with ebq(eb=0.001)) */
+    { 2, COLLC_RECV,         2, 7, 1, 0, 0 }, /* from 2: reduce {3} (compressed with ebq(eb=0.001)) */
+    { -1, COLLC_SEND, -1, 0, 0, 0, 0 }, /* end */
 };
 
 /* Each rank's rows of reduce_scatter_msgs: first, count. */
@@ -138,49 +139,50 @@ static const struct collc_run allgather_runs[] = {
     { 0, 0, COLLC_COPY, COLLC_RAW, -1 }, /* end */
 };
 
-/* One row per message: step, kind, peer, first run, number of runs. */
+/* One row per message: step, kind, peer, first run, number of runs, and 0, 0 (no dependencies: schedules with
+ * compression points run step by step). */
 static const struct collc_msg allgather_msgs[] = {
     /* rank 0 */
     /* step 4: ../lib/compressed_ring.coll:19, 20 */
-    { 4, COLLC_SEND,         1, 0, 1 }, /* to 1: {0} (payload of ebq(eb=0.001)) */
-    { 4, COLLC_RECV,         3, 1, 1 }, /* from 3: copy {3} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_SEND,         1, 0, 1, 0, 0 }, /* to 1: {0} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_RECV,         3, 1, 1, 0, 0 }, /* from 3: copy {3} (payload of ebq(eb=0.001)) */
     /* step 5: ../lib/compressed_ring.coll:19, 20 */
-    { 5, COLLC_SEND,         1, 1, 1 }, /* to 1: {3} (payload of ebq(eb=0.001)) */
-    { 5, COLLC_RECV,         3, 2, 1 }, /* from 3: copy {2} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_SEND,         1, 1, 1, 0, 0 }, /* to 1: {3} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_RECV,         3, 2, 1, 0, 0 }, /* from 3: copy {2} (payload of ebq(eb=0.001)) */
     /* step 6: ../lib/compressed_ring.coll:19, 20 */
-    { 6, COLLC_SEND,         1, 2, 1 }, /* to 1: {2} (payload of ebq(eb=0.001)) */
-    { 6, COLLC_RECV,         3, 3, 1 }, /* from 3: copy {1} (payload of ebq(eb=0.001)) */
+    { 6, COLLC_SEND,         1, 2, 1, 0, 0 }, /* to 1: {2} (payload of ebq(eb=0.001)) */
+    { 6, COLLC_RECV,         3, 3, 1, 0, 0 }, /* from 3: copy {1} (payload of ebq(eb=0.001)) */
     /* rank 1 */
     /* step 4: ../lib/compressed_ring.coll:19, 20 */
-    { 4, COLLC_SEND,         2, 3, 1 }, /* to 2: {1} (payload of ebq(eb=0.001)) */
-    { 4, COLLC_RECV,         0, 0, 1 }, /* from 0: copy {0} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_SEND,         2, 3, 1, 0, 0 }, /* to 2: {1} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_RECV,         0, 0, 1, 0, 0 }, /* from 0: copy {0} (payload of ebq(eb=0.001)) */
     /* step 5: ../lib/compressed_ring.coll:19, 20 */
-    { 5, COLLC_SEND,         2, 0, 1 }, /* to 2: {0} (payload of ebq(eb=0.001)) */
-    { 5, COLLC_RECV,         0, 1, 1 }, /* from 0: copy {3} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_SEND,         2, 0, 1, 0, 0 }, /* to 2: {0} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_RECV,         0, 1, 1, 0, 0 }, /* from 0: copy {3} (payload of ebq(eb=0.001)) */
     /* step 6: ../lib/compressed_ring.coll:19, 20 */
-    { 6, COLLC_SEND,         2, 1, 1 }, /* to 2: {3} (payload of ebq(eb=0.001)) */
-    { 6, COLLC_RECV,         0, 2, 1 }, /* from 0: copy {2} (payload of ebq(eb=0.001)) */
+    { 6, COLLC_SEND,         2, 1, 1, 0, 0 }, /* to 2: {3} (payload of ebq(eb=0.001)) */
+    { 6, COLLC_RECV,         0, 2, 1, 0, 0 }, /* from 0: copy {2} (payload of ebq(eb=0.001)) */
     /* rank 2 */
     /* step 4: ../lib/compressed_ring.coll:19, 20 */
-    { 4, COLLC_SEND,         3, 2, 1 }, /* to 3: {2} (payload of ebq(eb=0.001)) */
-    { 4, COLLC_RECV,         1, 3, 1 }, /* from 1: copy {1} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_SEND,         3, 2, 1, 0, 0 }, /* to 3: {2} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_RECV,         1, 3, 1, 0, 0 }, /* from 1: copy {1} (payload of ebq(eb=0.001)) */
     /* step 5: ../lib/compressed_ring.coll:19, 20 */
-    { 5, COLLC_SEND,         3, 3, 1 }, /* to 3: {1} (payload of ebq(eb=0.001)) */
-    { 5, COLLC_RECV,         1, 0, 1 }, /* from 1: copy {0} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_SEND,         3, 3, 1, 0, 0 }, /* to 3: {1} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_RECV,         1, 0, 1, 0, 0 }, /* from 1: copy {0} (payload of ebq(eb=0.001)) */
     /* step 6: ../lib/compressed_ring.coll:19, 20 */
-    { 6, COLLC_SEND,         3, 0, 1 }, /* to 3: {0} (payload of ebq(eb=0.001)) */
-    { 6, COLLC_RECV,         1, 1, 1 }, /* from 1: copy {3} (payload of ebq(eb=0.001)) */
+    { 6, COLLC_SEND,         3, 0, 1, 0, 0 }, /* to 3: {0} (payload of ebq(eb=0.001)) */
+    { 6, COLLC_RECV,         1, 1, 1, 0, 0 }, /* from 1: copy {3} (payload of ebq(eb=0.001)) */
     /* rank 3 */
     /* step 4: ../lib/compressed_ring.coll:19, 20 */
-    { 4, COLLC_SEND,         0, 1, 1 }, /* to 0: {3} (payload of ebq(eb=0.001)) */
-    { 4, COLLC_RECV,         2, 2, 1 }, /* from 2: copy {2} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_SEND,         0, 1, 1, 0, 0 }, /* to 0: {3} (payload of ebq(eb=0.001)) */
+    { 4, COLLC_RECV,         2, 2, 1, 0, 0 }, /* from 2: copy {2} (payload of ebq(eb=0.001)) */
     /* step 5: ../lib/compressed_ring.coll:19, 20 */
-    { 5, COLLC_SEND,         0, 2, 1 }, /* to 0: {2} (payload of ebq(eb=0.001)) */
-    { 5, COLLC_RECV,         2, 3, 1 }, /* from 2: copy {1} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_SEND,         0, 2, 1, 0, 0 }, /* to 0: {2} (payload of ebq(eb=0.001)) */
+    { 5, COLLC_RECV,         2, 3, 1, 0, 0 }, /* from 2: copy {1} (payload of ebq(eb=0.001)) */
     /* step 6: ../lib/compressed_ring.coll:19, 20 */
-    { 6, COLLC_SEND,         0, 3, 1 }, /* to 0: {1} (payload of ebq(eb=0.001)) */
-    { 6, COLLC_RECV,         2, 0, 1 }, /* from 2: copy {0} (payload of ebq(eb=0.001)) */
-    { -1, COLLC_SEND, -1, 0, 0 }, /* end */
+    { 6, COLLC_SEND,         0, 3, 1, 0, 0 }, /* to 0: {1} (payload of ebq(eb=0.001)) */
+    { 6, COLLC_RECV,         2, 0, 1, 0, 0 }, /* from 2: copy {0} (payload of ebq(eb=0.001)) */
+    { -1, COLLC_SEND, -1, 0, 0, 0, 0 }, /* end */
 };
 
 /* Each rank's rows of allgather_msgs: first, count. */
@@ -233,7 +235,7 @@ static const int scratch_chunks[NRANKS] = { 1, 1, 1, 1 };
 /* Whether each rank receives anything at all. */
 static const unsigned char receives[NRANKS] = { 1, 1, 1, 1 };
 
-/* Runs every phase of the schedule for the calling rank, in order. */
+/* Runs every phase of the schedule for the calling rank, step by step (with compression points). */
 static int run_schedule(struct collc_ctx *ctx)
 {
     int err;

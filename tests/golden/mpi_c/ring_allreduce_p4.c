@@ -33,48 +33,62 @@ static const struct collc_run reduce_scatter_runs[] = {
     { 3, 4, COLLC_REDUCE, COLLC_RAW, -1 }, /* 7 */
 };
 
-/* One row per message: step, kind, peer, first run, number of runs. */
+/* One row per message: step, kind, peer, first run, number of runs, then its rows in reduce_scatter_deps (first,
+ * number): the messages it waits for.  # numbers each rank's messages over every phase. */
 static const struct collc_msg reduce_scatter_msgs[] = {
     /* rank 0 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         1, 0, 1 }, /* to 1: {3} */
-    { 0, COLLC_RECV,         3, 1, 1 }, /* from 3: reduce {2} */
+    { 0, COLLC_SEND,         1, 0, 1, 0, 0 }, /* #0 to 1: {3} */
+    { 0, COLLC_RECV,         3, 1, 1, 0, 0 }, /* #1 from 3: reduce {2} */
     /* step 1: lib/ring.coll:7, 8 */
-    { 1, COLLC_SEND,         1, 2, 1 }, /* to 1: {2} */
-    { 1, COLLC_RECV,         3, 3, 1 }, /* from 3: reduce {1} */
+    { 1, COLLC_SEND,         1, 2, 1, 0, 1 }, /* #2 to 1: {2}; after #1 */
+    { 1, COLLC_RECV,         3, 3, 1, 1, 0 }, /* #3 from 3: reduce {1} */
     /* step 2: lib/ring.coll:7, 8 */
-    { 2, COLLC_SEND,         1, 4, 1 }, /* to 1: {1} */
-    { 2, COLLC_RECV,         3, 5, 1 }, /* from 3: reduce {0} */
+    { 2, COLLC_SEND,         1, 4, 1, 1, 1 }, /* #4 to 1: {1}; after #3 */
+    { 2, COLLC_RECV,         3, 5, 1, 2, 0 }, /* #5 from 3: reduce {0} */
     /* rank 1 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         2, 6, 1 }, /* to 2: {0} */
-    { 0, COLLC_RECV,         0, 7, 1 }, /* from 0: reduce {3} */
+    { 0, COLLC_SEND,         2, 6, 1, 2, 0 }, /* #0 to 2: {0} */
+    { 0, COLLC_RECV,         0, 7, 1, 2, 0 }, /* #1 from 0: reduce {3} */
     /* step 1: lib/ring.coll:7, 8 */
-    { 1, COLLC_SEND,         2, 0, 1 }, /* to 2: {3} */
-    { 1, COLLC_RECV,         0, 1, 1 }, /* from 0: reduce {2} */
+    { 1, COLLC_SEND,         2, 0, 1, 2, 1 }, /* #2 to 2: {3}; after #1 */
+    { 1, COLLC_RECV,         0, 1, 1, 3, 0 }, /* #3 from 0: reduce {2} */
     /* step 2: lib/ring.coll:7, 8 */
-    { 2, COLLC_SEND,         2, 2, 1 }, /* to 2: {2} */
-    { 2, COLLC_RECV,         0, 3, 1 }, /* from 0: reduce {1} */
+    { 2, COLLC_SEND,         2, 2, 1, 3, 1 }, /* #4 to 2: {2}; after #3 */
+    { 2, COLLC_RECV,         0, 3, 1, 4, 0 }, /* #5 from 0: reduce {1} */
     /* rank 2 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         3, 4, 1 }, /* to 3: {1} */
-    { 0, COLLC_RECV,         1, 5, 1 }, /* from 1: reduce {0} */
+    { 0, COLLC_SEND,         3, 4, 1, 4, 0 }, /* #0 to 3: {1} */
+    { 0, COLLC_RECV,         1, 5, 1, 4, 0 }, /* #1 from 1: reduce {0} */
     /* step 1: lib/ring.coll:7, 8 */
-    { 1, COLLC_SEND,         3, 6, 1 }, /* to 3: {0} */
-    { 1, COLLC_RECV,         1, 7, 1 }, /* from 1: reduce {3} */
+    { 1, COLLC_SEND,         3, 6, 1, 4, 1 }, /* #2 to 3: {0}; after #1 */
+    { 1, COLLC_RECV,         1, 7, 1, 5, 0 }, /* #3 from 1: reduce {3} */
     /* step 2: lib/ring.coll:7, 8 */
-    { 2, COLLC_SEND,         3, 0, 1 }, /* to 3: {3} */
-    { 2, COLLC_RECV,         1, 1, 1 }, /* from 1: reduce {2} */
+    { 2, COLLC_SEND,         3, 0, 1, 5, 1 }, /* #4 to 3: {3}; after #3 */
+    { 2, COLLC_RECV,         1, 1, 1, 6, 0 }, /* #5 from 1: reduce {2} */
     /* rank 3 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         0, 2, 1 }, /* to 0: {2} */
-    { 0, COLLC_RECV,         2, 3, 1 }, /* from 2: reduce {1} */
+    { 0, COLLC_SEND,         0, 2, 1, 6, 0 }, /* #0 to 0: {2} */
+    { 0, COLLC_RECV,         2, 3, 1, 6, 0 }, /* #1 from 2: reduce {1} */
     /* step 1: lib/ring.coll:7, 8 */
-    { 1, COLLC_SEND,         0, 4, 1 }, /* to 0: {1} */
-    { 1, COLLC_RECV,         2, 5, 1 }, /* from 2: reduce {0} */
+    { 1, COLLC_SEND,         0, 4, 1, 6, 1 }, /* #2 to 0: {1}; after #1 */
+    { 1, COLLC_RECV,         2, 5, 1, 7, 0 }, /* #3 from 2: reduce {0} */
     /* step 2: lib/ring.coll:7, 8 */
-    { 2, COLLC_SEND,         0, 6, 1 }, /* to 0: {0} */
-    { 2, COLLC_RECV,         2, 7, 1 }, /* from 2: reduce {3} */
+    { 2, COLLC_SEND,         0, 6, 1, 7, 1 }, /* #4 to 0: {0}; after #3 */
+    { 2, COLLC_RECV,         2, 7, 1, 8, 0 }, /* #5 from 2: reduce {3} */
+};
+
+/* What each message waits for (runtime/collc_flow.h): earlier messages of the same rank, by #. */
+static const int reduce_scatter_deps[] = {
+    1, /* rank 0 #2 */
+    3, /* rank 0 #4 */
+    1, /* rank 1 #2 */
+    3, /* rank 1 #4 */
+    1, /* rank 2 #2 */
+    3, /* rank 2 #4 */
+    1, /* rank 3 #2 */
+    3, /* rank 3 #4 */
+    -1, /* end */
 };
 
 /* Each rank's rows of reduce_scatter_msgs: first, count. */
@@ -105,48 +119,78 @@ static const struct collc_run allgather_runs[] = {
     { 1, 2, COLLC_COPY, COLLC_RAW, -1 }, /* 3 */
 };
 
-/* One row per message: step, kind, peer, first run, number of runs. */
+/* One row per message: step, kind, peer, first run, number of runs, then its rows in allgather_deps (first,
+ * number): the messages it waits for.  # numbers each rank's messages over every phase. */
 static const struct collc_msg allgather_msgs[] = {
     /* rank 0 */
     /* step 3: lib/ring.coll:13, 14 */
-    { 3, COLLC_SEND,         1, 0, 1 }, /* to 1: {0} */
-    { 3, COLLC_RECV_DIRECT,  3, 1, 1 }, /* from 3: copy {3} */
+    { 3, COLLC_SEND,         1, 0, 1, 0, 1 }, /* #6 to 1: {0}; after #5 */
+    { 3, COLLC_RECV_DIRECT,  3, 1, 1, 1, 1 }, /* #7 from 3: copy {3}; after #0 */
     /* step 4: lib/ring.coll:13, 14 */
-    { 4, COLLC_SEND,         1, 1, 1 }, /* to 1: {3} */
-    { 4, COLLC_RECV_DIRECT,  3, 2, 1 }, /* from 3: copy {2} */
+    { 4, COLLC_SEND,         1, 1, 1, 2, 1 }, /* #8 to 1: {3}; after #7 */
+    { 4, COLLC_RECV_DIRECT,  3, 2, 1, 3, 2 }, /* #9 from 3: copy {2}; after #1, #2 */
     /* step 5: lib/ring.coll:13, 14 */
-    { 5, COLLC_SEND,         1, 2, 1 }, /* to 1: {2} */
-    { 5, COLLC_RECV_DIRECT,  3, 3, 1 }, /* from 3: copy {1} */
+    { 5, COLLC_SEND,         1, 2, 1, 5, 1 }, /* #10 to 1: {2}; after #9 */
+    { 5, COLLC_RECV_DIRECT,  3, 3, 1, 6, 2 }, /* #11 from 3: copy {1}; after #3, #4 */
     /* rank 1 */
     /* step 3: lib/ring.coll:13, 14 */
-    { 3, COLLC_SEND,         2, 3, 1 }, /* to 2: {1} */
-    { 3, COLLC_RECV_DIRECT,  0, 0, 1 }, /* from 0: copy {0} */
+    { 3, COLLC_SEND,         2, 3, 1, 8, 1 }, /* #6 to 2: {1}; after #5 */
+    { 3, COLLC_RECV_DIRECT,  0, 0, 1, 9, 1 }, /* #7 from 0: copy {0}; after #0 */
     /* step 4: lib/ring.coll:13, 14 */
-    { 4, COLLC_SEND,         2, 0, 1 }, /* to 2: {0} */
-    { 4, COLLC_RECV_DIRECT,  0, 1, 1 }, /* from 0: copy {3} */
+    { 4, COLLC_SEND,         2, 0, 1, 10, 1 }, /* #8 to 2: {0}; after #7 */
+    { 4, COLLC_RECV_DIRECT,  0, 1, 1, 11, 2 }, /* #9 from 0: copy {3}; after #1, #2 */
     /* step 5: lib/ring.coll:13, 14 */
-    { 5, COLLC_SEND,         2, 1, 1 }, /* to 2: {3} */
-    { 5, COLLC_RECV_DIRECT,  0, 2, 1 }, /* from 0: copy {2} */
+    { 5, COLLC_SEND,         2, 1, 1, 13, 1 }, /* #10 to 2: {3}; after #9 */
+    { 5, COLLC_RECV_DIRECT,  0, 2, 1, 14, 2 }, /* #11 from 0: copy {2}; after #3, #4 */
     /* rank 2 */
     /* step 3: lib/ring.coll:13, 14 */
-    { 3, COLLC_SEND,         3, 2, 1 }, /* to 3: {2} */
-    { 3, COLLC_RECV_DIRECT,  1, 3, 1 }, /* from 1: copy {1} */
+    { 3, COLLC_SEND,         3, 2, 1, 16, 1 }, /* #6 to 3: {2}; after #5 */
+    { 3, COLLC_RECV_DIRECT,  1, 3, 1, 17, 1 }, /* #7 from 1: copy {1}; after #0 */
     /* step 4: lib/ring.coll:13, 14 */
-    { 4, COLLC_SEND,         3, 3, 1 }, /* to 3: {1} */
-    { 4, COLLC_RECV_DIRECT,  1, 0, 1 }, /* from 1: copy {0} */
+    { 4, COLLC_SEND,         3, 3, 1, 18, 1 }, /* #8 to 3: {1}; after #7 */
+    { 4, COLLC_RECV_DIRECT,  1, 0, 1, 19, 2 }, /* #9 from 1: copy {0}; after #1, #2 */
     /* step 5: lib/ring.coll:13, 14 */
-    { 5, COLLC_SEND,         3, 0, 1 }, /* to 3: {0} */
-    { 5, COLLC_RECV_DIRECT,  1, 1, 1 }, /* from 1: copy {3} */
+    { 5, COLLC_SEND,         3, 0, 1, 21, 1 }, /* #10 to 3: {0}; after #9 */
+    { 5, COLLC_RECV_DIRECT,  1, 1, 1, 22, 2 }, /* #11 from 1: copy {3}; after #3, #4 */
     /* rank 3 */
     /* step 3: lib/ring.coll:13, 14 */
-    { 3, COLLC_SEND,         0, 1, 1 }, /* to 0: {3} */
-    { 3, COLLC_RECV_DIRECT,  2, 2, 1 }, /* from 2: copy {2} */
+    { 3, COLLC_SEND,         0, 1, 1, 24, 1 }, /* #6 to 0: {3}; after #5 */
+    { 3, COLLC_RECV_DIRECT,  2, 2, 1, 25, 1 }, /* #7 from 2: copy {2}; after #0 */
     /* step 4: lib/ring.coll:13, 14 */
-    { 4, COLLC_SEND,         0, 2, 1 }, /* to 0: {2} */
-    { 4, COLLC_RECV_DIRECT,  2, 3, 1 }, /* from 2: copy {1} */
+    { 4, COLLC_SEND,         0, 2, 1, 26, 1 }, /* #8 to 0: {2}; after #7 */
+    { 4, COLLC_RECV_DIRECT,  2, 3, 1, 27, 2 }, /* #9 from 2: copy {1}; after #1, #2 */
     /* step 5: lib/ring.coll:13, 14 */
-    { 5, COLLC_SEND,         0, 3, 1 }, /* to 0: {1} */
-    { 5, COLLC_RECV_DIRECT,  2, 0, 1 }, /* from 2: copy {0} */
+    { 5, COLLC_SEND,         0, 3, 1, 29, 1 }, /* #10 to 0: {1}; after #9 */
+    { 5, COLLC_RECV_DIRECT,  2, 0, 1, 30, 2 }, /* #11 from 2: copy {0}; after #3, #4 */
+};
+
+/* What each message waits for (runtime/collc_flow.h): earlier messages of the same rank, by #. */
+static const int allgather_deps[] = {
+    5, /* rank 0 #6 */
+    0, /* rank 0 #7 */
+    7, /* rank 0 #8 */
+    1, 2, /* rank 0 #9 */
+    9, /* rank 0 #10 */
+    3, 4, /* rank 0 #11 */
+    5, /* rank 1 #6 */
+    0, /* rank 1 #7 */
+    7, /* rank 1 #8 */
+    1, 2, /* rank 1 #9 */
+    9, /* rank 1 #10 */
+    3, 4, /* rank 1 #11 */
+    5, /* rank 2 #6 */
+    0, /* rank 2 #7 */
+    7, /* rank 2 #8 */
+    1, 2, /* rank 2 #9 */
+    9, /* rank 2 #10 */
+    3, 4, /* rank 2 #11 */
+    5, /* rank 3 #6 */
+    0, /* rank 3 #7 */
+    7, /* rank 3 #8 */
+    1, 2, /* rank 3 #9 */
+    9, /* rank 3 #10 */
+    3, 4, /* rank 3 #11 */
+    -1, /* end */
 };
 
 /* Each rank's rows of allgather_msgs: first, count. */
@@ -173,10 +217,23 @@ static const int scratch_chunks[NRANKS] = { 1, 1, 1, 1 };
 /* Whether each rank receives anything at all. */
 static const unsigned char receives[NRANKS] = { 1, 1, 1, 1 };
 
-/* Runs every phase of the schedule for the calling rank, in order. */
+/* Every phase's tables, for dataflow issue. */
+static const struct collc_flow flow[] = {
+    { reduce_scatter_msgs, reduce_scatter_runs, reduce_scatter_ranks, reduce_scatter_deps },
+    { allgather_msgs, allgather_runs, allgather_ranks, allgather_deps },
+};
+
+/* Each rank's messages over every phase. */
+static const int flow_ops[NRANKS] = { 12, 12, 12, 12 };
+
+/* The chunks of scratch space each rank's dataflow run uses. */
+static const int flow_scratch[NRANKS] = { 4, 4, 4, 4 };
+
+/* Runs every phase of the schedule for the calling rank: by dataflow, or step by step (COLLC_ISSUE=steps). */
 static int run_schedule(struct collc_ctx *ctx)
 {
     int err;
+    if (ctx->flow) return collc_run_flow(ctx);
     if ((err = phase_reduce_scatter(ctx)) != MPI_SUCCESS) return err;
     if ((err = phase_allgather(ctx)) != MPI_SUCCESS) return err;
     return MPI_SUCCESS;
@@ -194,6 +251,10 @@ static const struct collc_sched schedule = {
     .segments = NULL,
     .rank_segments = NULL,
     .run = run_schedule,
+    .flow = flow,
+    .nflow = 2,
+    .flow_ops = flow_ops,
+    .flow_scratch = flow_scratch,
 };
 
 /* ===========================================================================

@@ -38,36 +38,50 @@ static const struct collc_run reduce_scatter_runs[] = {
     { 3, 4, COLLC_REDUCE, COLLC_RAW, -1 }, /* 13 */
 };
 
-/* One row per message: step, kind, peer, first run, number of runs. */
+/* One row per message: step, kind, peer, first run, number of runs, then its rows in reduce_scatter_deps (first,
+ * number): the messages it waits for.  # numbers each rank's messages over every phase. */
 static const struct collc_msg reduce_scatter_msgs[] = {
     /* rank 0 */
     /* step 0: swing_bw.coll:25 */
-    { 0, COLLC_SEND,         1, 0, 1 }, /* to 1: {1..2} */
-    { 0, COLLC_RECV,         1, 1, 2 }, /* from 1: reduce {0, 3} */
+    { 0, COLLC_SEND,         1, 0, 1, 0, 0 }, /* #0 to 1: {1..2} */
+    { 0, COLLC_RECV,         1, 1, 2, 0, 0 }, /* #1 from 1: reduce {0, 3} */
     /* step 1: swing_bw.coll:25 */
-    { 1, COLLC_SEND,         3, 3, 1 }, /* to 3: {3} */
-    { 1, COLLC_RECV,         3, 4, 1 }, /* from 3: reduce {0} */
+    { 1, COLLC_SEND,         3, 3, 1, 0, 1 }, /* #2 to 3: {3}; after #1 */
+    { 1, COLLC_RECV,         3, 4, 1, 1, 1 }, /* #3 from 3: reduce {0}; after #1 */
     /* rank 1 */
     /* step 0: swing_bw.coll:25 */
-    { 0, COLLC_SEND,         0, 5, 2 }, /* to 0: {0, 3} */
-    { 0, COLLC_RECV,         0, 7, 1 }, /* from 0: reduce {1..2} */
+    { 0, COLLC_SEND,         0, 5, 2, 2, 0 }, /* #0 to 0: {0, 3} */
+    { 0, COLLC_RECV,         0, 7, 1, 2, 0 }, /* #1 from 0: reduce {1..2} */
     /* step 1: swing_bw.coll:25 */
-    { 1, COLLC_SEND,         2, 8, 1 }, /* to 2: {2} */
-    { 1, COLLC_RECV,         2, 9, 1 }, /* from 2: reduce {1} */
+    { 1, COLLC_SEND,         2, 8, 1, 2, 1 }, /* #2 to 2: {2}; after #1 */
+    { 1, COLLC_RECV,         2, 9, 1, 3, 1 }, /* #3 from 2: reduce {1}; after #1 */
     /* rank 2 */
     /* step 0: swing_bw.coll:25 */
-    { 0, COLLC_SEND,         3, 5, 2 }, /* to 3: {0, 3} */
-    { 0, COLLC_RECV,         3, 7, 1 }, /* from 3: reduce {1..2} */
+    { 0, COLLC_SEND,         3, 5, 2, 4, 0 }, /* #0 to 3: {0, 3} */
+    { 0, COLLC_RECV,         3, 7, 1, 4, 0 }, /* #1 from 3: reduce {1..2} */
     /* step 1: swing_bw.coll:25 */
-    { 1, COLLC_SEND,         1, 10, 1 }, /* to 1: {1} */
-    { 1, COLLC_RECV,         1, 11, 1 }, /* from 1: reduce {2} */
+    { 1, COLLC_SEND,         1, 10, 1, 4, 1 }, /* #2 to 1: {1}; after #1 */
+    { 1, COLLC_RECV,         1, 11, 1, 5, 1 }, /* #3 from 1: reduce {2}; after #1 */
     /* rank 3 */
     /* step 0: swing_bw.coll:25 */
-    { 0, COLLC_SEND,         2, 0, 1 }, /* to 2: {1..2} */
-    { 0, COLLC_RECV,         2, 1, 2 }, /* from 2: reduce {0, 3} */
+    { 0, COLLC_SEND,         2, 0, 1, 6, 0 }, /* #0 to 2: {1..2} */
+    { 0, COLLC_RECV,         2, 1, 2, 6, 0 }, /* #1 from 2: reduce {0, 3} */
     /* step 1: swing_bw.coll:25 */
-    { 1, COLLC_SEND,         0, 12, 1 }, /* to 0: {0} */
-    { 1, COLLC_RECV,         0, 13, 1 }, /* from 0: reduce {3} */
+    { 1, COLLC_SEND,         0, 12, 1, 6, 1 }, /* #2 to 0: {0}; after #1 */
+    { 1, COLLC_RECV,         0, 13, 1, 7, 1 }, /* #3 from 0: reduce {3}; after #1 */
+};
+
+/* What each message waits for (runtime/collc_flow.h): earlier messages of the same rank, by #. */
+static const int reduce_scatter_deps[] = {
+    1, /* rank 0 #2 */
+    1, /* rank 0 #3 */
+    1, /* rank 1 #2 */
+    1, /* rank 1 #3 */
+    1, /* rank 2 #2 */
+    1, /* rank 2 #3 */
+    1, /* rank 3 #2 */
+    1, /* rank 3 #3 */
+    -1, /* end */
 };
 
 /* Each rank's rows of reduce_scatter_msgs: first, count. */
@@ -100,36 +114,58 @@ static const struct collc_run allgather_runs[] = {
     { 2, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 6 */
 };
 
-/* One row per message: step, kind, peer, first run, number of runs. */
+/* One row per message: step, kind, peer, first run, number of runs, then its rows in allgather_deps (first,
+ * number): the messages it waits for.  # numbers each rank's messages over every phase. */
 static const struct collc_msg allgather_msgs[] = {
     /* rank 0 */
     /* step 2: swing_bw.coll:34 */
-    { 2, COLLC_SEND,         3, 0, 1 }, /* to 3: {0} */
-    { 2, COLLC_RECV_DIRECT,  3, 1, 1 }, /* from 3: copy {3} */
+    { 2, COLLC_SEND,         3, 0, 1, 0, 1 }, /* #4 to 3: {0}; after #3 */
+    { 2, COLLC_RECV_DIRECT,  3, 1, 1, 1, 2 }, /* #5 from 3: copy {3}; after #1, #2 */
     /* step 3: swing_bw.coll:34 */
-    { 3, COLLC_SEND,         1, 2, 2 }, /* to 1: {0, 3} */
-    { 3, COLLC_RECV_DIRECT,  1, 4, 1 }, /* from 1: copy {1..2} */
+    { 3, COLLC_SEND,         1, 2, 2, 3, 2 }, /* #6 to 1: {0, 3}; after #3, #5 */
+    { 3, COLLC_RECV_DIRECT,  1, 4, 1, 5, 1 }, /* #7 from 1: copy {1..2}; after #0 */
     /* rank 1 */
     /* step 2: swing_bw.coll:34 */
-    { 2, COLLC_SEND,         2, 5, 1 }, /* to 2: {1} */
-    { 2, COLLC_RECV_DIRECT,  2, 6, 1 }, /* from 2: copy {2} */
+    { 2, COLLC_SEND,         2, 5, 1, 6, 1 }, /* #4 to 2: {1}; after #3 */
+    { 2, COLLC_RECV_DIRECT,  2, 6, 1, 7, 2 }, /* #5 from 2: copy {2}; after #1, #2 */
     /* step 3: swing_bw.coll:34 */
-    { 3, COLLC_SEND,         0, 4, 1 }, /* to 0: {1..2} */
-    { 3, COLLC_RECV,         0, 2, 2 }, /* from 0: copy {0, 3} */
+    { 3, COLLC_SEND,         0, 4, 1, 9, 2 }, /* #6 to 0: {1..2}; after #3, #5 */
+    { 3, COLLC_RECV,         0, 2, 2, 11, 1 }, /* #7 from 0: copy {0, 3}; after #0 */
     /* rank 2 */
     /* step 2: swing_bw.coll:34 */
-    { 2, COLLC_SEND,         1, 6, 1 }, /* to 1: {2} */
-    { 2, COLLC_RECV_DIRECT,  1, 5, 1 }, /* from 1: copy {1} */
+    { 2, COLLC_SEND,         1, 6, 1, 12, 1 }, /* #4 to 1: {2}; after #3 */
+    { 2, COLLC_RECV_DIRECT,  1, 5, 1, 13, 2 }, /* #5 from 1: copy {1}; after #1, #2 */
     /* step 3: swing_bw.coll:34 */
-    { 3, COLLC_SEND,         3, 4, 1 }, /* to 3: {1..2} */
-    { 3, COLLC_RECV,         3, 2, 2 }, /* from 3: copy {0, 3} */
+    { 3, COLLC_SEND,         3, 4, 1, 15, 2 }, /* #6 to 3: {1..2}; after #3, #5 */
+    { 3, COLLC_RECV,         3, 2, 2, 17, 1 }, /* #7 from 3: copy {0, 3}; after #0 */
     /* rank 3 */
     /* step 2: swing_bw.coll:34 */
-    { 2, COLLC_SEND,         0, 1, 1 }, /* to 0: {3} */
-    { 2, COLLC_RECV_DIRECT,  0, 0, 1 }, /* from 0: copy {0} */
+    { 2, COLLC_SEND,         0, 1, 1, 18, 1 }, /* #4 to 0: {3}; after #3 */
+    { 2, COLLC_RECV_DIRECT,  0, 0, 1, 19, 2 }, /* #5 from 0: copy {0}; after #1, #2 */
     /* step 3: swing_bw.coll:34 */
-    { 3, COLLC_SEND,         2, 2, 2 }, /* to 2: {0, 3} */
-    { 3, COLLC_RECV_DIRECT,  2, 4, 1 }, /* from 2: copy {1..2} */
+    { 3, COLLC_SEND,         2, 2, 2, 21, 2 }, /* #6 to 2: {0, 3}; after #3, #5 */
+    { 3, COLLC_RECV_DIRECT,  2, 4, 1, 23, 1 }, /* #7 from 2: copy {1..2}; after #0 */
+};
+
+/* What each message waits for (runtime/collc_flow.h): earlier messages of the same rank, by #. */
+static const int allgather_deps[] = {
+    3, /* rank 0 #4 */
+    1, 2, /* rank 0 #5 */
+    3, 5, /* rank 0 #6 */
+    0, /* rank 0 #7 */
+    3, /* rank 1 #4 */
+    1, 2, /* rank 1 #5 */
+    3, 5, /* rank 1 #6 */
+    0, /* rank 1 #7 */
+    3, /* rank 2 #4 */
+    1, 2, /* rank 2 #5 */
+    3, 5, /* rank 2 #6 */
+    0, /* rank 2 #7 */
+    3, /* rank 3 #4 */
+    1, 2, /* rank 3 #5 */
+    3, 5, /* rank 3 #6 */
+    0, /* rank 3 #7 */
+    -1, /* end */
 };
 
 /* Each rank's rows of allgather_msgs: first, count. */
@@ -156,10 +192,23 @@ static const int scratch_chunks[NRANKS] = { 2, 4, 4, 2 };
 /* Whether each rank receives anything at all. */
 static const unsigned char receives[NRANKS] = { 1, 1, 1, 1 };
 
-/* Runs every phase of the schedule for the calling rank, in order. */
+/* Every phase's tables, for dataflow issue. */
+static const struct collc_flow flow[] = {
+    { reduce_scatter_msgs, reduce_scatter_runs, reduce_scatter_ranks, reduce_scatter_deps },
+    { allgather_msgs, allgather_runs, allgather_ranks, allgather_deps },
+};
+
+/* Each rank's messages over every phase. */
+static const int flow_ops[NRANKS] = { 8, 8, 8, 8 };
+
+/* The chunks of scratch space each rank's dataflow run uses. */
+static const int flow_scratch[NRANKS] = { 7, 11, 11, 7 };
+
+/* Runs every phase of the schedule for the calling rank: by dataflow, or step by step (COLLC_ISSUE=steps). */
 static int run_schedule(struct collc_ctx *ctx)
 {
     int err;
+    if (ctx->flow) return collc_run_flow(ctx);
     if ((err = phase_reduce_scatter(ctx)) != MPI_SUCCESS) return err;
     if ((err = phase_allgather(ctx)) != MPI_SUCCESS) return err;
     return MPI_SUCCESS;
@@ -177,6 +226,10 @@ static const struct collc_sched schedule = {
     .segments = NULL,
     .rank_segments = NULL,
     .run = run_schedule,
+    .flow = flow,
+    .nflow = 2,
+    .flow_ops = flow_ops,
+    .flow_scratch = flow_scratch,
 };
 
 /* ===========================================================================
