@@ -151,8 +151,14 @@ def counts_for(schedule: Schedule) -> list[int]:
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", EXAMPLES)
+FAST_AT_4 = {("mpi-py", "compressed_ring_allreduce"), ("mpi-py", "homomorphic_allreduce")}  # the rest of mpi-py: slow
+
+
+@pytest.mark.parametrize(
+    ("backend", "name"),
+    [pytest.param(b, n, marks=() if b == "mpi-c" or (b, n) in FAST_AT_4 else pytest.mark.slow)
+     for b in BACKENDS for n in EXAMPLES],
+)  # fmt: skip
 def test_every_example_at_4_ranks(backend: str, name: str, tmp_path: Path) -> None:
     schedule = schedule_of(name, 4)
     rows = run(schedule, backend, counts_for(schedule), tmp_path)

@@ -241,15 +241,20 @@ def _flow_results(lib: Path, schedule: Schedule, out: Path, issue: str) -> list[
 
 RUNS = [
     ("pipelined_ring_p3", PIPELINED, {"p": 3}),
-    ("pipelined_ring_p4", PIPELINED, {"p": 4}),
+    ("pipelined_ring_lanes_p4", "pipelined_ring_allreduce", {"p": 4}),
     ("pipelined_ring_p6_k3", PIPELINED, {"p": 6, "k": 3}),
     ("swing_bw_p4", "swing_bw", {"p": 4}),
     ("rabenseifner_p4", "rabenseifner", {"p": 4}),
     ("recursive_doubling_any_p3", "recursive_doubling_any", {"p": 3}),
 ]
+FAST_RUNS = ("pipelined_ring_lanes_p4", "pipelined_ring_p6_k3", "recursive_doubling_any_p3")  # the others: -m slow
 
 
-@pytest.mark.parametrize(("case", "name", "params"), RUNS, ids=[c[0] for c in RUNS])
+@pytest.mark.parametrize(
+    ("case", "name", "params"),
+    [pytest.param(*run, marks=() if run[0] in FAST_RUNS else pytest.mark.slow) for run in RUNS],
+    ids=[c[0] for c in RUNS],
+)
 def test_dataflow_matches_numpy_and_the_step_by_step_run(
     case: str, name: str | Path, params: dict[str, int], tmp_path: Path
 ) -> None:

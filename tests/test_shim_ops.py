@@ -150,12 +150,16 @@ PAIRS, EXCLUDED = _plan()
 
 
 def _marked(pairs: list[Pair]) -> list[object]:
-    """Every pair; the largest rank count of an example that also runs at a smaller one is -m slow."""
-    smallest = {}
+    """Every pair; the normal suite runs one rank count of each example (-m slow: the others), the
+    smallest for every other example and the next one for the rest, so that it runs 4 and 6 ranks."""
+    counts: dict[str, list[int]] = {}
     for pair in pairs:
-        smallest[pair.name] = min(smallest.get(pair.name, pair.nranks), pair.nranks)
-    return [pytest.param(pair, marks=pytest.mark.slow) if pair.nranks == RANKS[-1] and smallest[pair.name] < pair.nranks
-            else pair for pair in pairs]  # fmt: skip
+        counts.setdefault(pair.name, []).append(pair.nranks)
+    fast = {}
+    for k, (name, ps) in enumerate(sorted(counts.items())):
+        ps = sorted(set(ps))
+        fast[name] = ps[min(k % 2, len(ps) - 1)]
+    return [pair if pair.nranks == fast[pair.name] else pytest.param(pair, marks=pytest.mark.slow) for pair in pairs]
 
 
 def test_every_example_of_the_three_collectives_is_covered() -> None:

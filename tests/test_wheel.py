@@ -168,7 +168,8 @@ def test_examples_listed(venv: Path, outside: Path) -> None:
     listed = [line.split()[0] for line in out.splitlines() if line.strip()]
     compression = sorted(p.stem for p in EXAMPLES.glob("compression/*.coll"))
     torus = sorted(p.stem for p in EXAMPLES.glob("torus/*.coll"))
-    assert listed == sorted(p.stem for p in EXAMPLES.glob("*.coll")) + compression + torus
+    hierarchical = sorted(p.stem for p in EXAMPLES.glob("hierarchical/*.coll"))
+    assert listed == sorted(p.stem for p in EXAMPLES.glob("*.coll")) + compression + torus + hierarchical
 
 
 def test_sim_of_a_bundled_torus_program_with_a_plot(venv: Path, outside: Path) -> None:
