@@ -253,21 +253,32 @@ class Hierarchical:
         add(other, nic_dn0 + nd * k + gd * k // g)
         return pairs, switches
 
-    def route(self, src: np.ndarray, dst: np.ndarray, adaptive: bool = False) -> Routes:
+    def _levels(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]],
+                                                                  np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+        """What `route` and `route_intervals` share: the hops of the links inside nodes and to the NICs,
+        those links as (messages, link) pairs, and the messages between nodes with their two nodes."""
         s, d = self._check(src, dst)
         pairs, _ = self._segments(s, d)
-        hops = np.array([0] * s.size, dtype=_I64)
-        msgs = [m for m, _ in pairs]
-        links = [lk for _, lk in pairs]
-        weights = [np.ones(m.size) for m in msgs]
-        for m in msgs:
+        hops = np.zeros(s.size, dtype=_I64)
+        for m, _ in pairs:
             np.add.at(hops, m, 1)
         ns, _ = self.place(s)
         nd, _ = self.place(d)
         other = np.flatnonzero(ns != nd)
+        return hops, pairs, other, ns[other], nd[other]
+
+    def _network_hops(self, inner_hops: np.ndarray) -> np.ndarray:
+        """The network's hops of messages between nodes (a fat tree's injection links are the NICs')."""
+        return inner_hops - (2 if isinstance(self.network, FatTree) else 0)
+
+    def route(self, src: np.ndarray, dst: np.ndarray, adaptive: bool = False) -> Routes:
+        hops, pairs, other, ns, nd = self._levels(src, dst)
+        msgs = [m for m, _ in pairs]
+        links = [lk for _, lk in pairs]
+        weights = [np.ones(m.size) for m in msgs]
         if other.size:
-            inner = self.network.route(ns[other], nd[other], adaptive=adaptive)
-            hops[other] += inner.hops - (2 if isinstance(self.network, FatTree) else 0)
+            inner = self.network.route(ns, nd, adaptive=adaptive)
+            hops[other] += self._network_hops(inner.hops)
             if not isinstance(self.network, FatTree):
                 msgs.append(other[inner.msg])
                 links.append(inner.link + self.network_offset)
@@ -276,21 +287,14 @@ class Hierarchical:
         return Routes(hops, cat(msgs), cat(links), cat(weights))
 
     def route_intervals(self, src: np.ndarray, dst: np.ndarray, adaptive: bool = False) -> Intervals:
-        s, d = self._check(src, dst)
-        pairs, _ = self._segments(s, d)
-        hops = np.zeros(s.size, dtype=_I64)
+        hops, pairs, other, ns, nd = self._levels(src, dst)
         msgs = [m for m, _ in pairs]
         lo = [lk for _, lk in pairs]
         hi = [lk + 1 for _, lk in pairs]
         weights = [np.ones(m.size) for m in msgs]
-        for m in msgs:
-            np.add.at(hops, m, 1)
-        ns, _ = self.place(s)
-        nd, _ = self.place(d)
-        other = np.flatnonzero(ns != nd)
         if other.size:
-            inner = self.network.route_intervals(ns[other], nd[other], adaptive=adaptive)
-            hops[other] += inner.hops - (2 if isinstance(self.network, FatTree) else 0)
+            inner = self.network.route_intervals(ns, nd, adaptive=adaptive)
+            hops[other] += self._network_hops(inner.hops)
             if not isinstance(self.network, FatTree):
                 msgs.append(other[inner.msg])
                 lo.append(inner.lo + self.network_offset)
