@@ -130,6 +130,8 @@ class Algorithm:
     def check_given(self, names: Iterable[str]) -> None:
         """Raise the error of the first parameter without a default that ``names`` leaves out."""
         given = set(names)
+        if "p" in given and self.program.hierarchy is not None:  # a total p stands for the levels it splits into
+            given |= {level.id for level in self.program.hierarchy.levels}
         for param in self.program.params:
             if param.default is None and param.name not in given:
                 raise missing_param(param)

@@ -117,11 +117,18 @@ class Study:
 
 
 def bind(path: str, topology: Topology, extra: Mapping[str, ParamValue]) -> tuple[Algorithm, dict[str, ParamValue]]:
-    """Load ``path`` and give it the topology's rank count (``p``) and shape (``dims``) where it takes them."""
+    """Load ``path`` and give it the topology's rank count (``p``) and shape (``dims``) where it takes them; a
+    program with a hierarchy gets ``p`` and, on nodes of G ranks (``--node``), G ranks at its innermost level."""
     alg = load(path)
     values: dict[str, ParamValue] = {}
     names = alg.param_names
-    if "dims" in names:
+    hierarchy = alg.program.hierarchy
+    if hierarchy is not None:  # p splits over the levels; the innermost is a node's ranks unless a level is given
+        values["p"] = topology.nodes
+        node = getattr(topology, "node", None)
+        if node is not None and not any(level.id in extra for level in hierarchy.levels):
+            values[hierarchy.levels[-1].id] = node.ranks
+    elif "dims" in names:
         dims = getattr(topology, "dims", None)
         if dims is None:
             raise CollError(f"{path}: {alg.name} takes a torus shape (dims), which {topology.name} does not have")

@@ -9,7 +9,7 @@ import pytest
 from test_cli import cli
 
 from collc.diagnostics import CollError, format_error
-from collc.elaborate import constants, elaborate
+from collc.elaborate import constants, elaborate, level_splits
 from collc.frontend.program import parse_program
 from collc.verify.check import check
 
@@ -139,3 +139,70 @@ def test_cli_checks_over_nodes_and_local() -> None:
     assert "correct for every instance" in out.stdout and "9 instance(s) checked, 3 skipped" in out.stdout
     out = cli("check", path, "--param", "nodes=2", "--param", "local=0")
     assert out.code == 2 and "violates the constraint local >= 1" in out.text
+
+
+def _divisor_pairs(p: int) -> list[tuple[int, int]]:
+    return [(n, p // n) for n in range(1, p + 1) if p % n == 0]
+
+
+@pytest.mark.parametrize("p", [1, 6, 7, 12, 16])
+def test_a_total_p_splits_into_every_factorisation(p: int) -> None:
+    program = parse_program(HEAD + "phase a:\n  pass\n", "h.coll")
+    splits = level_splits(program, {"p": p})
+    assert [(s["nodes"], s["local"]) for s in splits] == _divisor_pairs(p)
+    fixed = level_splits(program, {"p": p, "local": 2})
+    assert fixed == ([{"local": 2, "nodes": p // 2}] if p % 2 == 0 else [])
+    three = parse_program(
+        HEAD.replace("hierarchy nodes * local", "param g : int\nhierarchy nodes * local * g"), "h.coll"
+    )
+    triples = {(s["nodes"], s["local"], s["g"]) for s in level_splits(three, {"p": p})}
+    brute = {(a, b, c) for a in range(1, p + 1) for b in range(1, p + 1) for c in range(1, p + 1) if a * b * c == p}
+    assert triples == brute
+
+
+def test_a_level_default_fixes_the_split() -> None:
+    text = HEAD.replace("param local : int where", "param local : int = 4 where") + "phase a:\n  pass\n"
+    program = parse_program(text, "h.coll")
+    assert level_splits(program, {"p": 12}) == [{"nodes": 3, "local": 4}]
+    assert level_splits(program, {"p": 12, "local": 3}) == [{"nodes": 4, "local": 3}]
+    assert level_splits(program, {"p": 10}) == []
+    assert elaborate(program, {"p": 8}).nranks == 8
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"p": 8}, "p=8 splits as nodes * local in 4 ways (1 * 8, 2 * 4, 4 * 2, 8 * 1): give the size of a level"),
+        ({"p": 7, "local": 2}, "p=7 does not split as nodes * local with local=2"),
+        ({"p": 8, "local": 4, "nodes": 3}, "p=8 but nodes * local = 3 * 4 = 12"),
+        ({"p": 0}, "p must be an int of at least 1, got 0"),
+    ],
+)
+def test_a_total_p_that_does_not_split_once_is_an_error_at_the_hierarchy(params: dict, message: str) -> None:
+    text = HEAD + "phase a:\n  pass\n"
+    shown = _error(text, **params)
+    assert message in shown and "h.coll:4:1" in shown
+
+
+def test_a_split_p_gives_the_same_schedule_as_the_levels() -> None:
+    program = parse_program((EXAMPLES / "hierarchical" / "hier_allreduce_swing.coll").read_text(),
+                            str(EXAMPLES / "hierarchical" / "hier_allreduce_swing.coll"))  # fmt: skip
+    by_p = elaborate(program, {"p": 12, "local": 3})
+    by_levels = elaborate(program, {"nodes": 4, "local": 3})
+    assert by_p.steps == by_levels.steps and by_p.nranks == 12
+
+
+def test_cli_takes_ranks_for_a_hierarchy() -> None:
+    path = EXAMPLES / "hierarchical" / "hier_allreduce_ring.coll"
+    out = cli("check", path, "-p", "2..8", "-j", "1")
+    assert out.code == 0, out.text
+    assert sum(len(_divisor_pairs(p)) for p in range(2, 9)) == 19
+    assert "19 instance(s) checked" in out.stdout
+    out = cli("check", path, "-p", "2..12", "--param", "local=2", "-j", "1")
+    assert out.code == 0 and "6 instance(s) checked" in out.stdout, out.text
+    out = cli("run", path, "-p", "8", "--param", "local=4")
+    assert out.code == 0 and "nodes=2 local=4" in out.stdout and "all results correct" in out.stdout, out.text
+    out = cli("run", path, "-p", "8")
+    assert out.code == 2 and "p=8 splits as nodes * local in 4 ways" in out.text
+    out = cli("sim", path, "--topology", "fattree:4", "--node", "nvlink:4", "--sizes", "1MiB")
+    assert out.code == 0 and "hier_allreduce_ring" in out.stdout, out.text

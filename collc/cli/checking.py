@@ -75,7 +75,7 @@ def check(
     ranges = collect_ranges(p, params, dims)
     alg = load_algorithm(file, codecs)
     check_values(alg, ranges, p, params, dims)
-    instances = parameter_sets(ranges)
+    instances = parameter_sets(ranges, alg.program)
     if len(instances) == 1:
         with progress_bar(f"elaborating {alg.name}", quiet=as_json) as bar:
             try:

@@ -36,7 +36,7 @@ The stage, module by module:
 * `codec_ops`: codec tables, codec overrides and compress/decompress ops.
 """
 
-from collc.elaborate.driver import bind_params, constants, elaborate, elaborate_sampled
+from collc.elaborate.driver import bind_params, constants, elaborate, elaborate_sampled, level_splits
 from collc.elaborate.emitter import MAX_CALL_DEPTH as MAX_CALL_DEPTH
 from collc.elaborate.emitter import MAX_CHUNKS, MAX_RANKS, MAX_SLOTS
 from collc.elaborate.emitter import MAX_LOOP_ITERATIONS as MAX_LOOP_ITERATIONS
@@ -52,4 +52,5 @@ __all__ = [
     "constants",
     "elaborate",
     "elaborate_sampled",
+    "level_splits",
 ]

@@ -42,6 +42,8 @@ def param_problem(program: Program, name: str, value: ParamValue) -> str | None:
     shape); None when it can (its constraint aside)."""
     declared = {p.name: p for p in program.params}
     param = declared.get(name)
+    if param is None and name == "p" and program.hierarchy is not None:
+        return None if type(value) is int else f"p is an int (the number of ranks), got {value}"
     if param is None:
         names = ", ".join(declared) or "none"
         return f"unknown parameter {name!r} for {program.name} (its parameters: {names})"
@@ -61,7 +63,95 @@ def missing_param(param: ast.Param) -> CollError:
     return CollError(f"missing value for parameter {param.name} (pass {flag})", param.span)
 
 
+def level_splits(program: Program, values: Mapping[str, ParamValue]) -> list[dict[str, ParamValue]]:
+    """The ways a total rank count ``values["p"]`` splits over the levels of ``program``'s hierarchy.
+
+    Each split is ``values`` with ``p`` replaced by one value per level whose product is ``p``.  A level
+    given in ``values`` keeps its value; a level left out takes its default when it has one (checked by
+    binding without it), and otherwise every divisor that fits.  Splits are listed outermost level first,
+    smallest first.  Without a hierarchy or a ``p``, ``[values]``.
+    """
+    if program.hierarchy is None or "p" not in values:
+        return [dict(values)]
+    p = values["p"]
+    if type(p) is not int or p < 1:
+        return []
+    levels = [level.id for level in program.hierarchy.levels]
+    rest = {name: value for name, value in values.items() if name != "p"}
+    free = [name for name in levels if name not in rest]
+    if any(type(rest[name]) is not int for name in levels if name in rest):
+        return []
+    fixed = math.prod(int(rest[name]) for name in levels if name in rest)  # type: ignore[arg-type]
+    if fixed < 1 or p % fixed:
+        return []
+    splits = [{**rest, **dict(zip(free, parts, strict=True))} for parts in _factorisations(p // fixed, len(free))]
+    defaulted = [name for name in free if (param := program.param(name)) is not None and param.default is not None]
+    if defaulted:
+        splits = [split for split in splits if all(_is_default(program, split, name) for name in defaulted)]
+    return splits
+
+
+def _factorisations(n: int, parts: int) -> list[tuple[int, ...]]:
+    """Ordered tuples of ``parts`` positive ints whose product is ``n`` (``()`` for ``n == 1, parts == 0``)."""
+    if parts == 0:
+        return [()] if n == 1 else []
+    out = []
+    for d in range(1, n + 1):
+        if n % d == 0:
+            out += [(d, *tail) for tail in _factorisations(n // d, parts - 1)]
+    return out
+
+
+def _is_default(program: Program, split: Mapping[str, ParamValue], name: str) -> bool:
+    """Whether level ``name`` of ``split`` has the value its default gives next to the other values."""
+    without = {key: value for key, value in split.items() if key != name}
+    try:
+        env = _bind(program, without, lambda globals_: _Compiler(program, globals_, _Emitter(nranks=0, nchunks=0)))
+    except CollError:
+        return False
+    return env.get(name) == split[name]
+
+
+def resolve_ranks(program: Program, values: Mapping[str, ParamValue]) -> Mapping[str, ParamValue]:
+    """``values`` with a total ``p`` for a program with a hierarchy replaced by its one split over the levels;
+    a `CollError` at the hierarchy when ``p`` splits in no way or in several."""
+    if program.hierarchy is None or "p" not in values:
+        return values
+    hierarchy = program.hierarchy
+    names = [level.id for level in hierarchy.levels]
+    product = " * ".join(names)
+    p = values["p"]
+    if type(p) is not int or p < 1:
+        raise CollError(f"p must be an int of at least 1, got {p}", hierarchy.span)
+    bind_params(program, {name: value for name, value in values.items() if name != "p"})
+    splits = level_splits(program, values)
+    if len(splits) == 1:
+        return splits[0]
+    given = ", ".join(f"{name}={values[name]}" for name in names if name in values)
+    if not splits and all(name in values for name in names):
+        factors = " * ".join(str(values[name]) for name in names)
+        raise CollError(
+            f"p={p} but {product} = {factors} = {math.prod(int(values[n]) for n in names)}",  # type: ignore[arg-type]
+            hierarchy.span,
+        )
+    if not splits:
+        why = f" with {given}" if given else ""
+        defaults = [n for n in names if n not in values and (par := program.param(n)) and par.default is not None]
+        if defaults:
+            why += f"{' and' if given else ' with'} the default of {', '.join(defaults)}"
+        raise CollError(f"p={p} does not split as {product}{why}", hierarchy.span)
+    shown = ", ".join(" * ".join(str(split[name]) for name in names) for split in splits[:6])
+    more = f" and {len(splits) - 6} more" if len(splits) > 6 else ""
+    free = next(name for name in reversed(names) if name not in values)
+    raise CollError(
+        f"p={p} splits as {product} in {len(splits)} ways ({shown}{more}): give the size of a level too, "
+        f"e.g. --param {free}={splits[0][free]}",
+        hierarchy.span,
+    )
+
+
 def _bind(program: Program, values: Mapping[str, ParamValue], compiler_for: Callable[[Env], _Compiler]) -> Env:
+    values = resolve_ranks(program, values)
     bind_params(program, values)
     globals_: Env = {}
     compiler = compiler_for(globals_)

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 from collc.diagnostics import CollError
-from collc.elaborate import elaborate
+from collc.elaborate import elaborate, level_splits
 from collc.frontend.program import Program
 from collc.ir import ParamValue, Schedule
 from collc.verify.check import CheckReport, Finding, check
@@ -73,11 +73,21 @@ def parse_dims_spec(text: str) -> list[tuple[int, ...]]:
     return shapes
 
 
-def parameter_sets(ranges: Mapping[str, Sequence[ParamValue]]) -> list[dict[str, ParamValue]]:
-    """The cartesian product of the given values, smallest first (p first, then the others by name)."""
+def parameter_sets(
+    ranges: Mapping[str, Sequence[ParamValue]], program: Program | None = None
+) -> list[dict[str, ParamValue]]:
+    """The cartesian product of the given values, smallest first (p first, then the others by name).
+
+    For a ``program`` with a hierarchy, a total ``p`` becomes every split of it over the levels
+    (`collc.elaborate.level_splits`); values of ``p`` that split in no way are left out, unless none splits
+    (then the instances stay as given, for elaboration to say why)."""
     names = sorted(ranges, key=lambda n: (n != "p", n))
     combos = itertools.product(*(sorted(ranges[n], key=_order) for n in names))
-    return [dict(zip(names, combo, strict=True)) for combo in combos]
+    sets = [dict(zip(names, combo, strict=True)) for combo in combos]
+    if program is None or program.hierarchy is None or "p" not in ranges:
+        return sets
+    split = [s for values in sets for s in level_splits(program, values)]
+    return split or sets
 
 
 def _order(v: ParamValue) -> tuple[int, ...]:
