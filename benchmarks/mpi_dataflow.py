@@ -1,4 +1,5 @@
-"""mpi-c: dataflow issue against step-by-step issue, side by side, for a plain ring, a pipelined ring and Swing.
+"""mpi-c: dataflow issue against step-by-step issue, side by side, for a plain ring, a pipelined ring, Swing and
+the hierarchical allreduces of examples/hierarchical/ (ring or Swing between nodes).
 
 The same generated library runs twice per algorithm and repeat, in two ``mpiexec`` jobs
 one after the other: with ``COLLC_ISSUE=steps`` (post a step's messages, wait for all of
@@ -15,6 +16,7 @@ whatever the node, so the placement only labels the table.
 
     python benchmarks/mpi_dataflow.py                       # 4 ranks, 1 KiB .. 64 MiB, 3 repeats
     python benchmarks/mpi_dataflow.py --sizes 1K:1MiB --repeats 1
+    python benchmarks/mpi_dataflow.py --only "hier ring,hier swing"  # with the plain ring as baseline
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ from collc.backends import mpi_launch  # noqa: E402
 from collc.cli import parse_sizes  # noqa: E402
 
 PIPELINED = ROOT / "benchmarks" / "data" / "pipelined_ring_allreduce.coll"
+HIERARCHICAL = ROOT / "examples" / "hierarchical"
 ORDERS = ("steps", "dataflow")
 
 
-def algorithms(k: int) -> dict[str, tuple[str, dict[str, int]]]:
+def algorithms(k: int, per_node: int) -> dict[str, tuple[str, dict[str, int]]]:
+    """Label -> (program, parameters besides p); the hierarchical ones take ``per_node`` ranks per node."""
     return {
         "ring": ("ring_allreduce", {}),
         f"pipelined ring k={k}": (str(PIPELINED), {"k": k}),
         "swing_bw": ("swing_bw", {}),
+        "hier ring": (str(HIERARCHICAL / "hier_allreduce_ring.coll"), {"local": per_node}),
+        "hier swing": (str(HIERARCHICAL / "hier_allreduce_swing.coll"), {"local": per_node}),
     }
 
 
@@ -66,6 +72,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="1K:64MiB")
     parser.add_argument("--budget", type=float, default=128e6, help="bytes per (algorithm, order, size)")
     parser.add_argument("--repeats", type=int, default=3, help="job pairs per algorithm; medians are kept")
+    parser.add_argument("--only", default=None, help="comma-separated labels to run (the ring always runs)")
     args = parser.parse_args()
 
     sizes = parse_sizes(args.sizes)
@@ -78,7 +85,14 @@ def main() -> int:
     )
     print(f"# command: python benchmarks/{Path(__file__).name} " + " ".join(sys.argv[1:]))
     times: dict[tuple[str, str, int], float] = {}
-    for label, (name, params) in algorithms(args.k).items():
+    chosen = algorithms(args.k, per_node)
+    if args.only:
+        wanted = {"ring", *(label.strip() for label in args.only.split(","))}
+        unknown = wanted - set(chosen)
+        if unknown:
+            parser.error(f"--only: unknown {', '.join(sorted(unknown))} (known: {', '.join(chosen)})")
+        chosen = {label: value for label, value in chosen.items() if label in wanted}
+    for label, (name, params) in chosen.items():
         inst = collc.load(name).instantiate(p=args.ranks, **params)
         assert inst.verify().ok
         with tempfile.TemporaryDirectory(prefix="collc-dataflow-") as tmp:
@@ -105,7 +119,7 @@ def main() -> int:
             step, flow = times[(label, "steps", nbytes)], times[(label, "dataflow", nbytes)]
             print(f"{human(nbytes):>8} {step:>11.1f} {flow:>13.1f} {step / flow:>7.2f}x")
 
-    labels = list(algorithms(args.k))
+    labels = list(chosen)
     print("\n## against the plain ring run step by step (its time / each time; above 1.0 is faster)")
     print(f"{'size':>8} " + " ".join(f"{f'{lab}, {o}':>28}" for lab in labels for o in ORDERS))
     for nbytes in sizes:
