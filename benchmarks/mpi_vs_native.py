@@ -10,6 +10,7 @@ time: above 1.0 the generated code is faster.
 
     python benchmarks/mpi_vs_native.py                          # 4 ranks, 1 KiB .. 64 MiB
     python benchmarks/mpi_vs_native.py --sizes 1K:1MiB --impls mpi-py
+    python benchmarks/mpi_vs_native.py --algorithms ring_allreduce --impls mpi-c --small swing_lat --small-below 64KiB
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,10 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 import collc  # noqa: E402
 from collc.backends import mpi_launch  # noqa: E402
-from collc.cli import parse_sizes  # noqa: E402
+from collc.cli import parse_size, parse_sizes  # noqa: E402
 
 ALGORITHMS = ("ring_allreduce", "rabenseifner", "swing_bw", "swing_lat")
-GOALS = {"mpi-c": 1.0, "mpi-py": 1 / 1.2}  # speed at >= 1 MiB: best mpi-c >= 1.0x, mpi-py within 1.2x
+SMALL = "mpi-c+small"  # the mpi-c library with a small-message schedule (--small)
+GOALS = {"mpi-c": 1.0, "mpi-py": 1 / 1.2, SMALL: 1.0}  # speed at >= 1 MiB: best mpi-c >= 1.0x, mpi-py within 1.2x
+SMALL_GOAL = 0.9  # mpi-c+small below 1 MiB
 
 
 def iterations(nbytes: int, budget: float) -> int:
@@ -52,6 +56,10 @@ def main() -> int:
     parser.add_argument("--impls", default="mpi-c,mpi-py", help="generated implementations to compare")
     parser.add_argument("--budget", type=float, default=256e6, help="bytes per (implementation, size)")
     parser.add_argument("--repeats", type=int, default=1, help="jobs per algorithm; the median ratio is kept")
+    parser.add_argument(
+        "--small", default=None, help="also run mpi-c libraries with this small-message schedule (column mpi-c+small)"
+    )
+    parser.add_argument("--small-below", default="64KiB", help="the small-message threshold (with --small)")
     args = parser.parse_args()
 
     sizes = parse_sizes(args.sizes)
@@ -59,6 +67,11 @@ def main() -> int:
     iters = [iterations(n, args.budget) for n in sizes]
     impls = [k for k in args.impls.split(",") if k]
     kinds = ["native", *impls]
+    small = collc.load(args.small).instantiate(p=args.ranks) if args.small else None
+    if small is not None:
+        assert small.verify().ok
+        impls.append(SMALL)
+    below = parse_size(args.small_below)
     print(f"# {args.ranks} ranks on {platform.node()} ({os.cpu_count()} cores), float32 sum, MPICH via mpi4py")
     print(f"# command: python benchmarks/{Path(__file__).name} " + " ".join(sys.argv[1:]))
     speeds: dict[tuple[str, str], dict[int, float]] = {}
@@ -66,13 +79,23 @@ def main() -> int:
         inst = collc.load(name).instantiate(p=args.ranks)
         assert inst.verify().ok
         runs: list[dict[tuple[str, int], float]] = []
-        for _ in range(args.repeats):
-            rows = mpi_launch.run(inst.schedule, counts, kinds=kinds, iters=iters, warmup=2, check=True, timeout=300)
-            bad = [r for r in rows if r.wrong]
-            if bad:
-                print(f"error: {name}: wrong results: {bad}", file=sys.stderr)
-                return 1
-            runs.append({(r.impl, r.size_bytes): r.avg_us for r in rows})
+        with tempfile.TemporaryDirectory(prefix="collc-native-") as tmp:
+            prepared = mpi_launch.prepare(inst.schedule, kinds, Path(tmp) / "plain")
+            if small is not None:
+                (entry,) = mpi_launch.prepare(
+                    inst.schedule, ["mpi-c"], Path(tmp) / "small", small=small.schedule, small_below=below
+                )
+                prepared.append({**entry, "name": SMALL})
+            for _ in range(args.repeats):
+                rows = mpi_launch.run(
+                    inst.schedule, counts, kinds=kinds, iters=iters, warmup=2, check=True, timeout=300,
+                    workdir=Path(tmp), prepared=prepared,
+                )  # fmt: skip
+                bad = [r for r in rows if r.wrong]
+                if bad:
+                    print(f"error: {name}: wrong results: {bad}", file=sys.stderr)
+                    return 1
+                runs.append({(r.impl, r.size_bytes): r.avg_us for r in rows})
         print(f"\n## {name}")
         header = f"{'size':>8} {'native(us)':>11}"
         for impl in impls:
@@ -87,6 +110,15 @@ def main() -> int:
                 speeds.setdefault((name, impl), {})[nbytes] = speed
                 line += f" {ours:>11.1f} {speed:>5.2f}x"
             print(line)
+
+    if small is not None:
+        small_sizes = [n for n in sizes if n < 1 << 20]
+        print(f"\n## summary below 1 MiB, {SMALL} ({args.small} below {args.small_below})")
+        for name in args.algorithms.split(","):
+            cells = speeds[(name, SMALL)]
+            worst = min((cells[n] for n in small_sizes), default=float("nan"))
+            verdict = "met" if worst >= SMALL_GOAL else "NOT met"
+            print(f"{name}: worst speed {worst:.2f}x; goal >= {SMALL_GOAL:.2f}x at every size below 1 MiB: {verdict}")
 
     print("\n## summary at >= 1 MiB (speed = native time / generated time)")
     big = [n for n in sizes if n >= 1 << 20]

@@ -170,20 +170,42 @@ class Instance:
             first = report.findings[0]
             raise CollError(f"{what}: the schedule fails verification: {first.message}", first.span)
 
-    def compile(self, target: str, out_dir: str | Path, *, build: bool = True, verify: bool = True) -> list[Path]:
-        """Generate the ``target`` executor into ``out_dir`` (and build it, except mpi-py); the files written."""
+    def compile(
+        self,
+        target: str,
+        out_dir: str | Path,
+        *,
+        build: bool = True,
+        verify: bool = True,
+        small: Instance | None = None,
+        small_below: int = mpi_c.SMALL_BELOW,
+    ) -> list[Path]:
+        """Generate the ``target`` executor into ``out_dir`` (and build it, except mpi-py); the files written.
+
+        mpi-c only: ``small`` is a second schedule of the same collective and p that the library runs for
+        calls of fewer than ``small_below`` bytes (count times type size), e.g. a latency-optimal one."""
         out = Path(out_dir)
         if target not in TARGETS:
             raise CollError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+        if small is not None and target != "mpi-c":
+            raise CollError(f"a small-message schedule applies to the mpi-c target only, not {target}")
         if verify:
             self._require_verified(f"compile --target {target}")
+            if small is not None:
+                small._require_verified(f"compile --target {target} (the small-message schedule)")
         if target == "mpi-py":
             return mpi_py.generate(self.schedule, out)
         if target == "mpi-cuda":
             files = mpi_cuda.generate(self.schedule, out)
             return files + list(mpi_cuda.build(out, self.schedule)) if build else files
         if target == "mpi-c":
-            files = mpi_c.generate(self.schedule, out, error_bound=_worst_bounds(self.schedule))
+            files = mpi_c.generate(
+                self.schedule,
+                out,
+                error_bound=_worst_bounds(self.schedule),
+                small=small.schedule if small is not None else None,
+                small_below=small_below,
+            )
             if build:
                 files.append(mpi_c.build(out, self.schedule))
             return files

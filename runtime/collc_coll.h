@@ -96,7 +96,7 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
         if (work != in) memmove(work, in, (size_t)(count * c.extent));
-        err = s->run(&ctx);
+        err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
     if (ref != NULL) {
@@ -131,7 +131,7 @@ static inline int collc_allgather(const struct collc_sched *s, const char *entry
         const void *from = sendbuf == MPI_IN_PLACE ? mine : sendbuf;
         char *to = work + c.rank * recvcount * c.extent;
         if (to != from) memmove(to, from, (size_t)(recvcount * c.extent));
-        err = s->run(&ctx);
+        err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, recvcount * c.size);
     }
     if (ref != NULL) {
@@ -164,7 +164,7 @@ static inline int collc_reduce_scatter_block(const struct collc_sched *s, const 
     if (err == MPI_SUCCESS) {
         const size_t block = (size_t)(recvcount * c.extent);
         memcpy(work, in, block * (size_t)c.size);
-        err = s->run(&ctx);
+        err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work + c.rank * block, recvcount);
     }
     if (ref != NULL) {
@@ -193,7 +193,7 @@ static inline int collc_bcast(const struct collc_sched *s, const char *entry, en
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
         if (c.rank == root && work != buffer) memcpy(work, buffer, (size_t)(count * c.extent));
-        err = s->run(&ctx);
+        err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS && c.rank != root) collc_copy_data(&c, (char *)buffer, work, count);
     }
     if (ref != NULL) {
@@ -223,12 +223,12 @@ static inline int collc_reduce_to_root(const struct collc_sched *s, const char *
     }
     if (c.rank == root)
         work = c.holes ? NULL : (char *)recvbuf;
-    else if (!s->receives[c.rank])
+    else if (!c.sched->receives[c.rank])
         work = (char *)in; /* only read: the rank sends and never receives */
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
         if (work != in) memmove(work, in, (size_t)(count * c.extent));
-        err = s->run(&ctx);
+        err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS && c.rank == root) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
     if (ref != NULL) {
@@ -262,7 +262,7 @@ static inline int collc_alltoall(const struct collc_sched *s, const char *entry,
         const size_t block = (size_t)(recvcount * c.extent);
         /* The rank's send blocks are chunks (rank*p + dst)*k + j: one contiguous run. */
         memcpy(work + collc_chunk_pos(&ctx, c.rank * p * k) * c.extent, in, block * (size_t)p);
-        err = s->run(&ctx);
+        err = c.sched->run(&ctx);
         for (int src = 0; src < p && err == MPI_SUCCESS; src++)
             collc_copy_data(&c, (char *)recvbuf + src * block,
                             work + collc_chunk_pos(&ctx, (src * p + c.rank) * k) * c.extent, recvcount);

@@ -140,6 +140,10 @@ struct collc_sched {
                                                         float32 and float64 data */
     int bound_scales;                                /* the bound grows with |x| (relative codecs, casts) */
     MPI_Count (*zscratch)(const struct collc_ctx *ctx); /* scratch bytes of the rank's busiest step */
+    /* A second schedule for small calls (NULL: none): calls whose count times type size is below
+       small_below bytes run it instead (COLLC_SMALL_BYTES overrides the threshold). */
+    const struct collc_sched *small;
+    MPI_Count small_below;
 };
 
 /* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks. */
@@ -152,6 +156,7 @@ struct collc_layout {
 /* One call in progress on one rank. */
 struct collc_ctx {
     const struct collc_sched *sched;
+    MPI_Count *wire; /* bytes this call has put on the wire so far (the entry point's counter) */
     const char *entry; /* the entry point, for messages */
     MPI_Comm comm;     /* the private duplicate */
     int rank;
@@ -514,7 +519,7 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
         }
         ctx->req_peer[nreq] = m->peer;
         err = collc_isend(from, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
-        collc_wire_last += bytes;
+        *ctx->wire += bytes;
     }
     if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
     collc_wait(ctx, step, nreq, nrecv);

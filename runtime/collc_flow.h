@@ -197,7 +197,7 @@ static inline void collc_flow_post(struct collc_ctx *ctx, int i, int *nactive)
             }
         }
         err = collc_isend(op->buf, op->bytes, m->peer, tag, ctx->comm, &fs->reqs[*nactive]);
-        collc_wire_last += op->bytes;
+        *ctx->wire += op->bytes;
     } else {
         err = collc_irecv(op->buf, op->bytes, m->peer, tag, ctx->comm, &fs->reqs[*nactive]);
     }

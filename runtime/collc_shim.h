@@ -106,6 +106,7 @@ static struct {
     int read, log, check, compress, noted_bound;
     int steps; /* COLLC_ISSUE=steps: issue step by step, not by dataflow */
     double timeout;
+    MPI_Count small_below; /* COLLC_SMALL_BYTES; -1 when unset */
     int noted[COLLC_NREASONS];
 } collc_env;
 
@@ -120,6 +121,28 @@ static inline int collc_flag(const char *name)
 {
     const char *value = getenv(name);
     return value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
+}
+
+/* A byte count from the environment: digits with an optional K, M or G (powers of 1024, "KiB" accepted too);
+ * -1 when unset, or (with a note) when it is not one. */
+static inline MPI_Count collc_bytes_setting(const char *name)
+{
+    const char *value = getenv(name);
+    char *end = NULL;
+    long long n;
+    MPI_Count scale = 1;
+    if (value == NULL || value[0] == '\0') return -1;
+    n = strtoll(value, &end, 10);
+    if (end != value && n >= 0) {
+        if (*end == 'K' || *end == 'k') scale = (MPI_Count)1 << 10;
+        else if (*end == 'M' || *end == 'm') scale = (MPI_Count)1 << 20;
+        else if (*end == 'G' || *end == 'g') scale = (MPI_Count)1 << 30;
+        if (scale > 1) end += (end[1] == 'i' && (end[2] == 'B' || end[2] == 'b')) ? 3 : 1;
+        else if (*end == 'B' || *end == 'b') end += 1;
+        if (*end == '\0' && n <= (long long)(INT64_MAX / scale)) return (MPI_Count)n * scale;
+    }
+    fprintf(stderr, "collc: %s=%s is not a byte count like 65536 or 64KiB; ignored\n", name, value);
+    return -1;
 }
 
 static inline void collc_read_env(void)
@@ -145,6 +168,7 @@ static inline void collc_read_env(void)
         }
         collc_env.timeout = value;
     }
+    collc_env.small_below = collc_bytes_setting("COLLC_SMALL_BYTES");
 }
 
 /* ---------------------------------------------------------------------------
@@ -322,6 +346,10 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
 #else
     PMPI_Type_size_x(c->dt, &c->type_size);
 #endif
+    if (s->small != NULL) { /* a small call runs the small-message schedule */
+        MPI_Count below = collc_env.small_below >= 0 ? collc_env.small_below : s->small_below;
+        if (c->count * c->type_size < below) c->sched = s = s->small;
+    }
     PMPI_Type_get_extent(c->dt, &lb, &c->extent);
     if (!collc_plain_type(c->dt, c->type_size, c->extent, lb))
         return collc_reason_set(COLLC_DATATYPE, "datatype with holes or a nonzero lower bound");
@@ -449,6 +477,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
         ctx->nsegs = s->rank_segments[c->rank].n;
     }
     collc_wire_last = 0;
+    ctx->wire = &collc_wire_last;
     chunk = collc_max_chunk(&ctx->layout);
     /* Arena: requests, statuses, peers, landings | segment bases | scratch | compression | work, 64-byte aligned. */
     reqs_bytes = (size_t)s->max_messages * (sizeof(MPI_Request) + sizeof(MPI_Status) + sizeof(int) + sizeof(char *));

@@ -338,7 +338,7 @@ static inline int collc_run_zstep(struct collc_ctx *ctx, int step, const struct 
         }
         ctx->req_peer[nreq] = m->peer;
         err = collc_isend(from, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
-        collc_wire_last += bytes;
+        *ctx->wire += bytes;
     }
     if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
     collc_wait(ctx, step, nreq, nrecv);

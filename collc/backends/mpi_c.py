@@ -28,6 +28,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import numpy as np
@@ -49,11 +50,14 @@ __all__ = [
     "C_CODECS",
     "MPI_NAMES",
     "SANITIZE_FLAGS",
+    "SMALL_BELOW",
     "build",
     "compressed_bound",
     "generate",
     "library_path",
     "plan",
+    "small_problem",
+    "small_source",
     "source_names",
 ]
 
@@ -64,6 +68,9 @@ CFLAGS: tuple[str, ...] = (
 FMA contraction: bit-exact payloads on every machine) and read float buffers as words."""
 
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+
+SMALL_BELOW = 64 * 1024
+"""Calls of fewer bytes run a library's small-message schedule when it has one (`generate`)."""
 
 RUNTIME_HEADERS: tuple[str, ...] = (
     "collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_flow.h", "collc_shim.h", "collc_coll.h",
@@ -213,6 +220,12 @@ class Plan:
     error_bound64: str = "0.0"  # ... float64 data
     bound_scales: int = 0  # the bound grows with |x| (relative codecs, casts)
     bound_text: str = ""  # the float32 bound, for people
+    sources: tuple[str, ...] = ()  # the C files of the library
+    small_name: str = ""  # the small-message schedule's symbol; "" without one
+    small_file: str = ""  # ... and the .coll file it came from
+    small_below: int = 0  # calls of fewer bytes run it
+    part_name: str = ""  # this schedule as another library's small-message schedule: its symbol
+    part_of: str = ""  # ... and that library's identifier
 
 
 def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
@@ -363,11 +376,12 @@ def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
     return tuple(blocks)
 
 
-def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None) -> Plan:
+def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None, **extra: Any) -> Plan:
     """The data the templates render for ``schedule`` (which must have passed verification).
 
     A schedule with compression points needs ``error_bound``: the verifier's
-    worst-case bound for float32 and float64 data (`compressed_bound`).
+    worst-case bound for float32 and float64 data (`compressed_bound`).  ``extra``
+    sets the fields of a library with a small-message schedule (`generate`).
     """
     t = tables.from_schedule(schedule, compression=True)
     codecs = {spec: k for k, spec in enumerate(t.codecs)}
@@ -416,6 +430,7 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None) -> 
         error_bound64=_c_float(bound64),
         bound_scales=int(any(parse_codec(spec).error_model in ("rel", "cast") for spec in t.codecs)),
         bound_text=f"{bound32:.3g}",
+        **({"sources": (source_names(schedule)[0],)} | extra),
     )
 
 
@@ -445,26 +460,83 @@ def library_path(out_dir: Path, schedule: Schedule) -> Path:
     return Path(out_dir) / f"libcollc_{c_ident(schedule.algorithm)}.so"
 
 
-def generate(schedule: Schedule, out_dir: Path, *, error_bound: tuple[float, float] | None = None) -> list[Path]:
+def small_source(schedule: Schedule) -> str:
+    """The C file of the small-message schedule in ``schedule``'s library."""
+    return f"collc_{c_ident(schedule.algorithm)}_small.c"
+
+
+def small_problem(schedule: Schedule, small: Schedule) -> str | None:
+    """Why ``small`` cannot be the small-message schedule of ``schedule``'s library, or None."""
+    if small.collective is not schedule.collective:
+        got, want = small.collective.value, schedule.collective.value
+        return f"the small-message schedule {small.algorithm} is {got}, not {want}"
+    if schedule.collective is Collective.ALLTOALL:
+        return "alltoall libraries take no small-message schedule"
+    if small.nranks != schedule.nranks:
+        return f"the small-message schedule {small.algorithm} is for p={small.nranks}, not p={schedule.nranks}"
+    if small.root != schedule.root:
+        return f"the small-message schedule {small.algorithm} has root {small.root}, not {schedule.root}"
+    if small.codecs:
+        return f"the small-message schedule {small.algorithm} has compression points (it must be exact)"
+    if small.algorithm == schedule.algorithm:
+        return f"the small-message schedule is {schedule.algorithm} itself"
+    return None
+
+
+def generate(
+    schedule: Schedule,
+    out_dir: Path,
+    *,
+    error_bound: tuple[float, float] | None = None,
+    small: Schedule | None = None,
+    small_below: int = SMALL_BELOW,
+) -> list[Path]:
     """Render the C sources for a VERIFIED schedule into out_dir (created if needed); returns the written files.
 
     A schedule with compression points needs ``error_bound`` (`plan`); one with a
-    codec the C runtime lacks (zfp) is a CollError at the first op naming it.
+    codec the C runtime lacks (zfp) is a CollError at the first op naming it.  With
+    ``small`` (a verified schedule of the same collective and p), calls whose count times
+    type size is below ``small_below`` bytes run it instead (`COLLC_SMALL_BYTES` overrides).
     """
     out_dir = Path(out_dir)
-    data = plan(schedule, error_bound)
+    c_name, h_name = source_names(schedule)
+    pieces = [(c_name, "collc.c.j2", None)]
+    extra: dict[str, Any] = {}
+    if small is not None:
+        problem = small_problem(schedule, small)
+        if problem is not None:
+            raise CollError(problem, small.span)
+        if small_below < 0:
+            raise CollError(f"the small-message threshold must be at least 0 bytes, got {small_below}")
+        ident = c_ident(schedule.algorithm)
+        name = f"collc_{ident}_small_schedule"
+        extra = {
+            "sources": (c_name, small_source(schedule)),
+            "small_name": name,
+            "small_file": Sources(small.source).label(small.source),
+            "small_below": small_below,
+        }
+        part = plan(small, None, part_name=name, part_of=ident)
+        pieces.append((small_source(schedule), "collc.c.j2", part))
+    data = plan(schedule, error_bound, **extra)
     out_dir.mkdir(parents=True, exist_ok=True)
     env = _environment()
-    c_name, h_name = source_names(schedule)
+    pieces[0] = (c_name, "collc.c.j2", data)
+    pieces += [(h_name, "collc.h.j2", data), ("Makefile", "Makefile.j2", data)]
     written = []
-    for name, template in ((c_name, "collc.c.j2"), (h_name, "collc.h.j2"), ("Makefile", "Makefile.j2")):
+    for name, template, rendered in pieces:
         path = out_dir / name
-        path.write_text(env.get_template(template).render(plan=data), encoding="utf-8")
+        path.write_text(env.get_template(template).render(plan=rendered), encoding="utf-8")
         written.append(path)
     runtime = data_dir("runtime")
     for header in RUNTIME_HEADERS:
         written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
     return written
+
+
+def _names_part(source: Path, part: Path) -> bool:
+    """Whether the generated ``source`` runs the small-message schedule in ``part`` (a left-over part does not)."""
+    return part.is_file() and "const struct collc_sched collc_" in source.read_text(encoding="utf-8")
 
 
 def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sanitize: bool = False) -> Path:
@@ -481,7 +553,9 @@ def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sani
         raise CollError(f"{source} does not exist: generate the sources first (collc.backends.mpi_c.generate)")
     lib = library_path(out_dir, schedule)
     command = [str(mpicc()), *CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *cflags]
-    command += ["-I", str(out_dir), "-o", str(lib), str(source), "-lm"]
+    part = out_dir / small_source(schedule)
+    extra_sources = [str(part)] if part.is_file() and _names_part(source, part) else []
+    command += ["-I", str(out_dir), "-o", str(lib), str(source), *extra_sources, "-lm"]
     try:
         proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
     except OSError as err:

@@ -55,12 +55,19 @@ class MpiRow:
 
 
 def prepare(
-    schedule: Schedule, kinds: Sequence[str], workdir: Path, c_error_bound: tuple[float, float] | None = None
+    schedule: Schedule,
+    kinds: Sequence[str],
+    workdir: Path,
+    c_error_bound: tuple[float, float] | None = None,
+    *,
+    small: Schedule | None = None,
+    small_below: int = mpi_c.SMALL_BELOW,
 ) -> list[dict[str, Any]]:
     """Generate (and build) what each implementation in ``kinds`` needs; the spec entries for the worker.
 
     ``c_error_bound``: the worst-case bound an mpi-c library of a schedule with
-    compression points reports (`mpi_c.generate`)."""
+    compression points reports; ``small``, ``small_below``: the mpi-c library's
+    small-message schedule and threshold (`mpi_c.generate`)."""
     entries: list[dict[str, Any]] = []
     for kind in kinds:
         if kind == "mpi-py":
@@ -68,7 +75,7 @@ def prepare(
             entries.append({"name": "mpi-py", "kind": kind, "module": str(module)})
         elif kind == "mpi-c":
             out = workdir / "mpi_c"
-            mpi_c.generate(schedule, out, error_bound=c_error_bound)
+            mpi_c.generate(schedule, out, error_bound=c_error_bound, small=small, small_below=small_below)
             library = mpi_c.build(out, schedule)
             entries.append({"name": "mpi-c", "kind": kind, "library": str(library)})
         elif kind == "native":

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from collc import api, report
-from collc.backends import local
+from collc.backends import local, mpi_c
 from collc.backends.cuda import CudaRow
 from collc.backends.mpi_cuda import TRANSPORTS, check_transport
 from collc.backends.mpi_launch import MpiRow
@@ -54,6 +54,20 @@ from collc.verify.check import CheckReport
     help="mpi-cuda: how messages travel (mpi: CUDA-aware MPI or staged through pinned host memory; nccl: not "
     "implemented).",
 )
+@click.option(
+    "--small",
+    "small_file",
+    default=None,
+    metavar="FILE",
+    help="mpi-c: a second schedule (same collective, same -p) for small calls, e.g. a latency-optimal one.",
+)
+@click.option(
+    "--small-below",
+    default=None,
+    metavar="SIZE",
+    help=f"mpi-c with --small: calls of fewer bytes (count x type size) run it [default: "
+    f"{mpi_c.SMALL_BELOW // 1024}KiB; COLLC_SMALL_BYTES overrides it at run time].",
+)
 def compile_cmd(
     file: str,
     p: str | None,
@@ -64,18 +78,28 @@ def compile_cmd(
     out: str,
     no_build: bool,
     transport: str,
+    small_file: str | None,
+    small_below: str | None,
 ) -> None:
     """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda)."""
     _check_transport(target, transport)
+    below = _small_options(target, small_file, small_below)
     inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
         click.echo(report.report_text(inst.schedule, checked, inst.algorithm.sources), err=True)
         sys.exit(EXIT_WRONG)
+    small = None
+    if small_file is not None:
+        small = load_instance(small_file, str(inst.nranks), ())
+        checked = small.verify()
+        if not checked.ok:
+            click.echo(report.report_text(small.schedule, checked, small.algorithm.sources), err=True)
+            sys.exit(EXIT_WRONG)
     try:
-        files = inst.compile(target, out, build=not no_build, verify=False)
+        files = inst.compile(target, out, build=not no_build, verify=False, small=small, small_below=below)
     except CollError as err:
-        fail_input(err, inst.algorithm.sources)
+        fail_input(err, {**inst.algorithm.sources, **(small.algorithm.sources if small is not None else {})})
     for path in files:
         click.echo(str(path))
 
@@ -246,6 +270,19 @@ def _run_rows(
     except CollError as err:
         fail_input(err, inst.algorithm.sources)
     return rows
+
+
+def _small_options(target: str, small_file: str | None, small_below: str | None) -> int:
+    """The small-message threshold in bytes; a usage error for --small(-below) where they do not apply."""
+    if small_file is None:
+        if small_below is not None:
+            raise click.UsageError("--small-below needs --small FILE (the schedule for small calls)")
+        return mpi_c.SMALL_BELOW
+    if target != "mpi-c":
+        raise click.UsageError(f"--small applies to the mpi-c target only, not {target}")
+    if small_below is None:
+        return mpi_c.SMALL_BELOW
+    return parse_size(small_below, "--small-below")
 
 
 def _check_transport(target: str, transport: str) -> None:
