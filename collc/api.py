@@ -140,6 +140,62 @@ class Algorithm:
         """Elaborate with the given parameter values (``p=16``, ``dims=(4, 4)``)."""
         return Instance(self, elaborate(self.program, params))
 
+    def allowed(self, ranks: Iterable[int], **params: ParamValue) -> tuple[list[Instance], list[int]]:
+        """The instances for the rank counts in ``ranks`` that the constraints allow, and those they exclude
+        (any other error is raised)."""
+        kept: list[Instance] = []
+        excluded: list[int] = []
+        for p in ranks:
+            try:
+                kept.append(self.instantiate(p=p, **params))
+            except CollError as err:
+                if "violates the constraint" not in err.message:
+                    raise
+                excluded.append(p)
+        return kept, excluded
+
+    def compile_library(
+        self,
+        ranks: Iterable[int],
+        out_dir: str | Path,
+        *,
+        params: Mapping[str, ParamValue] | None = None,
+        small: Algorithm | None = None,
+        small_below: int = mpi_c.SMALL_BELOW,
+        build: bool = True,
+    ) -> tuple[list[Path], list[int]]:
+        """One mpi-c library running this algorithm at every rank count in ``ranks`` its constraints allow (on
+        the schedule of the communicator's size), each schedule verified; with ``small``, calls below
+        ``small_below`` bytes run its schedule where its constraints allow it.  The files written and the rank
+        counts compiled."""
+        ranks = list(ranks)
+        kept, _ = self.allowed(ranks, **(params or {}))
+        if not kept:
+            shown = ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
+            try:
+                self.instantiate(p=ranks[0], **(params or {}))
+            except CollError as err:
+                raise CollError(f"no rank count in {shown} is allowed: {err.message}", err.span) from None
+        variants = []
+        for inst in kept:
+            inst._require_verified("compile --target mpi-c")
+            variant_small = None
+            if small is not None:
+                smalls, _ = small.allowed([inst.nranks])
+                if smalls:
+                    smalls[0]._require_verified("compile --target mpi-c (the small-message schedule)")
+                    variant_small = smalls[0].schedule
+            variants.append(mpi_c.SizeVariant(inst.schedule, _worst_bounds(inst.schedule), variant_small))
+        out = Path(out_dir)
+        first = variants[0]
+        files = mpi_c.generate(
+            first.schedule, out, error_bound=first.error_bound, small=first.small, small_below=small_below,
+            sizes=variants[1:],
+        )  # fmt: skip
+        if build:
+            files.append(mpi_c.build(out, first.schedule))
+        return files, [v.schedule.nranks for v in variants]
+
 
 @dataclass(frozen=True, slots=True)
 class Instance:

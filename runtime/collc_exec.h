@@ -144,6 +144,10 @@ struct collc_sched {
        small_below bytes run it instead (COLLC_SMALL_BYTES overrides the threshold). */
     const struct collc_sched *small;
     MPI_Count small_below;
+    /* The same algorithm at other rank counts (none: nsizes 0): a call runs the one of its communicator's size. */
+    const struct collc_sched *const *sizes;
+    int nsizes;
+    const char *sizes_text; /* every rank count of the library, for messages */
 };
 
 /* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks. */

@@ -329,8 +329,16 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
         return collc_reason_set(COLLC_INTERCOMM, "an intercommunicator");
     PMPI_Comm_size(c->comm, &c->size);
     PMPI_Comm_rank(c->comm, &c->rank);
-    if (c->size != s->nranks)
-        return collc_reason_set(COLLC_SIZE, "communicator of size %d, compiled for p=%d", c->size, s->nranks);
+    if (c->size != s->nranks) { /* another rank count of the library, if it has one */
+        int i = 0;
+        while (i < s->nsizes && s->sizes[i]->nranks != c->size) i++;
+        if (i == s->nsizes && s->nsizes > 0)
+            return collc_reason_set(COLLC_SIZE, "communicator of size %d, compiled for p = %s", c->size,
+                                    s->sizes_text);
+        if (i == s->nsizes)
+            return collc_reason_set(COLLC_SIZE, "communicator of size %d, compiled for p=%d", c->size, s->nranks);
+        c->sched = s = s->sizes[i];
+    }
     if (c->root >= 0 && c->root != s->root)
         return collc_reason_set(COLLC_ROOT, "root %d, compiled for root=%d", c->root, s->root);
     if (c->op != MPI_OP_NULL) {

@@ -22,6 +22,7 @@ folder builds on its own.  `build` compiles the folder with `mpitools.mpicc`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import subprocess
@@ -51,6 +52,7 @@ __all__ = [
     "MPI_NAMES",
     "SANITIZE_FLAGS",
     "SMALL_BELOW",
+    "SizeVariant",
     "build",
     "compressed_bound",
     "generate",
@@ -224,8 +226,12 @@ class Plan:
     small_name: str = ""  # the small-message schedule's symbol; "" without one
     small_file: str = ""  # ... and the .coll file it came from
     small_below: int = 0  # calls of fewer bytes run it
-    part_name: str = ""  # this schedule as another library's small-message schedule: its symbol
-    part_of: str = ""  # ... and that library's identifier
+    part_name: str = ""  # this schedule as a part of another library (another p, small calls): its symbol
+    part_of: str = ""  # ... that library's identifier
+    part_note: str = ""  # ... and what the part is, for the file's header
+    file_name: str = ""  # the C file
+    sizes: tuple[str, ...] = ()  # the symbols of the library's schedules for other rank counts
+    sizes_text: str = ""  # every rank count of the library ("" for one)
 
 
 def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
@@ -430,7 +436,7 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None, **e
         error_bound64=_c_float(bound64),
         bound_scales=int(any(parse_codec(spec).error_model in ("rel", "cast") for spec in t.codecs)),
         bound_text=f"{bound32:.3g}",
-        **({"sources": (source_names(schedule)[0],)} | extra),
+        **({"sources": (source_names(schedule)[0],), "file_name": source_names(schedule)[0]} | extra),
     )
 
 
@@ -483,6 +489,24 @@ def small_problem(schedule: Schedule, small: Schedule) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class SizeVariant:
+    """Another rank count in a library: a verified schedule of the same algorithm for that p, the worst-case error
+    bound it needs with compression points (`plan`), and its small-message schedule, if any."""
+
+    schedule: Schedule
+    error_bound: tuple[float, float] | None = None
+    small: Schedule | None = None
+
+
+def _variant_problem(first: Schedule, other: Schedule, seen: set[int]) -> str | None:
+    if other.algorithm != first.algorithm or other.collective is not first.collective:
+        return f"a library holds one algorithm: {other.algorithm} ({other.collective.value}) next to {first.algorithm}"
+    if other.nranks in seen:
+        return f"p={other.nranks} is given twice"
+    return None
+
+
 def generate(
     schedule: Schedule,
     out_dir: Path,
@@ -490,6 +514,7 @@ def generate(
     error_bound: tuple[float, float] | None = None,
     small: Schedule | None = None,
     small_below: int = SMALL_BELOW,
+    sizes: Sequence[SizeVariant] = (),
 ) -> list[Path]:
     """Render the C sources for a VERIFIED schedule into out_dir (created if needed); returns the written files.
 
@@ -497,32 +522,64 @@ def generate(
     codec the C runtime lacks (zfp) is a CollError at the first op naming it.  With
     ``small`` (a verified schedule of the same collective and p), calls whose count times
     type size is below ``small_below`` bytes run it instead (`COLLC_SMALL_BYTES` overrides).
+    ``sizes`` adds the same algorithm at other rank counts: the library runs a call on the
+    schedule of its communicator's size (files ``collc_<algorithm>_p<N>.c``).
     """
     out_dir = Path(out_dir)
-    c_name, h_name = source_names(schedule)
-    pieces = [(c_name, "collc.c.j2", None)]
-    extra: dict[str, Any] = {}
-    if small is not None:
-        problem = small_problem(schedule, small)
+    if small_below < 0:
+        raise CollError(f"the small-message threshold must be at least 0 bytes, got {small_below}")
+    ident = c_ident(schedule.algorithm)
+    h_name = source_names(schedule)[1]
+    variants = [SizeVariant(schedule, error_bound, small), *sizes]
+    seen: set[int] = set()
+    for v in variants:
+        problem = _variant_problem(schedule, v.schedule, seen)
         if problem is not None:
-            raise CollError(problem, small.span)
-        if small_below < 0:
-            raise CollError(f"the small-message threshold must be at least 0 bytes, got {small_below}")
-        ident = c_ident(schedule.algorithm)
-        name = f"collc_{ident}_small_schedule"
-        extra = {
-            "sources": (c_name, small_source(schedule)),
-            "small_name": name,
-            "small_file": Sources(small.source).label(small.source),
-            "small_below": small_below,
-        }
-        part = plan(small, None, part_name=name, part_of=ident)
-        pieces.append((small_source(schedule), "collc.c.j2", part))
-    data = plan(schedule, error_bound, **extra)
+            raise CollError(problem, v.schedule.span)
+        seen.add(v.schedule.nranks)
+        problem = small_problem(v.schedule, v.small) if v.small is not None else None
+        if problem is not None:
+            raise CollError(problem, v.small.span if v.small is not None else None)
+    stems = [f"collc_{ident}"] + [f"collc_{ident}_p{v.schedule.nranks}" for v in sizes]
+    sources = tuple(f for stem, v in zip(stems, variants, strict=True) for f in _files(stem, v))
+    parts: list[tuple[str, Plan]] = []
+    first: Plan | None = None
+    for k, (stem, v) in enumerate(zip(stems, variants, strict=True)):
+        p = v.schedule.nranks
+        extra: dict[str, Any] = {"file_name": f"{stem}.c"}
+        if k > 0:
+            extra |= {
+                "part_name": f"{stem}_schedule",
+                "part_of": ident,
+                "part_note": f"The p={p} schedule of libcollc_{ident}.so: it has no entry points of its own; "
+                f"collc_{ident}.c runs it on communicators of {p} ranks.",
+            }
+        if v.small is not None:
+            small_stem = f"{stem}_small"
+            extra |= {
+                "small_name": f"{small_stem}_schedule",
+                "small_file": Sources(v.small.source).label(v.small.source),
+                "small_below": small_below,
+            }
+            note = f"The small-message schedule of libcollc_{ident}.so{f' at p={p}' if sizes else ''}: it has no "
+            note += f"entry points of its own; collc_{ident}.c runs it for calls below its threshold."
+            part = plan(v.small, None, part_name=f"{small_stem}_schedule", part_of=ident, part_note=note)
+            parts.append((f"{small_stem}.c", dataclasses.replace(part, file_name=f"{small_stem}.c")))
+        if k == 0:
+            extra |= {
+                "sources": sources,
+                "sizes": tuple(f"{s}_schedule" for s in stems[1:]),
+                "sizes_text": ", ".join(map(str, sorted(seen))) if sizes else "",
+            }
+            first = plan(v.schedule, v.error_bound, **extra)
+            parts.insert(0, (f"{stem}.c", first))
+        else:
+            parts.append((f"{stem}.c", plan(v.schedule, v.error_bound, **extra)))
+    assert first is not None
     out_dir.mkdir(parents=True, exist_ok=True)
     env = _environment()
-    pieces[0] = (c_name, "collc.c.j2", data)
-    pieces += [(h_name, "collc.h.j2", data), ("Makefile", "Makefile.j2", data)]
+    pieces = [(name, "collc.c.j2", data) for name, data in parts]
+    pieces += [(h_name, "collc.h.j2", first), ("Makefile", "Makefile.j2", first)]
     written = []
     for name, template, rendered in pieces:
         path = out_dir / name
@@ -534,9 +591,24 @@ def generate(
     return written
 
 
-def _names_part(source: Path, part: Path) -> bool:
-    """Whether the generated ``source`` runs the small-message schedule in ``part`` (a left-over part does not)."""
-    return part.is_file() and "const struct collc_sched collc_" in source.read_text(encoding="utf-8")
+def _files(stem: str, v: SizeVariant) -> tuple[str, ...]:
+    return (f"{stem}.c", f"{stem}_small.c") if v.small is not None else (f"{stem}.c",)
+
+
+def _library_sources(out_dir: Path, main: Path) -> list[Path]:
+    """``main`` and the generated parts it runs (directly or through another part), in a stable order: a part
+    ``collc_X_Y.c`` belongs when a file already in names its schedule ``collc_X_Y_schedule``."""
+    candidates = sorted(out_dir.glob(f"{main.stem}_*.c"))
+    chosen, text = [main], main.read_text(encoding="utf-8")
+    changed = True
+    while changed:
+        changed = False
+        for part in candidates:
+            if part not in chosen and f"{part.stem}_schedule" in text:
+                chosen.append(part)
+                text += part.read_text(encoding="utf-8")
+                changed = True
+    return chosen
 
 
 def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sanitize: bool = False) -> Path:
@@ -553,9 +625,7 @@ def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sani
         raise CollError(f"{source} does not exist: generate the sources first (collc.backends.mpi_c.generate)")
     lib = library_path(out_dir, schedule)
     command = [str(mpicc()), *CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *cflags]
-    part = out_dir / small_source(schedule)
-    extra_sources = [str(part)] if part.is_file() and _names_part(source, part) else []
-    command += ["-I", str(out_dir), "-o", str(lib), str(source), *extra_sources, "-lm"]
+    command += ["-I", str(out_dir), "-o", str(lib), *map(str, _library_sources(out_dir, source)), "-lm"]
     try:
         proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
     except OSError as err:

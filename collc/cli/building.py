@@ -19,8 +19,12 @@ from collc.cli.common import (
     EXIT_OK,
     EXIT_WRONG,
     bad_value,
+    check_values,
+    collect_params,
+    collect_ranges,
     fail_input,
     instance_options,
+    load_algorithm,
     load_instance,
     main,
     parse_size,
@@ -84,6 +88,9 @@ def compile_cmd(
     """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda)."""
     _check_transport(target, transport)
     below = _small_options(target, small_file, small_below)
+    if target == "mpi-c" and p is not None and len(collect_ranges(p, (), None)["p"]) > 1:
+        _compile_sizes(file, p, params, dims, codecs, out, no_build, small_file, below)
+        return
     inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
@@ -270,6 +277,37 @@ def _run_rows(
     except CollError as err:
         fail_input(err, inst.algorithm.sources)
     return rows
+
+
+def _compile_sizes(
+    file: str,
+    p: str,
+    params: tuple[str, ...],
+    dims: str | None,
+    codecs: tuple[str, ...],
+    out: str,
+    no_build: bool,
+    small_file: str | None,
+    below: int,
+) -> None:
+    """``collc compile --target mpi-c -p 3..8``: one library for every rank count the constraints allow."""
+    ranks = collect_ranges(p, (), None)["p"]
+    values = collect_params(None, params, dims)
+    alg = load_algorithm(file, codecs)
+    check_values(alg, {"p": ranks, **{name: [value] for name, value in values.items()}}, p, params, dims)
+    small = load_algorithm(small_file, ()) if small_file is not None else None
+    sources = {**alg.sources, **(small.sources if small is not None else {})}
+    try:
+        files, compiled = alg.compile_library(
+            ranks, out, params=values, small=small, small_below=below, build=not no_build
+        )
+    except CollError as err:
+        fail_input(err, sources)
+    for path in files:
+        click.echo(str(path))
+    left = [r for r in ranks if r not in compiled]
+    excluded = f" ({', '.join(map(str, left))} excluded by the constraints)" if left else ""
+    click.echo(f"# {alg.name}: one library for p = {', '.join(map(str, compiled))}{excluded}", err=True)
 
 
 def _small_options(target: str, small_file: str | None, small_below: str | None) -> int:

@@ -1,0 +1,119 @@
+"""One mpi-c library for many rank counts (`collc compile --target mpi-c -p 3,4,6,8`).
+
+The library holds the verified schedule of every rank count its constraints allow and runs a
+call on the one of its communicator's size.  The same compiled library, preloaded as the PMPI
+shim, runs the op matrix (tests/mpi/op_matrix.c: every predefined op and datatype, in place and
+not, against the MPI library's own collective) at 3, 4, 6 and 8 ranks for an allreduce, an
+allgather and a reduce-scatter; the shim's log must show every call run on the schedule of the
+right p.  A size it was not compiled for goes to the MPI library, saying which sizes it has.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+from test_cli import cli
+from test_shim_ops import CASE, RAN, mpirun, summary
+from test_small_schedule import matrix  # noqa: F401  (a fixture)
+
+import collc
+from collc.diagnostics import CollError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SIZES = (3, 4, 6, 8)
+CASES = {
+    "allreduce": "ring_allreduce.coll",
+    "allgather": "ring_allgather.coll",
+    "reduce_scatter_block": "ring_reduce_scatter.coll",
+}
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One library per collective, each for every p in SIZES."""
+    built = {}
+    for collective, name in CASES.items():
+        out = tmp_path_factory.mktemp(collective)
+        files, compiled = collc.load(EXAMPLES / name).compile_library(SIZES, out)
+        assert compiled == list(SIZES)
+        built[collective] = files[-1]
+    return built
+
+
+# The normal suite runs one size per collective (all sizes between them); the slow suite every pair.
+FAST = {("allreduce", 3), ("allgather", 6), ("reduce_scatter_block", 8), ("allreduce", 4)}
+
+
+def _params() -> list[object]:
+    return [
+        pytest.param(c, p, marks=() if (c, p) in FAST else pytest.mark.slow, id=f"{c}-p{p}")
+        for c in CASES
+        for p in SIZES
+    ]
+
+
+@pytest.mark.parametrize(("collective", "p"), _params())
+def test_one_library_runs_every_compiled_size(
+    collective: str,
+    p: int,
+    libraries: dict[str, Path],
+    matrix: Path,  # noqa: F811
+) -> None:
+    run = mpirun(p, [matrix, collective, "--list", "1"], preload=libraries[collective], env={"COLLC_SHIM_LOG": "1"})
+    cases, calls, nranks, failures = summary(run)
+    assert run.returncode == 0 and failures == 0 and nranks == p and calls > 0, run.tail()
+    assert "fallback" not in run.stderr, run.tail()
+    listed = CASE.findall(run.stdout)
+    assert len(listed) == cases
+    want = collections.Counter((str(r), *case) for case in listed for r in range(p))
+    ran = collections.Counter()
+    for entry, algorithm, logged_p, rank, count, dtype, op in RAN.findall(run.stderr):
+        assert algorithm == CASES[collective].removesuffix(".coll") and int(logged_p) == p
+        ran[(rank, entry, dtype, op or "-", count)] += 1
+    assert ran == want
+
+
+def test_a_size_the_library_lacks_goes_to_the_mpi_library(libraries: dict[str, Path], matrix: Path) -> None:  # noqa: F811
+    args = [matrix, "allreduce", "--op", "MPI_SUM", "--type", "MPI_INT", "--counts", "1,100"]
+    run = mpirun(5, args, preload=libraries["allreduce"], env={"COLLC_SHIM_LOG": "1"})
+    assert run.returncode == 0 and summary(run)[3] == 0, run.tail()
+    assert "PMPI fallback (communicator of size 5, compiled for p = 3, 4, 6, 8)" in run.stderr, run.tail()
+    assert not RAN.findall(run.stderr)
+
+
+def test_the_constraints_choose_the_sizes(tmp_path: Path) -> None:
+    rd = collc.load(EXAMPLES / "recursive_doubling.coll")
+    files, compiled = rd.compile_library(range(2, 10), tmp_path, build=False)
+    assert compiled == [2, 4, 8]
+    assert {f.name for f in files if f.suffix == ".c"} == {
+        "collc_recursive_doubling.c", "collc_recursive_doubling_p4.c", "collc_recursive_doubling_p8.c",
+    }  # fmt: skip
+    with pytest.raises(CollError, match=r"no rank count in 3, 5, 7 is allowed: p=3 violates the constraint"):
+        rd.compile_library([3, 5, 7], tmp_path / "none", build=False)
+
+
+def test_a_small_schedule_joins_the_sizes_it_allows(tmp_path: Path) -> None:
+    ring, rd = collc.load(EXAMPLES / "ring_allreduce.coll"), collc.load(EXAMPLES / "recursive_doubling.coll")
+    files, compiled = ring.compile_library([3, 4, 6, 8], tmp_path, small=rd, small_below=1024)
+    assert compiled == [3, 4, 6, 8]
+    names = {f.name for f in files if f.suffix == ".c"}
+    assert names == {
+        "collc_ring_allreduce.c", "collc_ring_allreduce_p4.c", "collc_ring_allreduce_p4_small.c",
+        "collc_ring_allreduce_p6.c", "collc_ring_allreduce_p8.c", "collc_ring_allreduce_p8_small.c",
+    }  # fmt: skip
+    assert files[-1].name == "libcollc_ring_allreduce.so"
+
+
+def test_cli_compiles_a_range_for_mpi_c_only(tmp_path: Path) -> None:
+    path = EXAMPLES / "swing_bw.coll"
+    res = cli("compile", path, "-p", "2..6", "--target", "mpi-c", "--no-build", "-o", tmp_path / "a")
+    assert res.code == 0, res.text
+    assert "one library for p = 2, 3, 4, 5, 6" in res.stderr
+    assert (tmp_path / "a" / "collc_swing_bw_p6.c").is_file()
+    res = cli("compile", EXAMPLES / "recursive_doubling.coll", "-p", "2..6", "-t", "mpi-c", "--no-build", "-o",
+              tmp_path / "b")  # fmt: skip
+    assert res.code == 0 and "one library for p = 2, 4 (3, 5, 6 excluded by the constraints)" in res.stderr, res.text
+    res = cli("compile", path, "-p", "2..6", "--target", "mpi-py", "-o", tmp_path / "c")
+    assert res.code == 2 and "takes one rank count" in res.text
