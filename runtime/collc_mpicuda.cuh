@@ -12,6 +12,11 @@
  * Buffers and chunks are exactly the cuda target's (collc_cuda_layout_of):
  * every rank's buffer holds the collective's whole logical element space.
  *
+ * Issue order: schedules without compression points run by dataflow by
+ * default (collc_mpicuda_flow.cuh: each message goes when the messages it
+ * depends on are done, whatever its step); COLLC_ISSUE=steps, and every
+ * schedule with compression points, run step by step as follows.
+ *
  * A step, on rank r (steps r takes no part in are skipped):
  *
  *   1. its local compress / decompress ops, on the rank's main stream;
@@ -39,7 +44,8 @@
  * pinned staging buffers.  Settings, read when the communicator is first
  * used: COLLC_CUDA_AWARE (0, 1, auto), COLLC_SEGMENT_BYTES (bytes per MPI
  * message, default 4 MiB, the same on every rank), COLLC_TIMEOUT (seconds
- * without progress before a call fails, default 60).  Not thread-safe.
+ * without progress before a call fails, default 60); read at every call:
+ * COLLC_ISSUE (dataflow, steps).  Not thread-safe.
  */
 #ifndef COLLC_MPICUDA_CUH
 #define COLLC_MPICUDA_CUH

@@ -23,7 +23,7 @@ from mpi_cuda_mock import build_mock
 from test_mpi_dataflow import Msg, closure, ir_messages, required_order
 
 import collc
-from collc.backends import cuda, mpi_cuda
+from collc.backends import cuda, dataflow, mpi_cuda, tables
 from collc.diagnostics import CollError
 from collc.ir import Schedule
 
@@ -123,6 +123,17 @@ def test_flow_tables_match_brute_force(name: str, params: dict[str, int], tmp_pa
     schedule = _schedule(name, params)
     mpi_cuda.generate(schedule, tmp_path)
     assert check_flow_tables(schedule, (tmp_path / mpi_cuda.source_names(schedule)[0]).read_text()) == []
+
+
+def test_places_leave_room_for_the_busiest_step() -> None:
+    """A rank's places (flow_links): at least twice its busiest step's messages (one share kept for the earliest
+    unfinished step), at most the window's worth plus one."""
+    for name, params in (("swing_bw", {"p": 8}), ("pipelined_ring_allreduce", {"p": 4}), ("bruck_allgather", {"p": 5})):
+        t = tables.from_schedule(_schedule(name, params))
+        for steps in t.ranks:
+            counts = [len(rs.sends) + len(rs.recvs) for rs in steps]
+            assert 2 * max(counts) <= dataflow.flow_links(steps) <= (dataflow.SCRATCH_WINDOW + 1) * max(counts)
+            assert dataflow.flow_links(steps, window=1) == 2 * max(counts)
 
 
 def test_compressed_schedules_run_step_by_step(tmp_path: Path) -> None:

@@ -7,7 +7,10 @@ with its fused decompress → reduce → compress runs) and the templates in
 
 ``collc_<algorithm>_mpicuda.cu``
     the tables and the ``extern "C"`` API; ``runtime/collc_mpicuda.cuh`` runs
-    the rows that name the calling rank, over MPI;
+    the rows that name the calling rank, over MPI: by default by dataflow, from
+    each rank's messages and what each waits for (`dataflow.rank_ops`, as the
+    mpi-c target; ``runtime/collc_mpicuda_flow.cuh``), step by step with
+    ``COLLC_ISSUE=steps`` and always for schedules with compression points;
 ``collc_<algorithm>_mpicuda.h``
     the API: ``collc_<algorithm>_mpicuda_run(buffer, count, dtype, op, comm,
     stream)`` and its helpers;
