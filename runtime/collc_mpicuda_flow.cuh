@@ -131,7 +131,7 @@ static inline void collc_mpicuda_flow_take(struct collc_mpicuda_ctx *ctx, int i)
     }
 }
 
-/* Ends the call: nothing moved for COLLC_TIMEOUT seconds. */
+/* The watchdog's error: nothing moved for COLLC_TIMEOUT seconds. */
 static inline int collc_mpicuda_flow_timeout(struct collc_mpicuda_ctx *ctx, int low)
 {
     const struct collc_mpicuda_fx *fx = ctx->st->fx;
@@ -143,7 +143,6 @@ static inline int collc_mpicuda_flow_timeout(struct collc_mpicuda_ctx *ctx, int 
             used += (size_t)snprintf(peers + used, sizeof peers - used, "%s%s rank %d (step %d)", used ? "," : "",
                                      ctx->links[i].send ? " sending to" : " receiving from", ctx->links[i].peer,
                                      fx[i].step);
-    collc_mpicuda_abandon(ctx, ctx->flow_n);
     return collc_cuda_fail(COLLC_MPICUDA_ERR_TIMEOUT,
                            "rank %d, step %d (by dataflow): no progress for %g s (COLLC_TIMEOUT), still%s: a rank "
                            "died, stopped, or called with another count",
@@ -157,20 +156,19 @@ static inline int collc_mpicuda_run_flow(struct collc_mpicuda_ctx *ctx)
     const struct collc_mpicuda_flow *f = s->flow;
     const int r = ctx->rank, n = f->first[r + 1] - f->first[r];
     const struct collc_mpicuda_fop *rows = f->ops + f->first[r];
-    int npieces = 0, edges = 0, busiest = 0, places, ndone = 0, low = 0, err;
+    int npieces = 0, edges = 0, busiest = 0, places, ndone = 0, low = 0, err = COLLC_CUDA_OK;
     int64_t largest = 0, scratch = 0;
     double last;
 
     /* Every message's pieces, its scratch (counted from its place) and the busiest step's count. */
-    for (int i = 0, run = 0; i < n; i++) {
+    for (int i = 0, run = 0, prev = -1; i < n; i++) {
         const struct collc_mpicuda_phase *ph = &s->phases[rows[i].phase];
         const struct collc_cuda_msg *m = &ph->msgs[rows[i].msg];
         const int send = m->src == r;
         int64_t area = 0;
         int nready = 0, k;
-        run = i > 0 && ph->msgs[rows[i].msg].step == s->phases[rows[i - 1].phase].msgs[rows[i - 1].msg].step
-                  ? run + 1
-                  : 1;
+        run = m->step == prev ? run + 1 : 1;
+        prev = m->step;
         if (run > busiest) busiest = run;
         edges += rows[i].ndeps;
         for (k = 0; k < m->nruns; k++) {
@@ -235,12 +233,11 @@ static inline int collc_mpicuda_run_flow(struct collc_mpicuda_ctx *ctx)
     }
     COLLC_CUDA_TRY(cudaStreamSynchronize(ctx->st->main)); /* nothing of an earlier call still runs */
     /* Empty messages (no bytes at this count): both ends skip them, and only their own empty chunks order them. */
-    for (int i = 0; i < n; i++)
-        if (ctx->links[i].npieces == 0 && (err = collc_mpicuda_flow_finish(ctx, i, &ndone)) != COLLC_CUDA_OK)
-            return err;
+    for (int i = 0; i < n && err == COLLC_CUDA_OK; i++)
+        if (ctx->links[i].npieces == 0) err = collc_mpicuda_flow_finish(ctx, i, &ndone);
 
     last = MPI_Wtime();
-    while (ndone < n) {
+    while (ndone < n && err == COLLC_CUDA_OK) {
         struct collc_mpicuda_fx *fx = ctx->st->fx;
         int moved = 0;
         while (low < n && fx[low].state == COLLC_MF_DONE) low++;
@@ -258,15 +255,16 @@ static inline int collc_mpicuda_run_flow(struct collc_mpicuda_ctx *ctx)
             int got;
             ctx->step_index = fx[i].step;
             if (fx[i].state == COLLC_MF_APPLYING) {
-                if ((got = collc_mpicuda_event_done(ctx, 3 * fx[i].slot + 2)) < 0) return got;
-                if (got && (err = collc_mpicuda_flow_finish(ctx, i, &ndone)) != COLLC_CUDA_OK) return err;
+                if ((got = collc_mpicuda_event_done(ctx, 3 * fx[i].slot + 2)) < 0) err = got;
+                else if (got) err = collc_mpicuda_flow_finish(ctx, i, &ndone);
+                if (err != COLLC_CUDA_OK) break;
                 moved |= got;
                 continue;
             }
             if (fx[i].state != COLLC_MF_ACTIVE) continue;
             if ((got = collc_mpicuda_advance(ctx, l)) < 0) {
-                collc_mpicuda_abandon(ctx, n);
-                return got;
+                err = got;
+                break;
             }
             moved |= got;
             if (!collc_mpicuda_link_done(l)) continue;
@@ -280,16 +278,18 @@ static inline int collc_mpicuda_run_flow(struct collc_mpicuda_ctx *ctx)
                 err = collc_mpicuda_flow_apply(ctx, i);
                 fx[i].state = COLLC_MF_APPLYING;
             }
-            if (err != COLLC_CUDA_OK) return err;
+            if (err != COLLC_CUDA_OK) break;
         }
+        if (err != COLLC_CUDA_OK) break;
         if (moved) {
             last = MPI_Wtime();
             continue;
         }
-        if (MPI_Wtime() - last > ctx->st->timeout) return collc_mpicuda_flow_timeout(ctx, low);
-        sched_yield();
+        if (MPI_Wtime() - last > ctx->st->timeout) err = collc_mpicuda_flow_timeout(ctx, low);
+        else sched_yield();
     }
-    return COLLC_CUDA_OK;
+    if (err != COLLC_CUDA_OK) collc_mpicuda_abandon(ctx, n); /* what is still posted: cancelled, or left to MPI */
+    return err;
 }
 
 #endif /* COLLC_MPICUDA_FLOW_CUH */
