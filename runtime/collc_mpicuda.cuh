@@ -12,6 +12,11 @@
  * Buffers and chunks are exactly the cuda target's (collc_cuda_layout_of):
  * every rank's buffer holds the collective's whole logical element space.
  *
+ * Issue order: schedules without compression points run by dataflow by
+ * default (collc_mpicuda_flow.cuh: each message goes when the messages it
+ * depends on are done, whatever its step); COLLC_ISSUE=steps, and every
+ * schedule with compression points, run step by step as follows.
+ *
  * A step, on rank r (steps r takes no part in are skipped):
  *
  *   1. its local compress / decompress ops, on the rank's main stream;
@@ -39,7 +44,8 @@
  * pinned staging buffers.  Settings, read when the communicator is first
  * used: COLLC_CUDA_AWARE (0, 1, auto), COLLC_SEGMENT_BYTES (bytes per MPI
  * message, default 4 MiB, the same on every rank), COLLC_TIMEOUT (seconds
- * without progress before a call fails, default 60).  Not thread-safe.
+ * without progress before a call fails, default 60); read at every call:
+ * COLLC_ISSUE (dataflow, steps).  Not thread-safe.
  */
 #ifndef COLLC_MPICUDA_CUH
 #define COLLC_MPICUDA_CUH
@@ -63,11 +69,26 @@ struct collc_mpicuda_phase {
     const struct collc_cuda_local *locals;
 };
 
-/* A compiled schedule: the cuda target's description (its `run` is NULL) and the phases. */
+/* Dataflow issue: one message of a rank (its row of a phase's messages) and the earlier ones it waits for. */
+struct collc_mpicuda_fop {
+    int phase, msg;          /* phases[phase].msgs[msg] */
+    int first_dep, ndeps;    /* deps[first_dep ..]: indices among the rank's messages */
+};
+
+/* Dataflow issue's tables (collc_mpicuda_flow.cuh). */
+struct collc_mpicuda_flow {
+    const struct collc_mpicuda_fop *ops; /* every rank's messages in table order, rank by rank */
+    const int *first;                    /* [nranks + 1]: rank r's are ops[first[r] .. first[r + 1] - 1] */
+    const int *deps;
+    const int *links;                    /* [nranks]: the messages a rank may have under way at once */
+};
+
+/* A compiled schedule: the cuda target's description (its `run` is NULL), the phases, and dataflow's tables. */
 struct collc_mpicuda_sched {
     struct collc_cuda_sched base;
     const struct collc_mpicuda_phase *phases;
     int nphases;
+    const struct collc_mpicuda_flow *flow; /* NULL: step by step only (compression points) */
 };
 
 /* What this process keeps between calls. */
@@ -94,6 +115,10 @@ struct collc_mpicuda_state {
     int npieces;
     struct collc_mpicuda_link *links;
     int nlinks;
+    struct collc_mpicuda_fx *fx; /* dataflow issue: the state of every message, */
+    int nfx;
+    int *fints; /* ... who waits for each, the free places */
+    size_t nfints;
 };
 
 /* One call (or a sizing pass, which moves nothing). */
@@ -110,6 +135,13 @@ struct collc_mpicuda_ctx {
     struct collc_mpicuda_link *links;
     size_t need_scratch;
     int need_pieces, need_links, need_events, need_sizes;
+    int flow;                      /* by dataflow (collc_mpicuda_flow.cuh), not step by step */
+    int need_places, need_fx;      /* dataflow: places, messages */
+    size_t need_fints;
+    int64_t place_largest;         /* dataflow: the largest run of a message (bytes) */
+    int64_t place_bytes;           /* dataflow: scratch per place */
+    int64_t pinned_stride;         /* bytes of each pinned segment buffer (staged transport) */
+    int flow_n, flow_edges, nfree; /* dataflow: messages, dependencies, free places */
 };
 
 #include "collc_mpicuda_wire.cuh"
@@ -387,9 +419,13 @@ static inline int collc_mpicuda_run_step(struct collc_mpicuda_ctx *ctx, const st
     return collc_mpicuda_arrivals(ctx, ph, nlinks);
 }
 
+#include "collc_mpicuda_flow.cuh"
+
+/* The whole schedule for the calling rank: by dataflow, or step by step (COLLC_ISSUE=steps, compression points). */
 static inline int collc_mpicuda_run_all(struct collc_mpicuda_ctx *ctx)
 {
     const struct collc_mpicuda_sched *s = ctx->sched;
+    if (ctx->flow) return collc_mpicuda_run_flow(ctx);
     for (int ph = 0; ph < s->nphases; ph++)
         for (int i = 0; i < s->phases[ph].nsteps; i++) {
             int err = collc_mpicuda_run_step(ctx, &s->phases[ph], &s->phases[ph].steps[i]);
@@ -401,6 +437,15 @@ static inline int collc_mpicuda_run_all(struct collc_mpicuda_ctx *ctx)
 /* ---------------------------------------------------------------------------
  * Calls
  * ------------------------------------------------------------------------- */
+
+/* COLLC_ISSUE: 1 for steps, 0 for dataflow (or unset), < 0 (an error set) for anything else. */
+static inline int collc_mpicuda_issue_steps(void)
+{
+    const char *env = getenv("COLLC_ISSUE");
+    if (env == NULL || *env == '\0' || strcmp(env, "dataflow") == 0) return 0;
+    if (strcmp(env, "steps") == 0) return 1;
+    return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "COLLC_ISSUE=%s: expected dataflow or steps", env);
+}
 
 /* A context for `count` elements on `rank`, sized (what the rank's steps need). */
 static inline int collc_mpicuda_ctx_init(struct collc_mpicuda_ctx *ctx, const struct collc_mpicuda_sched *s,
@@ -421,6 +466,8 @@ static inline int collc_mpicuda_ctx_init(struct collc_mpicuda_ctx *ctx, const st
     if (ctx->cu.store_at == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
     collc_cuda_store_layout(&ctx->cu);
     ctx->need_scratch = (size_t)ctx->cu.store_at[s->base.nchunks];
+    if ((err = collc_mpicuda_issue_steps()) < 0) return err;
+    ctx->flow = s->flow != NULL && !err;
     ctx->sizing = 1;
     err = collc_mpicuda_run_all(ctx);
     ctx->sizing = 0;
@@ -459,6 +506,7 @@ static inline int collc_mpicuda_execute(const struct collc_mpicuda_sched *s, voi
     ctx.scratch = st->scratch;
     ctx.pieces = st->pieces;
     ctx.links = st->links;
+    ctx.pinned_stride = collc_mpicuda_pinned_stride(st, &ctx);
     if ((err = collc_mpicuda_begin(st, (cudaStream_t)stream, s->base.ncodecs > 0)) != COLLC_CUDA_OK) goto out;
     err = collc_mpicuda_run_all(&ctx);
     if (cudaEventRecord(st->done, st->main) == cudaSuccess) cudaStreamWaitEvent((cudaStream_t)stream, st->done, 0);

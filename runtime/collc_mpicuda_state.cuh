@@ -34,6 +34,8 @@ static inline void collc_mpicuda_release_all(void)
     free(st->events);
     free(st->pieces);
     free(st->links);
+    free(st->fx);
+    free(st->fints);
     MPI_Finalized(&finalized);
     if (!finalized && st->comm != MPI_COMM_NULL && st->comm != 0) MPI_Comm_free(&st->comm);
     memset(st, 0, sizeof *st);
@@ -137,10 +139,19 @@ static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm
     return err;
 }
 
+/* Bytes of each pinned segment buffer: a segment, or by dataflow no more than a message's largest run. */
+static inline int64_t collc_mpicuda_pinned_stride(const struct collc_mpicuda_state *st,
+                                                  const struct collc_mpicuda_ctx *ctx)
+{
+    const int64_t run = (ctx->place_largest + 63) & ~(int64_t)63;
+    return ctx->flow && run < st->segment ? (run > 0 ? run : 64) : st->segment;
+}
+
 /* Grows what the kept state holds to what a call needs. */
 static inline int collc_mpicuda_reserve(struct collc_mpicuda_state *st, const struct collc_mpicuda_ctx *ctx)
 {
-    const size_t pinned = st->aware ? 0 : (size_t)ctx->need_links * 2 * (size_t)st->segment;
+    const size_t places = (size_t)(ctx->flow ? ctx->need_places : ctx->need_links);
+    const size_t pinned = st->aware ? 0 : places * 2 * (size_t)collc_mpicuda_pinned_stride(st, ctx);
     if (ctx->need_scratch > st->scratch_bytes) {
         COLLC_CUDA_TRY(cudaFree(st->scratch)); /* waits for the work that used it */
         st->scratch = NULL;
@@ -174,6 +185,18 @@ static inline int collc_mpicuda_reserve(struct collc_mpicuda_state *st, const st
         if (grown == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
         st->pieces = (struct collc_mpicuda_piece *)grown;
         st->npieces = ctx->need_pieces;
+    }
+    if (ctx->need_fx > st->nfx) {
+        void *grown = realloc(st->fx, (size_t)ctx->need_fx * sizeof *st->fx);
+        if (grown == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+        st->fx = (struct collc_mpicuda_fx *)grown;
+        st->nfx = ctx->need_fx;
+    }
+    if (ctx->need_fints > st->nfints) {
+        void *grown = realloc(st->fints, ctx->need_fints * sizeof *st->fints);
+        if (grown == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+        st->fints = (int *)grown;
+        st->nfints = ctx->need_fints;
     }
     if (ctx->need_links > st->nlinks) {
         void *grown = realloc(st->links, (size_t)ctx->need_links * sizeof *st->links);

@@ -107,9 +107,10 @@ static inline collc_u8 *collc_mpicuda_piece_at(const struct collc_mpicuda_ctx *c
     return (collc_u8 *)(p->base == COLLC_MPICUDA_IN_BUFFER ? ctx->buffer : ctx->scratch) + p->at;
 }
 
-static inline int collc_mpicuda_tag(const struct collc_mpicuda_ctx *ctx)
+/* A link's tag: its step (MPI_TAG_UB is at least 32767). */
+static inline int collc_mpicuda_tag(const struct collc_mpicuda_link *l)
 {
-    return ctx->step_index % 32767; /* MPI_TAG_UB is at least 32767 */
+    return l->msg->step % 32767;
 }
 
 /* Whether the event at `index` has completed: 1, 0, or an error (< 0). */
@@ -131,7 +132,7 @@ static inline int collc_mpicuda_isend(struct collc_mpicuda_ctx *ctx, struct coll
 {
     const void *from = ctx->st->aware ? (const void *)(collc_mpicuda_piece_at(ctx, &ctx->pieces[s->piece]) + s->off)
                                       : (const void *)s->host;
-    int code = MPI_Isend(from, (int)s->bytes, MPI_BYTE, l->peer, collc_mpicuda_tag(ctx), ctx->st->comm, &s->req);
+    int code = MPI_Isend(from, (int)s->bytes, MPI_BYTE, l->peer, collc_mpicuda_tag(l), ctx->st->comm, &s->req);
     if (code != MPI_SUCCESS) return collc_mpicuda_mpi_fail(ctx, code, "sending", l->peer);
     s->state = COLLC_SEG_MPI;
     l->next_mpi++;
@@ -183,7 +184,7 @@ static inline int collc_mpicuda_post(struct collc_mpicuda_ctx *ctx, struct collc
         return 1;
     }
     void *to = st->aware ? (void *)(collc_mpicuda_piece_at(ctx, p) + s->off) : (void *)s->host;
-    int code = MPI_Irecv(to, (int)s->bytes, MPI_BYTE, l->peer, collc_mpicuda_tag(ctx), st->comm, &s->req);
+    int code = MPI_Irecv(to, (int)s->bytes, MPI_BYTE, l->peer, collc_mpicuda_tag(l), st->comm, &s->req);
     if (code != MPI_SUCCESS) return collc_mpicuda_mpi_fail(ctx, code, "receiving", l->peer);
     s->state = COLLC_SEG_MPI;
     return 1;

@@ -31,7 +31,17 @@ from dataclasses import dataclass
 
 from collc.backends.tables import Message, RankStep, Tables
 
-__all__ = ["SCRATCH_WINDOW", "FlowOp", "flow_scratch", "rank_ops", "step_scratch"]
+__all__ = [
+    "SCRATCH_WINDOW",
+    "DepRow",
+    "FlowOp",
+    "dep_row",
+    "flow_links",
+    "flow_scratch",
+    "op_note",
+    "rank_ops",
+    "step_scratch",
+]
 
 SCRATCH_WINDOW = 8
 """Consecutive steps of a rank whose scratch space a dataflow run may hold at once (`flow_scratch`)."""
@@ -46,6 +56,25 @@ class FlowOp:
     peer: int
     chunks: int  # bitset of the chunks it reads (send) or writes (receive)
     deps: tuple[int, ...]  # ascending indices of earlier ops of the rank
+
+
+@dataclass(frozen=True, slots=True)
+class DepRow:
+    """The ops one op waits for, as a generated C array renders them: cells ``"i, j, "`` and a comment."""
+
+    cells: str
+    note: str
+
+
+def dep_row(rank: int, index: int, deps: Sequence[int]) -> DepRow:
+    """The row of op ``index`` of ``rank`` in a generated dependency array (the op must wait for something)."""
+    return DepRow("".join(f"{d}, " for d in deps), f"rank {rank} #{index}")
+
+
+def op_note(index: int, deps: Sequence[int], what: str) -> str:
+    """The comment of op ``index`` in a generated table: ``#index what``, then the ops it waits for."""
+    note = f"#{index} {what}"
+    return f"{note}; after {', '.join(f'#{d}' for d in deps)}" if deps else note
 
 
 def _bits(msg: Message) -> int:
@@ -98,3 +127,18 @@ def flow_scratch(rank_steps: Sequence[RankStep], window: int = SCRATCH_WINDOW) -
     most = max(needs)
     windowed = max(sum(needs[i : i + window]) for i in range(max(1, len(needs) - window + 1)))
     return windowed + most
+
+
+def flow_links(rank_steps: Sequence[RankStep], window: int = SCRATCH_WINDOW) -> int:
+    """Messages a rank's dataflow run on mpi-cuda may have under way at once: the most that ``window`` consecutive
+    steps of it have, plus the most one step has.
+
+    The runtime keeps the busiest step's count for the earliest unfinished step (a message of a later step takes
+    a place only while more than that many are free), so that step always finds room and the run never deadlocks
+    for want of places; the rest lets a rank run ahead.
+    """
+    counts = [len(rs.sends) + len(rs.recvs) for rs in rank_steps]
+    if not counts:
+        return 0
+    windowed = max(sum(counts[i : i + window]) for i in range(max(1, len(counts) - window + 1)))
+    return windowed + max(counts)

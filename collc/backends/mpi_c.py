@@ -151,12 +151,6 @@ class MsgRow:
 
 
 @dataclass(frozen=True, slots=True)
-class DepRow:
-    cells: str  # the ops one message waits for: "i, j, "
-    note: str
-
-
-@dataclass(frozen=True, slots=True)
 class StepBlock:
     index: int
     where: str  # the .coll lines the step came from
@@ -181,7 +175,7 @@ class PhasePlan:
     runs: tuple[RunRow, ...]
     ranks: tuple[RankBlock, ...]
     locals: tuple[LocalBlock, ...]  # compression points: each rank's local ops; () without
-    deps: tuple[DepRow, ...]  # without compression points: what the messages wait for (dataflow issue)
+    deps: tuple[dataflow.DepRow, ...]  # without compression points: what the messages wait for (dataflow issue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +256,7 @@ def _phase_plan(
     compression points) are the rank's ops over every phase, ``cursor[rank]`` the first of them in this phase
     (advanced past the phase's)."""
     runs: list[RunRow] = []
-    deps: list[DepRow] = []
+    deps: list[dataflow.DepRow] = []
     dep_at = 0  # entries of the phase's deps array so far
     seen: dict[tuple[tables.Run, ...], int] = {}
     ranks: list[RankBlock] = []
@@ -295,11 +289,9 @@ def _phase_plan(
                     waits = flow[rank][index].deps
                     cells += f", {dep_at}, {len(waits)}"
                     dep_at += len(waits)
-                    note = f"#{index} {note}"
+                    note = dataflow.op_note(index, waits, note)
                     if waits:
-                        after = ", ".join(f"#{d}" for d in waits)
-                        deps.append(DepRow("".join(f"{d}, " for d in waits), f"rank {rank} #{index}"))
-                        note += f"; after {after}"
+                        deps.append(dataflow.dep_row(rank, index, waits))
                 rows.append(MsgRow(cells, note))
             if rows:
                 steps.append(StepBlock(rs.step, where[rs.step], tuple(rows)))

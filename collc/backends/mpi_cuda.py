@@ -7,7 +7,10 @@ with its fused decompress → reduce → compress runs) and the templates in
 
 ``collc_<algorithm>_mpicuda.cu``
     the tables and the ``extern "C"`` API; ``runtime/collc_mpicuda.cuh`` runs
-    the rows that name the calling rank, over MPI;
+    the rows that name the calling rank, over MPI: by default by dataflow, from
+    each rank's messages and what each waits for (`dataflow.rank_ops`, as the
+    mpi-c target; ``runtime/collc_mpicuda_flow.cuh``), step by step with
+    ``COLLC_ISSUE=steps`` and always for schedules with compression points;
 ``collc_<algorithm>_mpicuda.h``
     the API: ``collc_<algorithm>_mpicuda_run(buffer, count, dtype, op, comm,
     stream)`` and its helpers;
@@ -45,16 +48,17 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from collc.backends import cuda, local, mpi_launch, mpitools
+from collc.backends import cuda, cuda_plan, dataflow, local, mpi_launch, mpitools, tables
 from collc.backends.csource import c_ident
 from collc.diagnostics import CollError
-from collc.ir import Schedule
+from collc.ir import Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
 
 __all__ = [
     "NO_DEVICE",
     "RUNTIME_HEADERS",
     "TRANSPORTS",
+    "FlowBlock",
     "MpiCudaRow",
     "Plan",
     "build",
@@ -76,6 +80,7 @@ RUNTIME_HEADERS: tuple[str, ...] = (
     *cuda.RUNTIME_HEADERS,
     "collc_mpicuda.cuh",
     "collc_mpicuda_wire.cuh",
+    "collc_mpicuda_flow.cuh",
     "collc_mpicuda_state.cuh",
     "collc_mpicuda_main.h",
 )
@@ -89,6 +94,21 @@ _LIBRARY_FLAGS = ("-Xcompiler", "-fPIC", "-shared")
 class PhaseRow:
     cells: str  # the struct collc_mpicuda_phase initializer
     note: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRow:
+    cells: str  # the struct collc_mpicuda_fop initializer: phase, message row, first dep, deps
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlowBlock:
+    """One rank's messages in dataflow order (`dataflow.rank_ops`), as rows of the phases' message tables."""
+
+    rank: int
+    first: int  # its first row in the flow table
+    rows: tuple[FlowRow, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +126,14 @@ class Plan:
     nvcc_base: str
     nvcc_flags: str
     library_flags: str
+    flow: tuple[FlowBlock, ...] = ()  # dataflow issue: every rank's messages; () with compression points
+    flow_deps: tuple[dataflow.DepRow, ...] = ()
+    flow_links: tuple[int, ...] = ()  # [rank]: messages its dataflow run may have under way at once
+
+    @property
+    def flow_end(self) -> int:
+        """The rows of the flow table."""
+        return sum(len(b.rows) for b in self.flow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +165,53 @@ def _phase_row(ph: cuda.PhasePlan) -> PhaseRow:
     return PhaseRow(cells, f"{ph.name}: {what}")
 
 
+def _flow(schedule: Schedule) -> tuple[tuple[FlowBlock, ...], tuple[dataflow.DepRow, ...], tuple[int, ...]]:
+    """Dataflow issue's tables: every rank's messages in `dataflow.rank_ops` order, each naming its row in the
+    phases' message tables (the cuda target's, `cuda_plan.step_messages`) and the earlier messages it waits for;
+    the messages each rank may have under way at once.  Empty for a schedule with compression points: those run
+    step by step (their payload store and fused re-encodes are ordered by the steps)."""
+    t = tables.from_schedule(schedule, compression=True)
+    if t.codecs:
+        return (), (), ()
+    messages = cuda_plan.step_messages(t)
+    row: dict[tuple[int, int, int], tuple[int, int]] = {}  # (step, src, dst) -> (phase, row in its messages)
+    for k, phase in enumerate(t.phases):
+        at = 0
+        for index in range(phase.first, phase.last + 1):
+            for m in messages[index]:
+                row[(index, m.src, m.dst)] = (k, at)
+                at += 1
+    blocks: list[FlowBlock] = []
+    deps: list[dataflow.DepRow] = []
+    first = dep_at = 0
+    for rank in range(schedule.nranks):
+        rows = []
+        for index, op in enumerate(dataflow.rank_ops(t, rank)):
+            src, dst = (rank, op.peer) if op.send else (op.peer, rank)
+            phase, msg = row[(op.step, src, dst)]
+            chunks = format_id_set(bits_to_runs(op.chunks))
+            what = f"step {op.step}: {'to' if op.send else 'from'} {op.peer}: {chunks}"
+            rows.append(FlowRow(f"{phase}, {msg}, {dep_at}, {len(op.deps)}", dataflow.op_note(index, op.deps, what)))
+            if op.deps:
+                deps.append(dataflow.dep_row(rank, index, op.deps))
+                dep_at += len(op.deps)
+        blocks.append(FlowBlock(rank, first, tuple(rows)))
+        first += len(rows)
+    links = tuple(dataflow.flow_links(steps) for steps in t.ranks)
+    return tuple(blocks), tuple(deps), links
+
+
 def plan(schedule: Schedule, *, arch: str = cuda.DEFAULT_ARCH) -> Plan:
     """The data the templates render for ``schedule`` (which must have passed verification)."""
     tables = cuda.plan(schedule, arch=arch)
     rows = tuple(_phase_row(ph) for ph in tables.phases)
     ident = tables.ident
     base = (cuda.BASE_FLAGS[0],)
+    flow, flow_deps, flow_links = _flow(schedule)
     return Plan(
+        flow=flow,
+        flow_deps=flow_deps,
+        flow_links=flow_links,
         tables=tables,
         phases_with_steps=tuple(ph for ph in tables.phases if ph.steps),
         phase_rows=rows or (PhaseRow("NULL, NULL, 0, NULL, NULL, NULL", "no phases"),),

@@ -108,6 +108,113 @@ static const struct collc_mpicuda_phase phases[] = {
     { "allgather", allgather_steps, 3, allgather_msgs, allgather_runs, NULL }, /* allgather: steps 3 .. 5 */
 };
 
+
+/* ===========================================================================
+ * Dataflow issue (runtime/collc_mpicuda_flow.cuh; COLLC_ISSUE=steps runs the steps in order instead)
+ * ========================================================================= */
+
+/* Each rank's messages in the order it considers them: phase, row of the phase's messages, first dep, deps. */
+static const struct collc_mpicuda_fop flow_ops[] = {
+    /* rank 0 */
+    { 0, 1, 0, 0 }, /* #0 step 0: to 1: {3} */
+    { 0, 0, 0, 0 }, /* #1 step 0: from 3: {2} */
+    { 0, 5, 0, 1 }, /* #2 step 1: to 1: {2}; after #1 */
+    { 0, 4, 1, 0 }, /* #3 step 1: from 3: {1} */
+    { 0, 9, 1, 1 }, /* #4 step 2: to 1: {1}; after #3 */
+    { 0, 8, 2, 0 }, /* #5 step 2: from 3: {0} */
+    { 1, 1, 2, 1 }, /* #6 step 3: to 1: {0}; after #5 */
+    { 1, 0, 3, 1 }, /* #7 step 3: from 3: {3}; after #0 */
+    { 1, 5, 4, 1 }, /* #8 step 4: to 1: {3}; after #7 */
+    { 1, 4, 5, 2 }, /* #9 step 4: from 3: {2}; after #1, #2 */
+    { 1, 9, 7, 1 }, /* #10 step 5: to 1: {2}; after #9 */
+    { 1, 8, 8, 2 }, /* #11 step 5: from 3: {1}; after #3, #4 */
+    /* rank 1 */
+    { 0, 2, 10, 0 }, /* #0 step 0: to 2: {0} */
+    { 0, 1, 10, 0 }, /* #1 step 0: from 0: {3} */
+    { 0, 6, 10, 1 }, /* #2 step 1: to 2: {3}; after #1 */
+    { 0, 5, 11, 0 }, /* #3 step 1: from 0: {2} */
+    { 0, 10, 11, 1 }, /* #4 step 2: to 2: {2}; after #3 */
+    { 0, 9, 12, 0 }, /* #5 step 2: from 0: {1} */
+    { 1, 2, 12, 1 }, /* #6 step 3: to 2: {1}; after #5 */
+    { 1, 1, 13, 1 }, /* #7 step 3: from 0: {0}; after #0 */
+    { 1, 6, 14, 1 }, /* #8 step 4: to 2: {0}; after #7 */
+    { 1, 5, 15, 2 }, /* #9 step 4: from 0: {3}; after #1, #2 */
+    { 1, 10, 17, 1 }, /* #10 step 5: to 2: {3}; after #9 */
+    { 1, 9, 18, 2 }, /* #11 step 5: from 0: {2}; after #3, #4 */
+    /* rank 2 */
+    { 0, 3, 20, 0 }, /* #0 step 0: to 3: {1} */
+    { 0, 2, 20, 0 }, /* #1 step 0: from 1: {0} */
+    { 0, 7, 20, 1 }, /* #2 step 1: to 3: {0}; after #1 */
+    { 0, 6, 21, 0 }, /* #3 step 1: from 1: {3} */
+    { 0, 11, 21, 1 }, /* #4 step 2: to 3: {3}; after #3 */
+    { 0, 10, 22, 0 }, /* #5 step 2: from 1: {2} */
+    { 1, 3, 22, 1 }, /* #6 step 3: to 3: {2}; after #5 */
+    { 1, 2, 23, 1 }, /* #7 step 3: from 1: {1}; after #0 */
+    { 1, 7, 24, 1 }, /* #8 step 4: to 3: {1}; after #7 */
+    { 1, 6, 25, 2 }, /* #9 step 4: from 1: {0}; after #1, #2 */
+    { 1, 11, 27, 1 }, /* #10 step 5: to 3: {0}; after #9 */
+    { 1, 10, 28, 2 }, /* #11 step 5: from 1: {3}; after #3, #4 */
+    /* rank 3 */
+    { 0, 0, 30, 0 }, /* #0 step 0: to 0: {2} */
+    { 0, 3, 30, 0 }, /* #1 step 0: from 2: {1} */
+    { 0, 4, 30, 1 }, /* #2 step 1: to 0: {1}; after #1 */
+    { 0, 7, 31, 0 }, /* #3 step 1: from 2: {0} */
+    { 0, 8, 31, 1 }, /* #4 step 2: to 0: {0}; after #3 */
+    { 0, 11, 32, 0 }, /* #5 step 2: from 2: {3} */
+    { 1, 0, 32, 1 }, /* #6 step 3: to 0: {3}; after #5 */
+    { 1, 3, 33, 1 }, /* #7 step 3: from 2: {2}; after #0 */
+    { 1, 4, 34, 1 }, /* #8 step 4: to 0: {2}; after #7 */
+    { 1, 7, 35, 2 }, /* #9 step 4: from 2: {1}; after #1, #2 */
+    { 1, 8, 37, 1 }, /* #10 step 5: to 0: {1}; after #9 */
+    { 1, 11, 38, 2 }, /* #11 step 5: from 2: {0}; after #3, #4 */
+    { -1, -1, 0, 0 }, /* end */
+};
+
+/* Each rank's first row of flow_ops, and the end. */
+static const int flow_first[NRANKS + 1] = { 0, 12, 24, 36, 48 };
+
+/* What each message waits for: earlier messages of the same rank, by #. */
+static const int flow_deps[] = {
+    1, /* rank 0 #2 */
+    3, /* rank 0 #4 */
+    5, /* rank 0 #6 */
+    0, /* rank 0 #7 */
+    7, /* rank 0 #8 */
+    1, 2, /* rank 0 #9 */
+    9, /* rank 0 #10 */
+    3, 4, /* rank 0 #11 */
+    1, /* rank 1 #2 */
+    3, /* rank 1 #4 */
+    5, /* rank 1 #6 */
+    0, /* rank 1 #7 */
+    7, /* rank 1 #8 */
+    1, 2, /* rank 1 #9 */
+    9, /* rank 1 #10 */
+    3, 4, /* rank 1 #11 */
+    1, /* rank 2 #2 */
+    3, /* rank 2 #4 */
+    5, /* rank 2 #6 */
+    0, /* rank 2 #7 */
+    7, /* rank 2 #8 */
+    1, 2, /* rank 2 #9 */
+    9, /* rank 2 #10 */
+    3, 4, /* rank 2 #11 */
+    1, /* rank 3 #2 */
+    3, /* rank 3 #4 */
+    5, /* rank 3 #6 */
+    0, /* rank 3 #7 */
+    7, /* rank 3 #8 */
+    1, 2, /* rank 3 #9 */
+    9, /* rank 3 #10 */
+    3, 4, /* rank 3 #11 */
+    -1, /* end */
+};
+
+/* The messages each rank may have under way at once. */
+static const int flow_links[NRANKS] = { 14, 14, 14, 14 };
+
+static const struct collc_mpicuda_flow flow = { flow_ops, flow_first, flow_deps, flow_links };
+
 static const struct collc_mpicuda_sched schedule = {
     {
         "ring_allreduce", /* algorithm */
@@ -124,6 +231,7 @@ static const struct collc_mpicuda_sched schedule = {
     },
     phases,
     2, /* phases */
+    &flow, /* dataflow issue */
 };
 
 /* ===========================================================================
