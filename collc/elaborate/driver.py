@@ -74,7 +74,7 @@ def level_splits(program: Program, values: Mapping[str, ParamValue]) -> list[dic
     if program.hierarchy is None or "p" not in values:
         return [dict(values)]
     p = values["p"]
-    if type(p) is not int or p < 1:
+    if type(p) is not int or not 1 <= p <= MAX_RANKS:
         return []
     levels = [level.id for level in program.hierarchy.levels]
     rest = {name: value for name, value in values.items() if name != "p"}
@@ -95,11 +95,9 @@ def _factorisations(n: int, parts: int) -> list[tuple[int, ...]]:
     """Ordered tuples of ``parts`` positive ints whose product is ``n`` (``()`` for ``n == 1, parts == 0``)."""
     if parts == 0:
         return [()] if n == 1 else []
-    out = []
-    for d in range(1, n + 1):
-        if n % d == 0:
-            out += [(d, *tail) for tail in _factorisations(n // d, parts - 1)]
-    return out
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    divisors = small + [n // d for d in reversed(small) if d * d != n]
+    return [(d, *tail) for d in divisors for tail in _factorisations(n // d, parts - 1)]
 
 
 def _is_default(program: Program, split: Mapping[str, ParamValue], name: str) -> bool:
@@ -123,6 +121,7 @@ def resolve_ranks(program: Program, values: Mapping[str, ParamValue]) -> Mapping
     p = values["p"]
     if type(p) is not int or p < 1:
         raise CollError(f"p must be an int of at least 1, got {p}", hierarchy.span)
+    _check_p(program, p)
     bind_params(program, {name: value for name, value in values.items() if name != "p"})
     splits = level_splits(program, values)
     if len(splits) == 1:
