@@ -46,6 +46,7 @@ _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
 _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cleared
 _BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
+_FAST_BATCH_ELEMENTS = 1 << 21  # the same for regular steps (`collc.verify.fast`), whose temporaries are larger
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +299,7 @@ class _Fingerprint:
             return False
         temp = self.regular.temp_buffers(plan)
         if self.dataflow:
-            batch = _BATCH_ELEMENTS if self.all_held and temp == 0 else None
+            batch = _FAST_BATCH_ELEMENTS if self.all_held and temp == 0 else None
             held = None if self.all_held else self.held.reshape(-1)
             if not self.regular.apply(plan, self.state.reshape(-1), held, batch, self.index_dtype):
                 return False

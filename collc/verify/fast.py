@@ -128,8 +128,24 @@ class Regular:
         src, dst = send_key // p, send_key % p
         reduce = action[recvs] == 2
         fan_out = int(np.bincount(src).max())
-        fan_in = int(np.bincount(dst).max())
+        fan_in_of = np.bincount(dst)
+        fan_in = int(fan_in_of.max())
+        if fan_in > 1 and not self._disjoint(dst, send_sets, fan_in_of):
+            return None  # a slot written twice: a write conflict, or a reduce counted twice
         return Plan(src, dst, reduce, send_sets, count[sends], fan_out, fan_in)
+
+    def _disjoint(self, dst: np.ndarray, sets: np.ndarray, fan_in_of: np.ndarray) -> bool:
+        """Whether the messages into each rank that receives several carry disjoint chunk sets."""
+        take = np.flatnonzero(fan_in_of[dst] > 1)
+        objs = self.sets.objs
+        got: dict[int, int] = {}
+        for d, k in zip(dst[take].tolist(), sets[take].tolist(), strict=True):
+            bits = objs[k].bits
+            before = got.get(d, 0)
+            if before & bits:
+                return False
+            got[d] = before | bits
+        return True
 
     def columns(self, plan: Plan, take: np.ndarray | slice, dtype: type) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, chunk ids) of the messages ``take`` of ``plan``, chunk ids concatenated message by message."""
@@ -141,6 +157,16 @@ class Regular:
         if (self.sets.hi[idx] - lo == count).all():  # every set one run of chunks
             return offsets, _runs(lo, count, offsets, dtype)
         objs = self.sets.objs
+        nbytes = (self.n + 7) // 8
+        total = int(offsets[-1])
+        if idx.size * nbytes <= 32 * total + (1 << 22):  # the sets' bytes, one row per message, fit
+            raw = b"".join([objs[k].bits.to_bytes(nbytes, "little") for k in idx.tolist()])
+            flat = np.frombuffer(raw, dtype=np.uint8)
+            where = np.flatnonzero(flat)  # the bytes with some chunk, message by message, ascending
+            bits = np.unpackbits(flat[where][:, None], axis=1, bitorder="little")
+            byte, bit = np.nonzero(bits)
+            cols = (where[byte] % nbytes) * 8 + bit
+            return offsets, cols.astype(dtype, copy=False)
         cache: dict[int, np.ndarray] = {}
         parts = []
         for k in idx.tolist():
@@ -174,11 +200,11 @@ class Regular:
 
     def apply(self, plan: Plan, state: np.ndarray, held: np.ndarray | None, batch: int | None, dtype: type) -> bool:
         """Move the fingerprints of a regular step (``state`` and ``held`` flat, ``held`` None when every slot
-        is held); False, with nothing changed, when the step reads or reduces into an empty slot or writes a
-        slot twice (the exact code reports it).  ``batch``: elements per numpy batch when no slot is both read
+        is held); False, with nothing changed, when the step reads or reduces into an empty slot (the exact
+        code reports it).  ``batch``: elements per numpy batch when no slot is both read
         and written in the step (any order is then the step's order), else None."""
         n = self.n
-        if batch is not None and held is None and plan.fan_in == 1:
+        if batch is not None and held is None:
             for reduce in (False, True):
                 take = np.flatnonzero(plan.reduce == reduce)
                 ends = np.cumsum(plan.count[take])
@@ -198,8 +224,6 @@ class Regular:
         offsets, cols = self.columns(plan, slice(None), dtype)
         src = expand(plan.src * n, offsets, cols)
         dst = expand(plan.dst * n, offsets, cols)
-        if plan.fan_in > 1 and np.unique(dst).size != dst.size:
-            return False  # a slot written twice: a write conflict or a reduce counted twice
         every = plan.reduce.all()
         some = every or plan.reduce.any()
         red = None if every or not some else np.repeat(plan.reduce, plan.count)
