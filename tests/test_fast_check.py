@@ -1,7 +1,7 @@
 """The verifier's vectorised path for regular steps (collc.verify.fast) against its exact per-op path.
 
-`check(schedule, fast=False)` runs every step through the exact code; the
-default path applies regular steps with numpy and must give the very same
+`check(schedule, fast=False)` runs every step through the exact code;
+``fast=True`` applies every regular step with numpy and must give the very same
 report (findings, messages, locations, counterexamples, statistics) on every
 schedule: the examples, mutants of their programs (benchmarks/mutants.py), and
 schedules whose ops are mutated at random in the IR, regular or not.
@@ -52,7 +52,7 @@ def _instances(path: Path) -> list[Schedule]:
 
 
 def _same(schedule: Schedule, **kw: object) -> CheckReport:
-    fast = check(schedule, **kw)  # type: ignore[arg-type]
+    fast = check(schedule, fast=True, **kw)  # type: ignore[arg-type]
     exact = check(schedule, fast=False, **kw)  # type: ignore[arg-type]
     for field in dataclasses.fields(CheckReport):
         assert getattr(fast, field.name) == getattr(exact, field.name), (schedule.algorithm, field.name)
@@ -186,3 +186,14 @@ def test_program_mutants_give_the_exact_report() -> None:
             checked += 1
             wrong += not _same(schedule).ok
     assert checked >= 100 and wrong >= 20, (checked, wrong)
+
+
+@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw", "ring_allgather"])
+def test_the_default_path_on_steps_large_enough_for_numpy(name: str) -> None:
+    path = ROOT / "examples" / f"{name}.coll"
+    schedule = elaborate(parse_program(path.read_text(), str(path)), {"p": 130})
+    assert max(len(st.ops) for st in schedule.steps) >= 256
+    rng = random.Random(name)
+    for mutant in [schedule] + [_mutate(schedule, rng) for _ in range(4)]:
+        default, exact = check(mutant), check(mutant, fast=False)
+        assert default == exact

@@ -46,6 +46,7 @@ _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
 _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cleared
 _BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
+_FAST_MIN_OPS = 192  # smaller steps cost less op by op than in numpy calls
 _FAST_BATCH_ELEMENTS = 1 << 21  # the same for regular steps (`collc.verify.fast`), whose temporaries are larger
 
 
@@ -230,7 +231,7 @@ _Seg = tuple[int, int, int]  # (src, dst, chunk bits)
 class _Fingerprint:
     """The whole-schedule pass: matching, stats and hashed data flow."""
 
-    def __init__(self, schedule: Schedule, out: _Collector, dataflow: bool, fast: bool = True) -> None:
+    def __init__(self, schedule: Schedule, out: _Collector, dataflow: bool, fast: bool | None = None) -> None:
         self.s = schedule
         self.out = out
         self.dataflow = dataflow
@@ -238,7 +239,8 @@ class _Fingerprint:
         self.sent = [0] * p
         self.received = [0] * p
         # regular steps (`collc.verify.fast`) are applied with numpy; their traffic is counted here
-        self.regular = Regular(p, n) if fast else None
+        self.regular = Regular(p, n) if fast is not False else None
+        self.min_ops = 0 if fast else _FAST_MIN_OPS
         self.sent_fast = np.zeros(p, dtype=np.int64)
         self.received_fast = np.zeros(p, dtype=np.int64)
         self.steps = self.messages = self.fan_out = self.fan_in = 0
@@ -292,7 +294,7 @@ class _Fingerprint:
 
     def fast_step(self, ops: Sequence[Op]) -> bool:
         """A regular step (`collc.verify.fast`) with numpy; False, with nothing done, for any other step."""
-        if self.regular is None:
+        if self.regular is None or len(ops) < self.min_ops:
             return False
         plan = self.regular.plan(ops)
         if plan is None:
@@ -712,7 +714,7 @@ def check(
     input_bound: float = 1.0,
     tolerance: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-    fast: bool = True,
+    fast: bool | None = None,
 ) -> CheckReport:
     """Check `schedule` against its collective's contract; see the module docstring.
 
@@ -720,7 +722,8 @@ def check(
     (`collc.verify.compression`), for inputs of magnitude at most ``input_bound``; a
     worst-case error bound above ``tolerance`` is a finding.  ``on_progress(done, total)``,
     when given, is called after each step of the schedule is checked (``total`` its steps).
-    ``fast=False`` runs every step through the exact per-op code (the same report, slower: for tests).
+    Regular steps of at least a few hundred ops are applied with numpy (`collc.verify.fast`), the others op by
+    op; ``fast=True`` applies every regular step with numpy, ``fast=False`` none (the same report either way).
     """
     p, n = schedule.nranks, schedule.nchunks
     out = _Collector(max(1, max_findings))
