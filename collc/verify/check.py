@@ -296,7 +296,7 @@ class _Fingerprint:
         """A regular step (`collc.verify.fast`) with numpy; False, with nothing done, for any other step."""
         if self.regular is None or len(ops) < self.min_ops:
             return False
-        plan = self.regular.plan(ops)
+        plan = self.regular.plan(ops, runs_only=self.min_ops > 0)
         if plan is None:
             return False
         temp = self.regular.temp_buffers(plan)
@@ -722,8 +722,9 @@ def check(
     (`collc.verify.compression`), for inputs of magnitude at most ``input_bound``; a
     worst-case error bound above ``tolerance`` is a finding.  ``on_progress(done, total)``,
     when given, is called after each step of the schedule is checked (``total`` its steps).
-    Regular steps of at least a few hundred ops are applied with numpy (`collc.verify.fast`), the others op by
-    op; ``fast=True`` applies every regular step with numpy, ``fast=False`` none (the same report either way).
+    Regular steps of at least a few hundred ops, each op one run of chunks, are applied with numpy
+    (`collc.verify.fast`), the others op by op (whose per-set caches serve large scattered chunk sets better);
+    ``fast=True`` applies every regular step with numpy, ``fast=False`` none (the same report either way).
     """
     p, n = schedule.nranks, schedule.nchunks
     out = _Collector(max(1, max_findings))

@@ -89,8 +89,9 @@ class Regular:
         self.p, self.n = nranks, nchunks
         self.sets = _Sets()
 
-    def plan(self, ops: Sequence[Op]) -> Plan | None:
-        """The step's messages, or None when the step is not regular (the exact code must run it)."""
+    def plan(self, ops: Sequence[Op], runs_only: bool = False) -> Plan | None:
+        """The step's messages, or None when the step is not regular (the exact code must run it) or, with
+        ``runs_only``, when some chunk set is not one run of chunks."""
         m = len(ops)
         if m == 0 or set(map(type, ops)) != _OP_ONLY:
             return None  # codec ops and local ops: the exact code and the compression pass
@@ -107,7 +108,8 @@ class Regular:
             return None
         sets = self.sets.indices(list(map(id, map(_chunks, ops))), ops)
         count = self.sets.count[sets]
-        if count.min() == 0 or self.sets.hi[sets].max() > self.n:
+        hi = self.sets.hi[sets]
+        if count.min() == 0 or hi.max() > self.n or (runs_only and (hi - self.sets.lo[sets] != count).any()):
             return None
         sends, recvs = np.flatnonzero(send), np.flatnonzero(recv)
         if sends.size != recvs.size:
