@@ -19,6 +19,7 @@ peer) or cut to the valid chunk range; a receive without an action is a copy.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ import numpy as np
 from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error, vector_chunks
 from collc.ir import Action, Collective, Op, OpKind, Schedule
 from collc.verify.compression import ErrorStats, analyse, fmt_bound
+from collc.verify.fast import Regular
 from collc.verify.findings import CODES, Finding
 from collc.verify.findings import Collector as _Collector
 from collc.verify.findings import bits_ids as _bits_ids
@@ -44,6 +46,8 @@ _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
 _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cleared
 _BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
+_FAST_MIN_OPS = 192  # smaller steps cost less op by op than in numpy calls
+_FAST_BATCH_ELEMENTS = 1 << 21  # the same for regular steps (`collc.verify.fast`), whose temporaries are larger
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,17 +231,22 @@ _Seg = tuple[int, int, int]  # (src, dst, chunk bits)
 class _Fingerprint:
     """The whole-schedule pass: matching, stats and hashed data flow."""
 
-    def __init__(self, schedule: Schedule, out: _Collector, dataflow: bool) -> None:
+    def __init__(self, schedule: Schedule, out: _Collector, dataflow: bool, fast: bool | None = None) -> None:
         self.s = schedule
         self.out = out
         self.dataflow = dataflow
         p, n = schedule.nranks, schedule.nchunks
         self.sent = [0] * p
         self.received = [0] * p
+        # regular steps (`collc.verify.fast`) are applied with numpy; their traffic is counted here
+        self.regular = Regular(p, n) if fast is not False else None
+        self.min_ops = 0 if fast else _FAST_MIN_OPS
+        self.sent_fast = np.zeros(p, dtype=np.int64)
+        self.received_fast = np.zeros(p, dtype=np.int64)
         self.steps = self.messages = self.fan_out = self.fan_in = 0
         self.fan_out_steps: list[int] = []
         self.fan_in_steps: list[int] = []
-        self.temp_buffers: list[tuple[int, int, int]] = []  # (step, rank, chunks both sent and received)
+        self.temp_buffers = 0  # (step, rank) pairs where the rank receives a chunk it also sends
         self.compressed = [False]  # some op is local or carries a codec (set by `_pairs`)
         self.ids_cache: dict[int, np.ndarray] = {}
         self.cached = 0
@@ -278,10 +287,34 @@ class _Fingerprint:
     def run(self, on_progress: Callable[[int, int], None] | None = None) -> None:
         total = len(self.s.steps)
         for done, step in enumerate(self.s.steps, 1):
-            if step.ops:
+            if step.ops and not self.fast_step(step.ops):
                 self.step(step.index, step.ops)
             if on_progress is not None:
                 on_progress(done, total)
+
+    def fast_step(self, ops: Sequence[Op]) -> bool:
+        """A regular step (`collc.verify.fast`) with numpy; False, with nothing done, for any other step."""
+        if self.regular is None or len(ops) < self.min_ops:
+            return False
+        plan = self.regular.plan(ops, runs_only=self.min_ops > 0)
+        if plan is None:
+            return False
+        temp = self.regular.temp_buffers(plan)
+        if self.dataflow:
+            batch = _FAST_BATCH_ELEMENTS if self.all_held and temp == 0 else None
+            held = None if self.all_held else self.held.reshape(-1)
+            if not self.regular.apply(plan, self.state.reshape(-1), held, batch, self.index_dtype):
+                return False
+        self.steps += 1
+        self.messages += plan.src.size
+        np.add.at(self.sent_fast, plan.src, plan.count)
+        np.add.at(self.received_fast, plan.dst, plan.count)
+        self.fan_out_steps.append(plan.fan_out)
+        self.fan_in_steps.append(plan.fan_in)
+        self.fan_out = max(self.fan_out, plan.fan_out)
+        self.fan_in = max(self.fan_in, plan.fan_in)
+        self.temp_buffers += temp
+        return True
 
     def step(self, step: int, ops: Sequence[Op]) -> None:
         """Stats, matching and write conflicts of one step, then its data flow."""
@@ -358,7 +391,7 @@ class _Fingerprint:
         self.fan_in_steps.append(step_in)
         self.fan_out = max(self.fan_out, step_out)
         self.fan_in = max(self.fan_in, step_in)
-        buffers_before = len(self.temp_buffers)
+        buffers_before = self.temp_buffers
         sends_of: dict[int, int] = {}
         for (src, _), (send, _, _) in pairs.items():
             if send:
@@ -366,9 +399,9 @@ class _Fingerprint:
         for rank, entry in seen.items():
             both = sends_of.get(rank, 0) & entry[0]
             if both:  # the executor must receive into a temporary buffer (or send first)
-                self.temp_buffers.append((step, rank, both))
+                self.temp_buffers += 1
         if self.dataflow:
-            self.flow(step, ops, segs, dups, conflict_free=len(self.temp_buffers) == buffers_before)
+            self.flow(step, ops, segs, dups, conflict_free=self.temp_buffers == buffers_before)
 
     def conflict(self, step: int, ops: Sequence[Op], src: int, dst: int, clash: int) -> None:
         op = _find_op(ops, dst, OpKind.RECV, src, clash)
@@ -681,6 +714,7 @@ def check(
     input_bound: float = 1.0,
     tolerance: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    fast: bool | None = None,
 ) -> CheckReport:
     """Check `schedule` against its collective's contract; see the module docstring.
 
@@ -688,6 +722,9 @@ def check(
     (`collc.verify.compression`), for inputs of magnitude at most ``input_bound``; a
     worst-case error bound above ``tolerance`` is a finding.  ``on_progress(done, total)``,
     when given, is called after each step of the schedule is checked (``total`` its steps).
+    Regular steps of at least a few hundred ops, each op one run of chunks, are applied with numpy
+    (`collc.verify.fast`), the others op by op (whose per-set caches serve large scattered chunk sets better);
+    ``fast=True`` applies every regular step with numpy, ``fast=False`` none (the same report either way).
     """
     p, n = schedule.nranks, schedule.nchunks
     out = _Collector(max(1, max_findings))
@@ -698,8 +735,15 @@ def check(
         msg = f"{schedule.collective.value} needs a root in 0..{p - 1}, got {schedule.root}"
         out.add(Finding("root-out-of-range", msg, schedule.span, None, None, None, None, None))
     dataflow = out.total == 0
-    fp = _Fingerprint(schedule, out, dataflow)
-    fp.run(on_progress)
+    fp = _Fingerprint(schedule, out, dataflow, fast)
+    # the pass makes no garbage cycles; the cyclic collector would only re-scan the schedule's ops
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        fp.run(on_progress)
+    finally:
+        if collecting:
+            gc.enable()
     if out.total == 0:  # well-formed and matched: the lanes' steps may overlap only where nothing races
         find_races(schedule, out)
     if dataflow:
@@ -707,7 +751,7 @@ def check(
         dest = chunk_dest(schedule.collective, p, n, schedule.root)
         traced = failing[:_MAX_TRACED_CHUNKS].tolist()
         mask = sum(1 << c for c in traced)
-        steps = [(st.index, [op for op in st.ops if op.chunks.bits & mask]) for st in schedule.steps]
+        steps = [(st.index, [op for op in st.ops if op.chunks.bits & mask]) for st in schedule.steps] if mask else []
         for c in traced:
             _trace(schedule, c, int(fp.origin[c]), int(dest[c]), steps, out)
         rest = failing[_MAX_TRACED_CHUNKS:]
@@ -730,7 +774,8 @@ def check(
             out.add(Finding("tolerance", msg, span, None, errors.worst_rank, errors.worst_chunk, None, None))
     findings, omitted = out.select()
     vector = vector_chunks(schedule.collective, p, n)
-    sent, received = max(fp.sent, default=0), max(fp.received, default=0)
+    sent = int((np.array(fp.sent, dtype=np.int64) + fp.sent_fast).max(initial=0))
+    received = int((np.array(fp.received, dtype=np.int64) + fp.received_fast).max(initial=0))
     stats = Stats(
         steps=fp.steps,
         messages=fp.messages,
@@ -744,7 +789,7 @@ def check(
         fan_in_per_step=tuple(fp.fan_in_steps),
         latency_deficiency=fp.steps / max(1, (p - 1).bit_length()),
         bandwidth_deficiency=(sent / vector) / _bandwidth_bound(schedule.collective, p),
-        temp_buffer_steps=len(fp.temp_buffers),
+        temp_buffer_steps=fp.temp_buffers,
     )
     return CheckReport(
         algorithm=schedule.algorithm,
