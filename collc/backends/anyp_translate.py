@@ -168,7 +168,7 @@ class _Writer:
 
     @contextmanager
     def block(self, head: str) -> Iterator[None]:
-        self.line(head + " {")
+        self.line(f"{head} {{" if head else "{")
         self.indent += 1
         yield
         self.indent -= 1
