@@ -17,8 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from collc.backends.csource import Sources, c_ident
-from collc.diagnostics import CollError
-from collc.elaborate.syntax import _assigned, _source_text
+from collc.diagnostics import CollError, shorten, source_lines
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import ParamValue, Span
@@ -487,6 +486,21 @@ class _Writer:
         coll = f"COLLC_COLL_{program.collective.name}"
         self.line(f"collc_av_check_instance(X, {coll}, {chunks}, {root}, {self.at(program.chunks.span)}, {root_at});")
         return tuple(self.take().split("\n"))
+
+
+def _assigned(body: tuple[ast.Stmt, ...]) -> set[str]:
+    """Names a statement list may assign (lets and loop variables, at any depth), as the elaborator finds them."""
+    return {s.name if isinstance(s, ast.Let) else s.var for s in _walk_stmts(body) if isinstance(s, ast.Let | ast.For)}
+
+
+def _source_text(program: Program, span: Span) -> str:
+    """The text at ``span`` on its line (a condition, for messages)."""
+    lines = source_lines(program.sources.get(span.file, ""))
+    if not 1 <= span.line <= len(lines):
+        return "<condition>"
+    line = lines[span.line - 1]
+    end = span.end_column - 1 if span.end_line == span.line else len(line)
+    return shorten(line[span.column - 1 : end].strip(), 100) or "<condition>"
 
 
 def _conjuncts(node: ast.Expr) -> list[ast.Expr]:
