@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from collc.backends import cuda, local, local_codecs, mpi_c, mpi_cuda, mpi_launch, mpi_py, msccl, tables
+from collc.backends import cuda, local, local_codecs, mpi_c, mpi_c_anyp, mpi_cuda, mpi_launch, mpi_py, msccl, tables
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -38,6 +38,9 @@ process per GPU)."""
 MPI_BACKENDS = ("mpi", "mpi-py", "mpi-c")
 
 TARGETS = ("mpi-py", "mpi-c", "cuda", "mpi-cuda")
+
+ANY_P_VERIFIED = 16
+"""`Algorithm.compile_any_p` verifies the schedule at every rank count up to this one that the constraints allow."""
 """What `Instance.compile` generates."""
 
 
@@ -195,6 +198,29 @@ class Algorithm:
         if build:
             files.append(mpi_c.build(out, first.schedule))
         return files, [v.schedule.nranks for v in variants]
+
+    def compile_any_p(
+        self,
+        out_dir: str | Path,
+        *,
+        params: Mapping[str, ParamValue] | None = None,
+        verify_up_to: int = ANY_P_VERIFIED,
+        build: bool = True,
+    ) -> tuple[list[Path], list[int]]:
+        """One mpi-c library for every communicator size: the program itself in C, which computes a rank's step
+        tables at the first call on a communicator of p ranks (`collc.backends.mpi_c_anyp`).  ``params`` gives
+        every parameter but p (those with a default may be left out).  The schedule is verified at every p in
+        1 .. ``verify_up_to`` the constraints allow (a failure is a CollError).  The files written and the rank
+        counts verified."""
+        values = dict(params or {})
+        mpi_c_anyp.check_supported(self.program, values)
+        kept, _ = self.allowed(range(1, verify_up_to + 1), **values)
+        for inst in kept:
+            inst._require_verified("compile --target mpi-c -p any")
+        files = mpi_c_anyp.generate(self.program, Path(out_dir), values, [i.nranks for i in kept])
+        if build:
+            files.append(mpi_c_anyp.build(Path(out_dir), self.program))
+        return files, [i.nranks for i in kept]
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,9 @@ struct collc_sched {
     const struct collc_sched *const *sizes;
     int nsizes;
     const char *sizes_text; /* every rank count of the library, for messages */
+    /* Any other rank count (NULL: none): the schedule of the calling rank of `comm`, of size p, built at its first
+       call from the program (collc_anyp.h), or NULL with the reason in `why`. */
+    const struct collc_sched *(*for_size)(MPI_Comm comm, int p, int rank, char *why, size_t len);
 };
 
 /* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks. */

@@ -207,8 +207,8 @@ static inline void collc_describe(const struct collc_call *c, char *out, size_t 
     char type[MPI_MAX_OBJECT_NAME + 32];
     int n;
     collc_type_name(c->dt, type, sizeof type);
-    n = snprintf(out, len, "%s %s p=%d rank %d count=%lld %s", c->entry, c->sched->algorithm, c->sched->nranks,
-                 c->rank, (long long)c->count, type);
+    n = snprintf(out, len, "%s %s p=%d rank %d count=%lld %s", c->entry, c->sched->algorithm,
+                 c->sched->nranks > 0 ? c->sched->nranks : c->size, c->rank, (long long)c->count, type);
     if (n >= 0 && (size_t)n < len && c->op != MPI_OP_NULL)
         n += snprintf(out + n, len - (size_t)n, " %s", collc_op_name(c->op));
     if (n >= 0 && (size_t)n < len && c->root >= 0) snprintf(out + n, len - (size_t)n, " root=%d", c->root);
@@ -332,12 +332,18 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
     if (c->size != s->nranks) { /* another rank count of the library, if it has one */
         int i = 0;
         while (i < s->nsizes && s->sizes[i]->nranks != c->size) i++;
-        if (i == s->nsizes && s->nsizes > 0)
+        if (i == s->nsizes && s->for_size != NULL) { /* built at run time for this size */
+            char why[448];
+            const struct collc_sched *t = s->for_size(c->comm, c->size, c->rank, why, sizeof why);
+            if (t == NULL) return collc_reason_set(COLLC_SIZE, "%s", why);
+            c->sched = s = t;
+        } else if (i == s->nsizes && s->nsizes > 0)
             return collc_reason_set(COLLC_SIZE, "communicator of size %d, compiled for p = %s", c->size,
                                     s->sizes_text);
-        if (i == s->nsizes)
+        else if (i == s->nsizes)
             return collc_reason_set(COLLC_SIZE, "communicator of size %d, compiled for p=%d", c->size, s->nranks);
-        c->sched = s = s->sizes[i];
+        else
+            c->sched = s = s->sizes[i];
     }
     if (c->root >= 0 && c->root != s->root)
         return collc_reason_set(COLLC_ROOT, "root %d, compiled for root=%d", c->root, s->root);

@@ -85,9 +85,15 @@ def compile_cmd(
     small_file: str | None,
     small_below: str | None,
 ) -> None:
-    """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda)."""
+    """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda).
+
+    mpi-c takes several rank counts (-p 3..8: one library holding each one's schedule) or -p any (one library
+    that computes the schedule of any communicator size at its first call, docs/mpi.md)."""
     _check_transport(target, transport)
     below = _small_options(target, small_file, small_below)
+    if p == "any":
+        _compile_any_p(file, target, params, dims, codecs, out, no_build, small_file)
+        return
     if target == "mpi-c" and p is not None and len(collect_ranges(p, (), None)["p"]) > 1:
         _compile_sizes(file, p, params, dims, codecs, out, no_build, small_file, below)
         return
@@ -308,6 +314,32 @@ def _compile_sizes(
     left = [r for r in ranks if r not in compiled]
     excluded = f" ({', '.join(map(str, left))} excluded by the constraints)" if left else ""
     click.echo(f"# {alg.name}: one library for p = {', '.join(map(str, compiled))}{excluded}", err=True)
+
+
+def _compile_any_p(
+    file: str,
+    target: str,
+    params: tuple[str, ...],
+    dims: str | None,
+    codecs: tuple[str, ...],
+    out: str,
+    no_build: bool,
+    small_file: str | None,
+) -> None:
+    """``collc compile --target mpi-c -p any``: one library for every communicator size."""
+    if target != "mpi-c":
+        raise click.UsageError(f"-p any applies to the mpi-c target only, not {target}")
+    if small_file is not None:
+        raise click.UsageError("-p any takes no --small schedule")
+    values = collect_params(None, params, dims)
+    alg = load_algorithm(file, codecs)
+    try:
+        files, verified = alg.compile_any_p(out, params=values, build=not no_build)
+    except CollError as err:
+        fail_input(err, alg.sources)
+    for path in files:
+        click.echo(str(path))
+    click.echo(f"# {alg.name}: one library for any p (verified at p = {', '.join(map(str, verified))})", err=True)
 
 
 def _small_options(target: str, small_file: str | None, small_below: str | None) -> int:

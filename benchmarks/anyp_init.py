@@ -1,0 +1,85 @@
+"""Initialisation cost of an any-p mpi-c library: the time one rank takes to compute its step tables.
+
+A library compiled with ``collc compile --target mpi-c -p any`` runs the program for the calling
+rank at the first call on a communicator of p ranks.  This measures that (the library's debugging
+entry point ``collc_<alg>_anyp_tables(p, rank, ...)``: the instance, the rank's phases and its
+tables, through ctypes, without MPI) for a few ranks at each p, and the size of the rank's tables.
+The baseline, measured in the same run, is what the Python side does for a library of one p: the
+elaboration of every rank and `collc.backends.tables.from_schedule`, divided by p for a per-rank
+figure; it is run only up to --python-max (it holds every rank's ops in memory).
+
+    python benchmarks/anyp_init.py --ranks 1024 4096 16384
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import collc
+from collc.backends import mpi_c_anyp, tables
+from collc.backends.csource import c_ident
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+MSG_BYTES, RUN_BYTES = 28, 20  # sizeof(struct collc_msg), sizeof(struct collc_run) on x86_64
+
+
+def c_rank_ms(library: Path, algorithm: str, p: int, rank: int) -> tuple[float, int]:
+    """Milliseconds for one rank's tables at p, and their size in bytes (messages and runs)."""
+    fn = getattr(ctypes.CDLL(str(library)), f"collc_{c_ident(algorithm)}_anyp_tables")
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    buf = ctypes.create_string_buffer(1 << 24)
+    start = time.perf_counter()
+    n = fn(p, rank, buf, len(buf))
+    elapsed = (time.perf_counter() - start) * 1e3
+    if n < 0 or n > len(buf):
+        raise SystemExit(f"{algorithm} p={p} rank {rank}: {buf.value.decode()}")
+    lines = [line.split() for line in buf.raw[:n].decode().splitlines()[1:]]
+    msgs = [parts for parts in lines if parts[1] not in ("scratch", "max_messages")]
+    return elapsed, len(msgs) * MSG_BYTES + sum(len(parts) - 4 for parts in msgs) * RUN_BYTES
+
+
+def python_s(alg: collc.Algorithm, p: int) -> float:
+    start = time.perf_counter()
+    tables.from_schedule(alg.instantiate(p=p).schedule)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algorithms", nargs="+", default=["ring_allreduce", "swing_bw"])
+    parser.add_argument("--ranks", nargs="+", type=int, default=[1024, 4096, 16384])
+    parser.add_argument("--python-max", nargs="+", default=["ring_allreduce=1024", "swing_bw=4096"],
+                        help="ALG=P: the largest p the Python baseline runs for ALG")  # fmt: skip
+    args = parser.parse_args()
+    python_max = {k: int(v) for k, _, v in (item.partition("=") for item in args.python_max)}
+    print(f"# any-p init: {sys.platform}, python {sys.version.split()[0]}; C: one rank's tables (median of ranks "
+          "0, p/2, p-1); Python: elaboration + tables of all ranks, and that / p")  # fmt: skip
+    print(f"{'algorithm':<16} {'p':>6} {'C ms/rank':>10} {'table bytes':>12} {'Python s (all)':>15} "
+          f"{'Python ms/rank':>15} {'Python/C':>9}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.algorithms:
+            alg = collc.load(EXAMPLES / f"{name}.coll")
+            library = alg.compile_any_p(Path(tmp) / name, verify_up_to=8)[0][-1]
+            assert library == mpi_c_anyp.library_path(Path(tmp) / name, alg.program)
+            for p in args.ranks:
+                runs = [c_rank_ms(library, name, p, r) for r in (0, p // 2, p - 1)]
+                c_ms = statistics.median(ms for ms, _ in runs)
+                size = runs[0][1]
+                if p <= python_max.get(name, 0):
+                    total = python_s(alg, p)
+                    per = total * 1e3 / p
+                    py = f"{total:15.2f} {per:15.3f} {per / c_ms:8.1f}x"
+                else:
+                    py = f"{'not run':>15} {'-':>15} {'-':>9}"
+                print(f"{name:<16} {p:>6} {c_ms:10.3f} {size:12d} {py}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The ``mpi-c`` target for any communicator size (``collc compile --target mpi-c -p any``).
+
+Instead of the step tables of one p, the library carries the program: `anyp_translate` turns
+its phases, procedures and functions into C, and at the first call on a communicator of p
+ranks the calling rank runs them for itself (``runtime/collc_anyp.h``) and gets the tables
+`collc.backends.tables` would build from the verified schedule of that p; the step executor
+(``runtime/collc_exec.h``) runs them.  `generate` writes ``collc_<algorithm>.c`` (the program,
+the table builder's entry and the MPI entry points), ``collc_<algorithm>.h`` and a Makefile;
+`build` compiles them with mpicc (`mpi_c.build`).
+
+`anyp_tables` reads the tables a built library computes for one p (its debugging entry point
+``collc_<algorithm>_anyp_tables``, called through ctypes without MPI) as `RankTables`, in the
+terms of `collc.backends.tables`, for comparison with the Python tables.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from collc.backends import mpi_c, tables
+from collc.backends.anyp_translate import CFunction, refusal, translate
+from collc.backends.csource import Sources, c_ident
+from collc.backends.mpitools import mpicc
+from collc.diagnostics import CollError
+from collc.frontend.program import Program
+from collc.ir import Collective, ParamValue
+from collc.resources import data_dir
+
+__all__ = ["AnypPlan", "RankTables", "anyp_tables", "build", "check_supported", "generate", "library_path"]
+
+RUNTIME_HEADERS: tuple[str, ...] = (*mpi_c.RUNTIME_HEADERS, "collc_avalue.h", "collc_anyp.h")
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalRow:
+    name: str
+    ident: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnypPlan:
+    """What the any-p templates render."""
+
+    algorithm: str
+    ident: str
+    collective: str
+    collective_enum: str
+    mpi_name: str
+    api_name: str
+    source: str
+    params: str
+    verified: str  # the rank counts verified at compile time, for the file's comment
+    root: int
+    files: tuple[str, ...]
+    globals: tuple[GlobalRow, ...]
+    fns: tuple[str, ...]
+    prototypes: tuple[str, ...]
+    functions: tuple[CFunction, ...]
+    instance: tuple[str, ...]
+    phases: tuple[str, ...]
+    sources: tuple[str, ...]
+    file_name: str
+    runtime_headers: tuple[str, ...]
+    cflags: str
+    sanitize_flags: str
+    nranks: str = "any"
+
+
+def check_supported(program: Program, params: Mapping[str, ParamValue]) -> None:
+    """CollError at the first construct any-p compilation does not support, or for a missing parameter."""
+    problem = refusal(program, params)
+    if problem is not None:
+        raise problem
+    if program.collective is Collective.ALLTOALL:
+        raise CollError(f"any-p compilation ({program.name}) does not support alltoall (its buffer segments are "
+                        "per p); compile it for a list of p instead", program.header.collective_span)  # fmt: skip
+
+
+def plan(program: Program, params: Mapping[str, ParamValue], verified: Sequence[int]) -> AnypPlan:
+    """The data the templates render for ``program`` with the compile-time ``params`` (p excluded)."""
+    check_supported(program, params)
+    sources = Sources(program.path)
+    t = translate(program, params, sources)
+    ident = c_ident(program.name)
+    given_root = params.get("root")
+    root = given_root if program.collective.has_root and type(given_root) is int else -1
+    shown = ", ".join(f"{k}={v}" for k, v in params.items())
+    return AnypPlan(
+        algorithm=program.name,
+        ident=ident,
+        collective=program.collective.value,
+        collective_enum=f"COLLC_COLL_{program.collective.name}",
+        mpi_name=mpi_c.MPI_NAMES[program.collective],
+        api_name=mpi_c.API_NAMES[program.collective],
+        source=sources.label(program.path),
+        params=f"p=any{', ' + shown if shown else ''}",
+        verified=", ".join(map(str, verified)) or "none",
+        root=root,
+        files=t.files,
+        globals=tuple(GlobalRow(name, c_ident(name)) for name in t.globals),
+        fns=tuple(c_ident(name) for name in t.fns),
+        prototypes=t.prototypes,
+        functions=t.functions,
+        instance=t.instance,
+        phases=t.phases,
+        sources=(f"collc_{ident}.c",),
+        file_name=f"collc_{ident}.c",
+        runtime_headers=RUNTIME_HEADERS,
+        cflags=" ".join(mpi_c.CFLAGS),
+        sanitize_flags=" ".join(mpi_c.SANITIZE_FLAGS),
+    )
+
+
+def library_path(out_dir: Path, program: Program) -> Path:
+    return Path(out_dir) / f"libcollc_{c_ident(program.name)}.so"
+
+
+def build(out_dir: Path, program: Program, *, cflags: Sequence[str] = ()) -> Path:
+    """Compile the generated folder with mpicc into ``libcollc_<algorithm>.so`` (CollError with the compiler's
+    output on failure)."""
+    out_dir = Path(out_dir).resolve()
+    source = out_dir / f"collc_{c_ident(program.name)}.c"
+    lib = library_path(out_dir, program)
+    command = [str(mpicc()), *mpi_c.CFLAGS, *cflags, "-I", str(out_dir), "-o", str(lib), str(source), "-lm"]
+    try:
+        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise CollError(f"cannot run {command[0]}: {err}") from None
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip()
+        raise CollError(f"mpicc failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    return lib
+
+
+def generate(
+    program: Program, out_dir: Path, params: Mapping[str, ParamValue], verified: Sequence[int] = ()
+) -> list[Path]:
+    """Write the any-p library's sources, header, Makefile and runtime headers into ``out_dir``."""
+    data = plan(program, params, verified)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = mpi_c._environment()
+    written = []
+    for name, template in ((data.file_name, "collc_anyp.c.j2"), (f"collc_{data.ident}.h", "collc_anyp.h.j2"),
+                           ("Makefile", "Makefile.j2")):  # fmt: skip
+        path = out_dir / name
+        path.write_text(env.get_template(template).render(plan=data), encoding="utf-8")
+        written.append(path)
+    runtime = data_dir("runtime")
+    for header in RUNTIME_HEADERS:
+        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
+    return written
+
+
+# --------------------------------------------------------------------------
+# Reading a built library's tables (tests, debugging)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RankTables:
+    """The tables a library computes for one rank: its messages by raw step counter, and its scratch need."""
+
+    steps: tuple[tables.RankStep, ...]
+    scratch: int
+    max_messages: int
+
+
+def anyp_tables(library: Path, algorithm: str, p: int) -> tuple[int, list[RankTables]]:
+    """The number of chunks and every rank's tables that ``library`` computes for ``p`` ranks; CollError with the
+    library's message when the program fails at that p."""
+    lib = ctypes.CDLL(str(library))
+    fn = getattr(lib, f"collc_{c_ident(algorithm)}_anyp_tables")
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    cap = 1 << 16
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        n = fn(p, -1, buf, cap)
+        if n < 0:
+            raise CollError(buf.value.decode())
+        if n <= cap:
+            return _parse(buf.raw[:n].decode(), p)
+        cap = n + 1
+
+
+def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
+    lines = text.splitlines()
+    nchunks = int(lines[0].split()[1])
+    msgs: list[dict[int, tuple[list[tables.Message], list[tables.Message]]]] = [{} for _ in range(p)]
+    extra: list[dict[str, int]] = [{} for _ in range(p)]
+    for line in lines[1:]:
+        parts = line.split()
+        rank = int(parts[0])
+        if parts[1] in ("scratch", "max_messages"):
+            extra[rank][parts[1]] = int(parts[2])
+            continue
+        step, kind, peer = int(parts[1]), parts[2], int(parts[3])
+        runs = []
+        for item in parts[4:]:
+            span, _, action = item.partition(":")
+            lo, _, hi = span.partition("-")
+            runs.append(tables.Run(int(lo), int(hi), action == "r"))
+        sends, recvs = msgs[rank].setdefault(step, ([], []))
+        if kind == "send":
+            sends.append(tables.Message(peer, tuple(runs)))
+        else:
+            recvs.append(tables.Message(peer, tuple(runs), kind == "direct"))
+    out = []
+    for rank in range(p):
+        steps = tuple(tables.RankStep(s, tuple(a), tuple(b)) for s, (a, b) in sorted(msgs[rank].items()))
+        out.append(RankTables(steps, extra[rank].get("scratch", 0), extra[rank].get("max_messages", 0)))
+    return nchunks, out

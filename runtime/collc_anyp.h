@@ -1,0 +1,494 @@
+/* collc_anyp.h: step tables computed at run time, for any communicator size.
+ *
+ * A library compiled with `collc compile --target mpi-c -p any` carries the
+ * .coll program itself, translated to C functions (one per phase, procedure
+ * and function), instead of the tables of one p.  At the first call on a
+ * communicator of p ranks, the calling rank runs those functions for itself
+ * (rank = its rank, p = the communicator's size): the program's ops become
+ * the same per-rank message tables collc builds in Python
+ * (collc/backends/tables.py), and the step executor (collc_exec.h) runs them.
+ *
+ * This header holds what the generated code needs:
+ *
+ * - values (`cv`): 64-bit ints with the language's checks (overflow is an
+ *   error; // and % floor towards minus infinity, mod is never negative),
+ *   bools, sets of non-negative ints as sorted lists of disjoint runs, ranges,
+ *   tuples; operators, comparisons, builtins and iteration on them;
+ * - an evaluation context (`struct collc_av`): the instance's globals, an
+ *   arena the values live in, the memos of the functions, the rank's step
+ *   counter and its ops; an error (a failed assertion, a peer out of range, a
+ *   constraint p does not meet) ends the evaluation with a message naming the
+ *   .coll file, line and column (longjmp back to collc_av_run);
+ * - the table builder: the rank's ops, step by step, become one message per
+ *   (step, peer) with its chunks merged into ascending runs, receives tagged
+ *   copy or reduce, "direct" receives, and the scratch space a step needs;
+ * - the cache of built schedules, per (p, rank), and the agreement on a
+ *   communicator's first call: every rank of it learns whether all ranks could
+ *   build their tables (one PMPI_Allreduce, and a PMPI_Bcast of the reason when
+ *   one could not), so that a failure sends every rank to PMPI alike.
+ *
+ * Thread safety: the cache and the agreement are guarded by one mutex per
+ * library; under MPI_THREAD_MULTIPLE two threads may not run collectives on
+ * the same communicator at once anyway (MPI forbids it), and calls on different
+ * communicators serialise only while a schedule is being built.
+ *
+ * Step numbers are the program's own step counter: they are equal on every
+ * rank (the language counts every rank's steps alike), but steps in which no
+ * rank does anything are not removed as the Python tables remove them, so they
+ * may differ from the verified schedule's numbering by such gaps (the order is
+ * the same).
+ */
+#ifndef COLLC_ANYP_H
+#define COLLC_ANYP_H
+
+#include <pthread.h>
+
+#include "collc_avalue.h"
+
+/* ---------------------------------------------------------------------------
+ * Names, functions and their memos
+ * ------------------------------------------------------------------------- */
+
+/* A local of a phase or procedure: an error until it is assigned. */
+static inline cv collc_av_local(struct collc_av *X, cv v, const char *name, int64_t at)
+{
+    if (v.kind == CV_UNSET) collc_av_fail(X, at, "'%s' is used before it is assigned", name);
+    return v;
+}
+
+/* A global constant or parameter: an error until it is evaluated. */
+static inline cv collc_av_global(struct collc_av *X, int k, int64_t at)
+{
+    if (X->glob[k].kind == CV_UNSET)
+        collc_av_fail(X, at, "'%s' is used before its definition is evaluated", X->glob_names[k]);
+    return X->glob[k];
+}
+
+static inline uint64_t cv_hash(cv v)
+{
+    uint64_t h = (uint64_t)v.kind * 0x9e3779b97f4a7c15ull;
+    if (v.kind == CV_SET) {
+        const struct cv_run *r = (const struct cv_run *)v.ptr;
+        for (int64_t i = 0; i < v.a; i++) h = (h ^ (uint64_t)r[i].lo ^ ((uint64_t)r[i].hi << 32)) * 0x100000001b3ull;
+    } else if (v.kind == CV_TUPLE) {
+        for (int64_t i = 0; i < v.a; i++) h = (h ^ cv_hash(((const cv *)v.ptr)[i])) * 0x100000001b3ull;
+    } else {
+        h ^= (uint64_t)v.a * 0xff51afd7ed558ccdull ^ (uint64_t)v.b * 0xc4ceb9fe1a85ec53ull ^ (uint64_t)v.c;
+    }
+    return h ^ (h >> 29);
+}
+
+static inline int cv_same(cv a, cv b)
+{
+    if (a.kind != b.kind) return 0;
+    if (a.kind == CV_SET) return cv_set_equal(a, b);
+    if (a.kind == CV_TUPLE) {
+        if (a.a != b.a) return 0;
+        for (int64_t i = 0; i < a.a; i++)
+            if (!cv_same(((const cv *)a.ptr)[i], ((const cv *)b.ptr)[i])) return 0;
+        return 1;
+    }
+    return a.a == b.a && a.b == b.b && a.c == b.c;
+}
+
+static inline uint64_t collc_av_args_hash(int n, const cv *args)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) h = (h ^ cv_hash(args[i])) * 0x100000001b3ull;
+    return h | 1; /* 0 marks an empty slot */
+}
+
+/* The memoised value of function `fn` at `args`, or NULL. */
+static inline const cv *collc_av_memo_get(struct collc_av *X, int fn, int n, const cv *args)
+{
+    struct collc_av_memo *m = &X->memos[fn];
+    uint64_t h = collc_av_args_hash(n, args);
+    if (m->cap == 0) return NULL;
+    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        const struct collc_av_entry *e = &m->slots[i];
+        int same = e->hash == h;
+        if (e->hash == 0) return NULL;
+        for (int k = 0; k < n && same; k++) same = cv_same(e->args[k], args[k]);
+        if (same) return &e->value;
+    }
+}
+
+static inline cv collc_av_memo_put(struct collc_av *X, int fn, int n, const cv *args, cv value)
+{
+    struct collc_av_memo *m = &X->memos[fn];
+    uint64_t h = collc_av_args_hash(n, args);
+    cv *kept;
+    if (2 * (m->n + 1) > m->cap) { /* grow to keep the table at most half full */
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        struct collc_av_entry *slots = (struct collc_av_entry *)calloc(cap, sizeof *slots);
+        if (slots == NULL) collc_av_fail(X, -1, "out of memory");
+        for (size_t i = 0; i < m->cap; i++) {
+            size_t j;
+            if (m->slots[i].hash == 0) continue;
+            for (j = m->slots[i].hash & (cap - 1); slots[j].hash != 0; j = (j + 1) & (cap - 1)) {}
+            slots[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = slots, m->cap = cap;
+    }
+    kept = (cv *)collc_av_alloc(X, (size_t)(n + 1) * sizeof(cv));
+    memcpy(kept, args, (size_t)n * sizeof(cv));
+    {
+        size_t j;
+        for (j = h & (m->cap - 1); m->slots[j].hash != 0; j = (j + 1) & (m->cap - 1)) {}
+        m->slots[j].hash = h, m->slots[j].args = kept, m->slots[j].value = value;
+    }
+    m->n++;
+    return value;
+}
+
+static inline void collc_av_enter(struct collc_av *X, const char *name, int64_t at)
+{
+    if (X->depth >= COLLC_AV_MAX_DEPTH)
+        collc_av_fail(X, at, "recursion deeper than %d calls in %s()", COLLC_AV_MAX_DEPTH, name);
+    X->depth++;
+}
+
+static inline void collc_av_leave(struct collc_av *X) { X->depth--; }
+
+/* ---------------------------------------------------------------------------
+ * Steps and ops
+ * ------------------------------------------------------------------------- */
+
+static inline void collc_av_open_step(struct collc_av *X, int64_t at)
+{
+    if (X->in_step >= 0)
+        collc_av_fail(X, at, "a step cannot contain another step (the enclosing step starts at line %d)",
+                      (int)((X->in_step >> 16) & 0xffffff));
+    if (X->counter >= COLLC_AV_MAX_STEPS)
+        collc_av_fail(X, at, "rank %d reaches step %d in the step at line %d, beyond the limit of %d steps (2^20); "
+                      "is a step loop's bound wrong?", X->rank, X->counter, (int)((at >> 16) & 0xffffff),
+                      COLLC_AV_MAX_STEPS);
+    X->in_step = at;
+}
+
+static inline void collc_av_close_step(struct collc_av *X)
+{
+    X->in_step = -1;
+    X->counter++;
+}
+
+/* A send (kind 0) or a receive (1 copy, 2 reduce) of `chunks` with `peer` in the open step (or a step of its own). */
+static inline void collc_av_emit(struct collc_av *X, int kind, cv peer, cv chunks, int64_t at, int64_t peer_at)
+{
+    cv s;
+    const struct cv_run *r;
+    int64_t where = peer_at >= 0 ? peer_at : at;
+    if (peer.kind != CV_INT) collc_av_fail(X, where, "a peer must be an int rank, not %s", cv_a_type(peer));
+    if (peer.a < 0 || peer.a >= X->p)
+        collc_av_fail(X, where, "peer %lld is out of range 0..%d (at rank %d)", (long long)peer.a, X->p - 1, X->rank);
+    if (peer.a == X->rank) collc_av_fail(X, where, "rank %d names itself as its peer", X->rank);
+    s = cv_as_set(X, chunks, "the chunks", at);
+    r = (const struct cv_run *)s.ptr;
+    if (s.a > 0 && r[s.a - 1].hi > X->nchunks)
+        collc_av_fail(X, at, "chunk %d is out of range 0..%d (at rank %d, %s %s %lld)", r[s.a - 1].hi - 1,
+                      X->nchunks - 1, X->rank, kind ? "recv" : "send", kind ? "from" : "to", (long long)peer.a);
+    if (s.a == 0) {
+        if (X->in_step < 0) collc_av_open_step(X, at), collc_av_close_step(X);
+        return;
+    }
+    {
+        int own = X->in_step < 0;
+        struct collc_av_op *op;
+        if (own) collc_av_open_step(X, at);
+        X->ops = (struct collc_av_op *)collc_av_grow(X, X->ops, &X->capops, X->nops + 1, sizeof *X->ops);
+        X->opruns = (struct cv_run *)collc_av_grow(X, X->opruns, &X->capopruns, X->nopruns + s.a, sizeof *r);
+        op = &X->ops[X->nops++];
+        op->step = X->counter, op->kind = kind, op->peer = (int)peer.a, op->first = X->nopruns, op->n = s.a;
+        memcpy(X->opruns + X->nopruns, r, (size_t)s.a * sizeof *r);
+        X->nopruns += s.a;
+        if (own) collc_av_close_step(X);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * From ops to message tables
+ * ------------------------------------------------------------------------- */
+
+/* One rank's tables: the rows collc_exec.h runs. */
+struct collc_av_tables {
+    struct collc_msg *msgs;
+    int64_t nmsgs, capmsgs;
+    struct collc_run *runs;
+    int64_t nruns, capruns;
+    int max_messages;  /* most messages in one step */
+    int64_t scratch;   /* most chunks one step moves through scratch */
+    int receives;      /* whether the rank receives at all */
+};
+
+/* The union of the runs of ops[i] for i in idx[0 .. n-1] whose kind is in `kinds` (a bit mask). */
+static inline cv collc_av_union_ops(struct collc_av *X, const int64_t *idx, int64_t n, int kinds)
+{
+    cv u = cv_interval(X, 0, 0);
+    for (int64_t i = 0; i < n; i++) {
+        const struct collc_av_op *op = &X->ops[idx[i]];
+        cv s = {CV_SET, op->n, 0, 0, X->opruns + op->first};
+        if (!((kinds >> op->kind) & 1)) continue;
+        for (int64_t k = 0; k < op->n; k++) s.b += X->opruns[op->first + k].hi - X->opruns[op->first + k].lo;
+        u = cv_combine(X, u, s, CV_OR);
+    }
+    return u;
+}
+
+static inline void collc_av_add_msg(struct collc_av *X, struct collc_av_tables *t, int step, enum collc_kind kind,
+                                    int peer, cv copy, cv reduce)
+{
+    struct collc_msg *m;
+    const struct cv_run *c = (const struct cv_run *)copy.ptr, *r = (const struct cv_run *)reduce.ptr;
+    int64_t i = 0, j = 0;
+    t->msgs = (struct collc_msg *)collc_av_grow(X, t->msgs, &t->capmsgs, t->nmsgs + 1, sizeof *t->msgs);
+    t->runs = (struct collc_run *)collc_av_grow(X, t->runs, &t->capruns, t->nruns + copy.a + reduce.a,
+                                                sizeof *t->runs);
+    m = &t->msgs[t->nmsgs++];
+    memset(m, 0, sizeof *m);
+    m->step = step, m->kind = kind, m->peer = peer, m->first_run = (int)t->nruns;
+    while (i < copy.a || j < reduce.a) { /* disjoint: ascending by lo */
+        int take_copy = j >= reduce.a || (i < copy.a && c[i].lo < r[j].lo);
+        const struct cv_run *x = take_copy ? &c[i++] : &r[j++];
+        struct collc_run *out = &t->runs[t->nruns++];
+        out->lo = x->lo, out->hi = x->hi, out->action = take_copy ? COLLC_COPY : COLLC_REDUCE;
+        out->how = COLLC_RAW, out->codec = -1;
+    }
+    m->nruns = (int)(t->nruns - m->first_run);
+}
+
+/* Sorts the op indices idx[0 .. n-1] by peer, in program order for equal peers (insertion: steps have few ops). */
+static inline void collc_av_by_peer(int64_t *idx, int64_t n, const struct collc_av_op *ops)
+{
+    for (int64_t i = 1; i < n; i++) {
+        int64_t x = idx[i], j = i;
+        while (j > 0 && ops[idx[j - 1]].peer > ops[x].peer) idx[j] = idx[j - 1], j--;
+        idx[j] = x;
+    }
+}
+
+/* The tables of the rank's ops (X->ops, in step order): per step its sends by peer, then its receives by peer. */
+static inline void collc_av_tables_of(struct collc_av *X, struct collc_av_tables *t)
+{
+    int64_t *idx = (int64_t *)collc_av_alloc(X, (size_t)(X->nops + 1) * sizeof *idx);
+    memset(t, 0, sizeof *t);
+    for (int64_t a = 0; a < X->nops;) {
+        int64_t b = a, first_msg = t->nmsgs, scratch = 0;
+        cv sent;
+        while (b < X->nops && X->ops[b].step == X->ops[a].step) b++;
+        for (int64_t i = a; i < b; i++) idx[i - a] = i;
+        collc_av_by_peer(idx, b - a, X->ops);
+        sent = collc_av_union_ops(X, idx, b - a, 1);
+        for (int pass = 0; pass < 2; pass++) {
+            for (int64_t i = 0; i < b - a;) {
+                int64_t j = i;
+                int peer = X->ops[idx[i]].peer;
+                while (j < b - a && X->ops[idx[j]].peer == peer) j++;
+                if (pass == 0) {
+                    cv s = collc_av_union_ops(X, idx + i, j - i, 1);
+                    if (s.a > 0) {
+                        collc_av_add_msg(X, t, X->ops[a].step, COLLC_SEND, peer, s, cv_interval(X, 0, 0));
+                        if (s.a > 1) scratch += s.b;
+                    }
+                } else {
+                    cv red = collc_av_union_ops(X, idx + i, j - i, 4);
+                    cv copy = cv_combine(X, collc_av_union_ops(X, idx + i, j - i, 2), red, CV_SUB);
+                    if (copy.a + red.a > 0) {
+                        int direct = red.a == 0 && copy.a == 1 && !cv_set_meets(sent, copy);
+                        collc_av_add_msg(X, t, X->ops[a].step, direct ? COLLC_RECV_DIRECT : COLLC_RECV, peer, copy,
+                                         red);
+                        if (!direct) scratch += copy.b + red.b;
+                        t->receives = 1;
+                    }
+                }
+                i = j;
+            }
+        }
+        if (t->nmsgs - first_msg > t->max_messages) t->max_messages = (int)(t->nmsgs - first_msg);
+        if (scratch > t->scratch) t->scratch = scratch;
+        a = b;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * An instance: the program's globals for one p, and each rank's run
+ * ------------------------------------------------------------------------- */
+
+static inline void collc_av_init(struct collc_av *X, int p, int nglob, const char *const *glob_names, int nmemos,
+                                 const char *const *files)
+{
+    memset(X, 0, sizeof *X);
+    X->p = p, X->files = files, X->nglob = nglob, X->glob_names = glob_names, X->nmemos = nmemos;
+    X->glob = (cv *)calloc((size_t)nglob + 1, sizeof(cv));
+    X->memos = (struct collc_av_memo *)calloc((size_t)nmemos + 1, sizeof *X->memos);
+    X->in_step = -1;
+    X->iterations_left = COLLC_AV_MAX_ITERATION;
+    if (X->glob == NULL || X->memos == NULL) snprintf(X->error, sizeof X->error, "out of memory");
+}
+
+static inline void collc_av_free(struct collc_av *X)
+{
+    while (X->blocks != NULL) {
+        struct collc_av_block *next = X->blocks->next;
+        free(X->blocks);
+        X->blocks = next;
+    }
+    for (int i = 0; i < X->nmemos && X->memos != NULL; i++) free(X->memos[i].slots);
+    free(X->memos);
+    free(X->glob);
+    free(X->ops);
+    free(X->opruns);
+    X->memos = NULL, X->glob = NULL, X->ops = NULL, X->opruns = NULL;
+}
+
+/* The checks of an instance after its globals: p, the number of chunks, the root. */
+static inline void collc_av_check_instance(struct collc_av *X, enum collc_collective coll, cv nchunks, cv root,
+                                           int64_t chunks_at, int64_t root_at)
+{
+    int64_t n = cv_as_int(X, nchunks, "the number of chunks", chunks_at);
+    if (n < 1 || n > COLLC_AV_MAX_CHUNKS)
+        collc_av_fail(X, chunks_at, "the number of chunks (%lld) must be in 1..%d", (long long)n, COLLC_AV_MAX_CHUNKS);
+    if ((int64_t)X->p * n > COLLC_AV_MAX_SLOTS)
+        collc_av_fail(X, chunks_at, "%d ranks x %lld chunks make %lld (rank, chunk) slots, beyond the limit of %lld",
+                      X->p, (long long)n, (long long)(X->p * n), (long long)COLLC_AV_MAX_SLOTS);
+    if ((coll == COLLC_COLL_ALLGATHER || coll == COLLC_COLL_REDUCE_SCATTER) && n % X->p)
+        collc_av_fail(X, chunks_at, "%s needs a number of chunks divisible by p (each rank owns nchunks/p chunks); got "
+                      "nchunks=%lld, p=%d", coll == COLLC_COLL_ALLGATHER ? "allgather" : "reduce_scatter",
+                      (long long)n, X->p);
+    if (coll == COLLC_COLL_ALLTOALL && n % ((int64_t)X->p * X->p))
+        collc_av_fail(X, chunks_at, "alltoall needs a number of chunks divisible by p*p (chunk (src*p + dst)*k + j); "
+                      "got nchunks=%lld, p=%d", (long long)n, X->p);
+    if ((coll == COLLC_COLL_BROADCAST || coll == COLLC_COLL_REDUCE) && (root.kind != CV_INT || root.a < 0 ||
+                                                                        root.a >= X->p))
+        collc_av_fail(X, root_at, "root=%lld must be a rank in 0..%d", (long long)root.a, X->p - 1);
+    X->nchunks = (int)n;
+    X->root = coll == COLLC_COLL_BROADCAST || coll == COLLC_COLL_REDUCE ? (int)root.a : -1;
+}
+
+/* Ready X for running `rank`'s phases (the memos stay: functions see no rank). */
+static inline void collc_av_begin_rank(struct collc_av *X, int rank)
+{
+    X->rank = rank, X->counter = 0, X->in_step = -1, X->nops = 0, X->nopruns = 0, X->depth = 0;
+    X->iterations_left = COLLC_AV_MAX_ITERATION;
+}
+
+/* ---------------------------------------------------------------------------
+ * The schedules of a library, per (p, rank), and the agreement on a communicator
+ * ------------------------------------------------------------------------- */
+
+/* A schedule built at run time for one (p, rank): a struct collc_sched and the rows it runs. */
+struct collc_anyp_sched {
+    struct collc_sched s; /* first: ctx->sched points here */
+    int p, rank;
+    struct collc_av_tables t;
+    int *scratch_chunks;       /* [p]: only `rank`'s entry is set */
+    unsigned char *receives;   /* [p]: likewise */
+    char why[400];             /* why it could not be built ("" when it could) */
+    struct collc_anyp_sched *next;
+};
+
+static inline int collc_anyp_run(struct collc_ctx *ctx)
+{
+    const struct collc_anyp_sched *a = (const struct collc_anyp_sched *)(const void *)ctx->sched;
+    struct collc_span rows;
+    rows.first = 0, rows.n = (int)a->t.nmsgs;
+    return collc_run_phase(ctx, a->t.msgs, a->t.runs, rows);
+}
+
+/* What a library's any-p part gives the runtime: its cache, its lock, and the function that builds its tables. */
+struct collc_anyp {
+    pthread_mutex_t lock;
+    struct collc_anyp_sched *cache;
+    int keyval; /* MPI_KEYVAL_INVALID until the first agreement */
+    /* Evaluates the program for `rank` of `p` ranks into `t`; 0, or -1 with the reason in `why`. */
+    int (*build)(int p, int rank, struct collc_av_tables *t, int *nchunks, int *root, char *why, size_t len);
+    const struct collc_sched *base; /* the library's schedule: algorithm, collective, root */
+};
+
+/* The schedule of (p, rank), built on first use (under a->lock). */
+static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int p, int rank)
+{
+    struct collc_anyp_sched *e;
+    int nchunks = 0, root = -1;
+    for (e = a->cache; e != NULL; e = e->next)
+        if (e->p == p && e->rank == rank) return e;
+    e = (struct collc_anyp_sched *)calloc(1, sizeof *e);
+    if (e == NULL) return NULL;
+    e->p = p, e->rank = rank;
+    e->scratch_chunks = (int *)calloc((size_t)p, sizeof(int));
+    e->receives = (unsigned char *)calloc((size_t)p, 1);
+    if (e->scratch_chunks == NULL || e->receives == NULL) {
+        snprintf(e->why, sizeof e->why, "out of memory");
+    } else if (a->build(p, rank, &e->t, &nchunks, &root, e->why, sizeof e->why) == 0) {
+        e->why[0] = '\0';
+        e->s = *a->base;
+        e->s.nranks = p, e->s.nchunks = nchunks, e->s.root = root;
+        e->s.max_messages = e->t.max_messages > 0 ? e->t.max_messages : 1;
+        e->scratch_chunks[rank] = (int)e->t.scratch;
+        e->receives[rank] = (unsigned char)e->t.receives;
+        e->s.scratch_chunks = e->scratch_chunks;
+        e->s.receives = e->receives;
+        e->s.run = collc_anyp_run;
+        e->s.for_size = NULL;
+    } else if (e->why[0] == '\0') {
+        snprintf(e->why, sizeof e->why, "the tables could not be built");
+    }
+    e->next = a->cache;
+    a->cache = e;
+    return e;
+}
+
+/* What every rank of a communicator agreed on at its first call: the schedule, or why there is none. */
+struct collc_anyp_agreed {
+    const struct collc_sched *s;
+    char why[440];
+};
+
+static inline int collc_anyp_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm, (void)keyval, (void)extra;
+    free(attr);
+    return MPI_SUCCESS;
+}
+
+/* The schedule for the calling rank of `comm` (size p), or NULL with the reason in why: the first call on a
+ * communicator builds (or finds) the rank's tables and agrees with the other ranks, which all get NULL and the
+ * reason of the lowest rank that failed when one did. */
+static inline const struct collc_sched *collc_anyp_for(struct collc_anyp *a, MPI_Comm comm, int p, int rank,
+                                                       char *why, size_t len)
+{
+    struct collc_anyp_agreed *agreed = NULL;
+    struct collc_anyp_sched *e;
+    int found = 0, failed;
+    pthread_mutex_lock(&a->lock);
+    if (a->keyval == MPI_KEYVAL_INVALID)
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_anyp_delete, &a->keyval, NULL);
+    PMPI_Comm_get_attr(comm, a->keyval, &agreed, &found);
+    if (found && agreed != NULL) {
+        pthread_mutex_unlock(&a->lock);
+    } else { /* the lock guards the cache only: the agreement runs without it */
+        e = collc_anyp_get(a, p, rank);
+        pthread_mutex_unlock(&a->lock);
+        agreed = (struct collc_anyp_agreed *)calloc(1, sizeof *agreed);
+        failed = e == NULL || agreed == NULL || e->why[0] != '\0' ? rank : p; /* the lowest rank that failed */
+        PMPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, comm);
+        if (failed < p) {
+            char text[400];
+            snprintf(text, sizeof text, "%s", e == NULL || agreed == NULL ? "out of memory" : e->why);
+            PMPI_Bcast(text, (int)sizeof text, MPI_CHAR, failed, comm);
+            text[sizeof text - 1] = '\0';
+            if (agreed == NULL) {
+                snprintf(why, len, "%s", text);
+                return NULL;
+            }
+            snprintf(agreed->why, sizeof agreed->why, "%s", text);
+        } else {
+            agreed->s = &e->s;
+        }
+        PMPI_Comm_set_attr(comm, a->keyval, agreed);
+    }
+    if (agreed->s == NULL) snprintf(why, len, "%s", agreed->why);
+    return agreed->s;
+}
+
+#endif /* COLLC_ANYP_H */

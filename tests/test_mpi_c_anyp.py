@@ -1,0 +1,229 @@
+"""One mpi-c library for any communicator size (`collc compile --target mpi-c -p any`).
+
+The library carries the program in C and computes a rank's step tables at the first call on a
+communicator of p ranks.  The tables it computes, for every rank at many p, must be the tables
+`collc.backends.tables` builds from the verified schedule of that p, message by message (step order,
+peer, send or receive, chunk runs, copy or reduce, direct receives) with the scratch space and the
+messages per step.  The step numbers of the library are the program's step counter: the Python
+tables drop the steps in which no rank does anything, so the library's steps are compared after
+numbering the steps some rank uses 0, 1, 2, ...  One compiled library, preloaded as the PMPI shim,
+runs the op matrix (tests/mpi/op_matrix.c, every predefined op and datatype against the MPI library's
+own collective) at several communicator sizes; a size the constraints exclude goes to the MPI
+library with the constraint named.  Programs the any-p target does not support are refused at
+compile time, at the construct.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+from test_cli import cli
+from test_shim_ops import CASE, RAN, mpirun, summary
+from test_small_schedule import matrix  # noqa: F401  (a fixture)
+
+import collc
+from collc.backends import dataflow, mpi_c_anyp, tables
+from collc.diagnostics import CollError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# Each supported example, the rank counts the normal suite compares, and those the slow suite adds.
+FAST_P = range(1, 13)
+SLOW_P = [*range(13, 41)]
+TABLE_CASES = {
+    "ring_allreduce": [100, 257],  # (1024: the Python tables alone take minutes)
+    "ring_allgather": [100],
+    "ring_reduce_scatter": [100],
+    "recursive_doubling": [64, 256],
+    "recursive_doubling_any": [100],
+    "swing_bw": [64, 100, 101],
+    "swing_lat": [100],
+    "rabenseifner": [100],
+    "bruck_allgather": [100],
+    "binomial_broadcast": [100],
+}
+
+
+# The examples whose tables the normal suite compares (the slow suite compares them all).
+FAST_TABLES = ("ring_allreduce", "ring_allgather", "ring_reduce_scatter", "swing_bw", "recursive_doubling")
+
+
+class _Libraries(dict[str, Path]):
+    """Each supported example's any-p library, built at its first use (verified at p up to 4 here: the tables
+    below are compared at many more)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, name: str) -> Path:
+        files, verified = collc.load(EXAMPLES / f"{name}.coll").compile_any_p(self.root / name, verify_up_to=4)
+        assert files[-1].name == f"libcollc_{name}.so" and verified
+        self[name] = files[-1]
+        return files[-1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return _Libraries(tmp_path_factory.mktemp("anyp"))
+
+
+def _compare(alg: collc.Algorithm, library: Path, p: int) -> None:
+    """The library's tables at p equal the Python tables of the verified schedule, rank by rank."""
+    inst = alg.instantiate(p=p)
+    want = tables.from_schedule(inst.schedule)
+    nchunks, got = mpi_c_anyp.anyp_tables(library, alg.name, p)
+    assert nchunks == want.nchunks
+    used = sorted({rs.step for rank in got for rs in rank.steps})
+    dense = {step: k for k, step in enumerate(used)}
+    assert len(used) == len(want.steps)
+    for rank in range(p):
+        steps = [tables.RankStep(dense[rs.step], rs.sends, rs.recvs) for rs in got[rank].steps]
+        assert steps == list(want.ranks[rank]), f"{alg.name} p={p} rank {rank}"
+        assert got[rank].scratch == max((dataflow.step_scratch(rs) for rs in want.ranks[rank]), default=0)
+        most = max((len(rs.sends) + len(rs.recvs) for rs in want.ranks[rank]), default=0)
+        assert got[rank].max_messages == most
+
+
+def _table_params() -> list[object]:
+    out: list[object] = [
+        pytest.param(name, "fast", id=f"{name}-fast", marks=() if name in FAST_TABLES else pytest.mark.slow)
+        for name in TABLE_CASES
+    ]
+    out += [pytest.param(name, "slow", id=f"{name}-slow", marks=pytest.mark.slow) for name in TABLE_CASES]
+    return out
+
+
+@pytest.mark.parametrize(("name", "which"), _table_params())
+def test_tables_equal_the_verified_schedules(name: str, which: str, built: dict[str, Path]) -> None:
+    alg = collc.load(EXAMPLES / f"{name}.coll")
+    sizes = list(FAST_P) if which == "fast" else [*SLOW_P, *TABLE_CASES[name]]
+    kept, excluded = alg.allowed(sizes)
+    assert kept
+    for inst in kept:
+        _compare(alg, built[name], inst.nranks)
+    for p in excluded:  # the library refuses them with the constraint, as the Python side does
+        with pytest.raises(CollError, match="violates the constraint"):
+            mpi_c_anyp.anyp_tables(built[name], alg.name, p)
+
+
+def test_an_excluded_size_names_its_constraint(built: dict[str, Path]) -> None:
+    with pytest.raises(CollError, match=r"recursive_doubling\.coll:4:\d+: p=6 violates the constraint is_pow2\(p\)"):
+        mpi_c_anyp.anyp_tables(built["recursive_doubling"], "recursive_doubling", 6)
+    with pytest.raises(CollError, match=r"p=1 violates the constraint p >= 2"):
+        mpi_c_anyp.anyp_tables(built["swing_bw"], "swing_bw", 1)
+
+
+# ---------------------------------------------------------------------------- the shim
+
+
+SHIM_CASES = [  # (MPI collective, example, p, in the normal suite)
+    ("allreduce", "ring_allreduce", 3, True),
+    ("allreduce", "ring_allreduce", 4, False),
+    ("allreduce", "ring_allreduce", 6, False),
+    ("allreduce", "ring_allreduce", 8, False),
+    ("allreduce", "swing_bw", 3, False),
+    ("allreduce", "swing_bw", 4, True),
+    ("allreduce", "swing_bw", 6, False),
+    ("allreduce", "swing_bw", 8, False),
+    ("allgather", "ring_allgather", 4, True),
+    ("allgather", "ring_allgather", 7, False),
+    ("reduce_scatter_block", "ring_reduce_scatter", 4, True),
+    ("reduce_scatter_block", "ring_reduce_scatter", 5, False),
+    ("reduce_scatter_block", "ring_reduce_scatter", 8, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("collective", "name", "p"),
+    [pytest.param(c, n, p, marks=() if fast else pytest.mark.slow, id=f"{n}-p{p}") for c, n, p, fast in SHIM_CASES],
+)
+def test_one_library_runs_the_op_matrix_at_any_size(
+    collective: str,
+    name: str,
+    p: int,
+    built: dict[str, Path],
+    matrix: Path,  # noqa: F811
+) -> None:
+    run = mpirun(p, [matrix, collective, "--list", "1"], preload=built[name], env={"COLLC_SHIM_LOG": "1"})
+    cases, calls, nranks, failures = summary(run)
+    assert run.returncode == 0 and failures == 0 and nranks == p and calls > 0, run.tail()
+    assert "fallback" not in run.stderr, run.tail()
+    listed = CASE.findall(run.stdout)
+    assert len(listed) == cases
+    want = collections.Counter((str(r), *case) for case in listed for r in range(p))
+    ran = collections.Counter()
+    for entry, algorithm, logged_p, rank, count, dtype, op in RAN.findall(run.stderr):
+        assert algorithm == name and int(logged_p) == p
+        ran[(rank, entry, dtype, op or "-", count)] += 1
+    assert ran == want
+
+
+def test_a_size_the_constraints_exclude_goes_to_the_mpi_library(built: dict[str, Path], matrix: Path) -> None:  # noqa: F811
+    args = [matrix, "allreduce", "--op", "MPI_SUM", "--type", "MPI_INT", "--counts", "1,100"]
+    run = mpirun(6, args, preload=built["recursive_doubling"], env={"COLLC_SHIM_LOG": "1"})
+    assert run.returncode == 0 and summary(run)[3] == 0, run.tail()
+    assert "PMPI fallback (recursive_doubling.coll:4:" in run.stderr, run.tail()
+    assert "p=6 violates the constraint is_pow2(p))" in run.stderr, run.tail()
+    assert "recursive_doubling p=6 rank 5" in run.stderr
+    assert not RAN.findall(run.stderr)
+
+
+# ---------------------------------------------------------------------------- refusals
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "prog.coll"
+    path.write_text(text)
+    return path
+
+
+def test_compression_points_are_refused(tmp_path: Path) -> None:
+    alg = collc.load(EXAMPLES / "compression" / "compressed_ring_allreduce.coll")
+    with pytest.raises(CollError, match=r"any-p compilation .* does not support compression points") as err:
+        alg.compile_any_p(tmp_path, build=False)
+    assert err.value.span is not None and err.value.span.line > 0
+    path = _write(tmp_path, "algorithm w : allreduce\nparam p : int where p >= 2\ncodec h = fp16\nchunks 1\n"
+                  "phase a:\n  exchange with (rank + 1) mod p: send 0 compress h; recv 0 reduce\n")  # fmt: skip
+    with pytest.raises(CollError, match=r"does not support compression points \(codec h, line 3\)"):
+        collc.load(path).compile_any_p(tmp_path / "w", build=False)
+
+
+def test_a_hierarchy_is_refused(tmp_path: Path) -> None:
+    alg = collc.load(EXAMPLES / "hierarchical" / "hier_allgather.coll")
+    with pytest.raises(CollError, match=r"does not support a hierarchy \(line \d+\)"):
+        alg.compile_any_p(tmp_path, params={"nodes": 2, "local": 2}, build=False)
+
+
+def test_lanes_and_groups_are_refused(tmp_path: Path) -> None:
+    lanes = _write(tmp_path, "algorithm l : allgather\nparam p : int where p >= 1\nchunks p\nphase g:\n"
+                   "  for step s in 0 .. p - 1:\n    lane 0:\n      send (rank - s) mod p to ring_next(rank)\n"
+                   "      recv (rank - s - 1) mod p from ring_prev(rank) copy\n")  # fmt: skip
+    with pytest.raises(CollError, match=r"does not support lanes \(line 6\)") as err:
+        collc.load(lanes).compile_any_p(tmp_path / "l", build=False)
+    assert err.value.span is not None and (err.value.span.line, err.value.span.column) == (6, 5)
+
+
+def test_a_parameter_without_a_value_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, "algorithm k : allgather\nparam p : int where p >= 1\nparam k : int where k >= 1\n"
+                  "chunks k * p\nphase g:\n  pass\n")  # fmt: skip
+    with pytest.raises(CollError, match=r"parameter k needs a value at compile time \(--param k=VALUE\)"):
+        collc.load(path).compile_any_p(tmp_path / "k", build=False)
+    with pytest.raises(CollError, match="takes p from the communicator"):
+        collc.load(EXAMPLES / "ring_allreduce.coll").compile_any_p(tmp_path / "r", params={"p": 4}, build=False)
+
+
+def test_cli_compiles_any_p_for_mpi_c_only(tmp_path: Path) -> None:
+    res = cli("compile", EXAMPLES / "ring_allreduce.coll", "-p", "any", "--param", "k=2", "--target", "mpi-c",
+              "--no-build", "-o", tmp_path / "a")  # fmt: skip
+    assert res.code == 0, res.text
+    assert "one library for any p (verified at p = 1, 2, 3" in res.stderr
+    text = (tmp_path / "a" / "collc_ring_allreduce.c").read_text()
+    assert "k=2, given at compile time" in text and "static void phase_reduce_scatter(struct collc_av *X)" in text
+    res = cli("compile", EXAMPLES / "ring_allreduce.coll", "-p", "any", "--target", "mpi-py", "-o", tmp_path / "b")
+    assert res.code == 2 and "-p any applies to the mpi-c target only" in res.text
+    res = cli("compile", EXAMPLES / "hierarchical" / "hier_allgather.coll", "-p", "any", "-t", "mpi-c",
+              "--param", "nodes=2", "--param", "local=2", "-o", tmp_path / "c")  # fmt: skip
+    assert res.code != 0 and "does not support a hierarchy" in res.text and "hier_allgather.coll:" in res.text
