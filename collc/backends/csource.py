@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from collc.backends import tables
+from collc.diagnostics import CollError
 from collc.ir import format_id_set
 
-__all__ = ["SourceLine", "Sources", "c_ident", "runs_text"]
+__all__ = ["SourceLine", "Sources", "c_ident", "run_compiler", "runs_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +80,15 @@ def runs_text(runs: Sequence[tables.Run], recv: bool) -> str:
         else:
             parts.append((action, [(r.lo, r.hi)]))
     return ", ".join(f"{action} {format_id_set(ids)}" for action, ids in parts)
+
+
+def run_compiler(command: Sequence[str], cwd: Path, source: Path) -> None:
+    """Run a compiler (mpicc, nvcc) in ``cwd``; a CollError with the command and its output when it fails."""
+    name = Path(command[0]).name
+    try:
+        proc = subprocess.run(list(command), cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise CollError(f"cannot run {command[0]}: {err}") from None
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip()
+        raise CollError(f"{name} failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")

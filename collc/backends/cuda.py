@@ -27,7 +27,6 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import local, local_codecs, tables
-from collc.backends.csource import c_ident
+from collc.backends.csource import c_ident, run_compiler
 from collc.backends.cuda_plan import (
     BASE_FLAGS,
     DEFAULT_ARCH,
@@ -173,13 +172,7 @@ def build(out_dir: Path, schedule: Schedule, *, arch: str = DEFAULT_ARCH, flags:
         raise CollError(f"{source} does not exist: generate the sources first (collc.backends.cuda.generate)")
     lib = library_path(out_dir, schedule)
     command = [str(nvcc()), *nvcc_flags(arch), *flags, "-I", str(out_dir), "-o", str(lib), str(source)]
-    try:
-        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise CollError(f"cannot run {command[0]}: {err}") from None
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip()
-        raise CollError(f"nvcc failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    run_compiler(command, out_dir, source)
     return lib
 
 

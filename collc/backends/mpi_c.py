@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import dataflow, tables
-from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
+from collc.backends.csource import SourceLine, Sources, c_ident, run_compiler, runs_text
 from collc.backends.mpitools import mpicc
 from collc.codecs import parse_codec
 from collc.codecs.fwq import Fwq
@@ -618,11 +617,5 @@ def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sani
     lib = library_path(out_dir, schedule)
     command = [str(mpicc()), *CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *cflags]
     command += ["-I", str(out_dir), "-o", str(lib), *map(str, _library_sources(out_dir, source)), "-lm"]
-    try:
-        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise CollError(f"cannot run {command[0]}: {err}") from None
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip()
-        raise CollError(f"mpicc failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    run_compiler(command, out_dir, source)
     return lib

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from collc.backends import mpi_c, tables
 from collc.backends.anyp_translate import CFunction, refusal, translate
-from collc.backends.csource import Sources, c_ident
+from collc.backends.csource import Sources, c_ident, run_compiler
 from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
 from collc.frontend.program import Program
@@ -127,13 +126,7 @@ def build(out_dir: Path, program: Program, *, cflags: Sequence[str] = ()) -> Pat
     source = out_dir / f"collc_{c_ident(program.name)}.c"
     lib = library_path(out_dir, program)
     command = [str(mpicc()), *mpi_c.CFLAGS, *cflags, "-I", str(out_dir), "-o", str(lib), str(source), "-lm"]
-    try:
-        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise CollError(f"cannot run {command[0]}: {err}") from None
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip()
-        raise CollError(f"mpicc failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    run_compiler(command, out_dir, source)
     return lib
 
 

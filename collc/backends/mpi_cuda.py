@@ -39,7 +39,6 @@ import ctypes
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ import jinja2
 import numpy as np
 
 from collc.backends import cuda, cuda_plan, dataflow, local, mpi_launch, mpitools, tables
-from collc.backends.csource import c_ident
+from collc.backends.csource import c_ident, run_compiler
 from collc.diagnostics import CollError
 from collc.ir import Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
@@ -290,13 +289,7 @@ def mpicxx() -> Path:
 
 
 def _compile(command: list[str], out_dir: Path, what: Path) -> None:
-    try:
-        proc = subprocess.run(command, cwd=out_dir, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise CollError(f"cannot run {command[0]}: {err}") from None
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip()
-        raise CollError(f"nvcc failed on {what} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    run_compiler(command, out_dir, what)
 
 
 def build(
