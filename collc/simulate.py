@@ -522,7 +522,7 @@ def _bitmask(mask: np.ndarray) -> int:
 def _evaluate_size(schedule: Schedule, prep: _Prepared, count: int, itemsize: int) -> _SizeEval:
     """Elements of every chunk set, bytes of every message kind, at ``count`` elements."""
     tables, kind_set, kind_codec = prep.tables, prep.kind_set, prep.kind_codec
-    offsets = element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    offsets = element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights)
     sizes = np.diff(offsets)
     base = int(sizes.min()) if sizes.size else 0
     extra = sizes - base
