@@ -522,7 +522,9 @@ def _wrong_details(
         else:
             lo = mid
     element = lo
-    offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights)
+    offsets = collectives.element_offsets(
+        schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights
+    )
     chunk = int(np.searchsorted(offsets, element, side="right")) - 1
     lines.append(
         f"  first wrong: rank {rank}, element {element} (chunk {chunk}, elements "

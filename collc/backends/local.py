@@ -598,7 +598,9 @@ def _run_compressed(
     if bounds.shape != (schedule.nranks, schedule.nchunks):
         raise ValueError(f"error bounds of shape {bounds.shape}, expected {(schedule.nranks, schedule.nchunks)}")
     inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
-    offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights)
+    offsets = collectives.element_offsets(
+        schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights
+    )
     total = 0.0
     buffers = inputs
     for _ in range(iters):

@@ -34,7 +34,7 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import dataflow, tables
-from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
+from collc.backends.csource import SourceLine, Sources, c_ident, prefix_lines, runs_text
 from collc.backends.mpitools import mpicc
 from collc.codecs import parse_codec
 from collc.codecs.fwq import Fwq
@@ -213,6 +213,7 @@ class Plan:
     error_bound64: str = "0.0"  # ... float64 data
     bound_scales: int = 0  # the bound grows with |x| (relative codecs, casts)
     bound_text: str = ""  # the float32 bound, for people
+    chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
 
 
 def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
@@ -416,6 +417,7 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None) -> 
         error_bound64=_c_float(bound64),
         bound_scales=int(any(parse_codec(spec).error_model in ("rel", "cast") for spec in t.codecs)),
         bound_text=f"{bound32:.3g}",
+        chunk_prefix=prefix_lines(schedule.chunk_weights),
     )
 
 

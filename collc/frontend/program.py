@@ -334,7 +334,9 @@ class _Resolver:
         weight = prog.chunks.weight
         if weight is not None:
             if weight.var in RESERVED:
-                raise CollError(f"{weight.var!r} is reserved (the current rank) and cannot name the chunk", weight.var_span)
+                raise CollError(
+                    f"{weight.var!r} is reserved (the current rank) and cannot name the chunk", weight.var_span
+                )
             self.expr(weight.value, set(self.globals) | {weight.var})
         for let in prog.lets:
             self.expr(let.value, self.globals)
