@@ -102,7 +102,9 @@ def copy_bandwidth(cp: ModuleType, size: int, iters: int) -> float:
 
 def executor_bytes(schedule: Schedule, count: int, itemsize: int) -> int:
     """Bytes of memory traffic the cuda executor generates for one call (see the module docstring)."""
-    off = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    off = collectives.element_offsets(
+        schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights
+    )
     total = 0
     for msgs in cuda.step_messages(tables.from_schedule(schedule)).values():
         for m in msgs:

@@ -55,6 +55,7 @@ import numpy as np
 from mutants import EXAMPLES, ROOT, Mutant, diff, generate_mutants, select
 
 from collc.backends import local
+from collc.collectives import element_offsets
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.frontend.program import Program, parse_program
@@ -123,8 +124,16 @@ def count_for(schedule: Schedule) -> int:
     n, p = schedule.nchunks, schedule.nranks
     if schedule.collective is Collective.ALLTOALL:
         k = max(1, n // (p * p))
-        return p * (3 * k + max(1, k // 2))
-    return 3 * n + max(1, n // 2)
+        count = p * (3 * k + max(1, k // 2))
+    else:
+        count = 3 * n + max(1, n // 2)
+    if schedule.chunk_weights is not None:  # chunks in proportion to their weights: the lightest needs 3 too
+        while True:
+            sizes = np.diff(element_offsets(schedule.collective, p, n, count, schedule.chunk_weights))
+            if sizes.min() >= 3:
+                break
+            count *= 2
+    return count
 
 
 # ---------------------------------------------------------------------------

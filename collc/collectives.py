@@ -28,6 +28,8 @@ contributes ``[r*k, (r+1)*k)``; alltoall: chunk ``(src*p + dst)*k + j``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from collc.ir import Collective
@@ -137,20 +139,70 @@ def count_error(collective: Collective, nranks: int, count: int) -> str | None:
     return None
 
 
-def chunk_offsets(total: int, nchunks: int, groups: int = 1) -> np.ndarray:
+MAX_TOTAL_WEIGHT = 1 << 32
+"""The most the chunk weights of a schedule may add up to: offsets then take no more than 64-bit
+arithmetic in the C and CUDA runtimes (see `weighted_offset`)."""
+
+
+def weighted_offset(elems: int, prefix: int, total_weight: int) -> int:
+    """Where a chunk starts in a group of ``elems`` elements cut by weights: ``floor(elems * prefix / total_weight)``.
+
+    ``prefix`` is the sum of the weights of the group's chunks before it, ``total_weight`` that of
+    all the group's chunks.  This is the one definition every executor follows; the runtimes
+    compute it without overflow as ``q * prefix + (r * prefix) // total_weight`` with
+    ``elems = q * total_weight + r``, exact since ``r * prefix < total_weight ** 2 <= 2**64``.
+    """
+    return elems * prefix // total_weight
+
+
+def chunk_prefix(weights: Sequence[int]) -> tuple[int, ...]:
+    """Prefix sums of chunk weights: ``(0, w0, w0 + w1, ...)``, ``len(weights) + 1`` of them."""
+    out = [0]
+    for w in weights:
+        out.append(out[-1] + int(w))
+    return tuple(out)
+
+
+def chunk_offsets(total: int, nchunks: int, groups: int = 1, weights: Sequence[int] | None = None) -> np.ndarray:
     """Element offsets ``off[0..nchunks]`` of the chunks of a ``total``-element space.
 
     The space is cut into ``groups`` equal groups (``total`` must divide), and
     each group's ``nchunks/groups`` chunks split it so that the first ones hold
     one element more than the rest when it does not divide evenly.  Alltoall
     uses ``groups = p*p``: every (src, dst) block is split on its own.
+
+    With ``weights`` (one int >= 1 per chunk), chunk c of group g instead starts
+    ``weighted_offset(total/groups, W(g, c), W(g))`` elements into its group,
+    W(g, c) the weights of the group's chunks before c and W(g) all of the group's.
     """
     per_group_chunks = nchunks // groups
+    offsets = np.zeros(nchunks + 1, dtype=np.int64)
+    if weights is not None:
+        return _weighted_offsets(total, nchunks, groups, weights)
     base, extra = divmod(total // groups, per_group_chunks)
     sizes = np.full(per_group_chunks, base, dtype=np.int64)
     sizes[:extra] += 1
-    offsets = np.zeros(nchunks + 1, dtype=np.int64)
     np.cumsum(np.tile(sizes, groups), out=offsets[1:])
+    return offsets
+
+
+def _weighted_offsets(total: int, nchunks: int, groups: int, weights: Sequence[int]) -> np.ndarray:
+    """`chunk_offsets` with weights: `weighted_offset` for every chunk, in exact uint64 arithmetic."""
+    if len(weights) != nchunks:
+        raise ValueError(f"{len(weights)} chunk weights for {nchunks} chunks")
+    prefix = np.asarray(chunk_prefix(weights), dtype=np.uint64) if nchunks else np.zeros(1, np.uint64)
+    if min(weights, default=1) < 1 or int(prefix[-1]) > MAX_TOTAL_WEIGHT:
+        raise ValueError(f"chunk weights must be >= 1 and add up to at most {MAX_TOTAL_WEIGHT}")
+    k = nchunks // groups
+    elems = total // groups
+    starts = prefix[0:nchunks:k]
+    before = prefix[:-1].reshape(groups, k) - starts[:, None]  # each chunk's group-relative prefix
+    weight = (prefix[k::k] - starts)[:, None]  # each group's total weight
+    q, r = np.uint64(elems) // weight, np.uint64(elems) % weight
+    within = q * before + (r * before) // weight  # == elems * before // weight, without overflow
+    offsets = np.empty(nchunks + 1, dtype=np.int64)
+    offsets[:-1] = (within.astype(np.int64) + (np.arange(groups, dtype=np.int64) * elems)[:, None]).ravel()
+    offsets[-1] = groups * elems
     return offsets
 
 
@@ -170,10 +222,13 @@ def element_groups(collective: Collective, nranks: int, count: int) -> int:
     return 1
 
 
-def element_offsets(collective: Collective, nranks: int, nchunks: int, count: int) -> np.ndarray:
-    """Chunk offsets in the logical element space of a ``count``-element collective."""
+def element_offsets(
+    collective: Collective, nranks: int, nchunks: int, count: int, weights: Sequence[int] | None = None
+) -> np.ndarray:
+    """Chunk offsets in the logical element space of a ``count``-element collective (``weights``: the
+    schedule's chunk weights, None for chunks as equal as possible)."""
     groups = element_groups(collective, nranks, count)
-    return chunk_offsets(logical_count(collective, nranks, count), nchunks, groups)
+    return chunk_offsets(logical_count(collective, nranks, count), nchunks, groups, weights)
 
 
 def busbw_factor(collective: Collective, nranks: int) -> float:

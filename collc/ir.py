@@ -261,6 +261,11 @@ class Schedule:
     source: str
     span: Span  # the `algorithm` header
     codecs: tuple[tuple[str, str], ...] = ()  # the program's codec declarations: (name, canonical spec)
+    chunk_weights: tuple[int, ...] | None = None  # each chunk's relative size (`chunks N weight(c) = ...`); None: equal
+
+    def weighted(self) -> bool:
+        """Whether the chunks have declared relative sizes (else they are as equal as possible)."""
+        return self.chunk_weights is not None
 
     def param(self, name: str) -> ParamValue:
         for key, value in self.params:
@@ -304,10 +309,11 @@ def params_text(params: tuple[tuple[str, ParamValue], ...] | dict[str, ParamValu
 # The stable JSON form (documented in docs/ir-json.md)
 # --------------------------------------------------------------------------
 
-IR_JSON_VERSION = 2
+IR_JSON_VERSION = 3
 """The newest version written.  Version 2 added compression points (the ``compress`` and
-``decompress`` kinds and ``codec``); a schedule without any is written as version 1,
-exactly as before, so that readers of version 1 keep reading it."""
+``decompress`` kinds and ``codec``), version 3 chunk weights (``chunk_weights``).  A schedule
+is written with the oldest version that holds it (1 without either, 2 with compression points
+only), exactly as before, so that older readers keep reading what they can read right."""
 
 
 def _param_to_json(value: ParamValue) -> Any:
@@ -343,7 +349,7 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
             ops.append(entry)
         steps.append({"index": step.index, "phase": step.phase, "ops": ops})
     out: dict[str, Any] = {
-        "version": IR_JSON_VERSION if schedule.compresses() else 1,
+        "version": 3 if schedule.weighted() else 2 if schedule.compresses() else 1,
         "algorithm": schedule.algorithm,
         "collective": schedule.collective.value,
         "source": schedule.source,
@@ -352,6 +358,8 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
         "nchunks": schedule.nchunks,
         "root": schedule.root,
     }
+    if schedule.chunk_weights is not None:
+        out["chunk_weights"] = list(schedule.chunk_weights)
     if schedule.codecs:
         out["codecs"] = dict(schedule.codecs)
     out["steps"] = steps
@@ -361,8 +369,8 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
 def schedule_from_json(data: dict[str, Any]) -> Schedule:
     """Inverse of `schedule_to_json` (spans keep only file, line and column)."""
     version = data.get("version", 1)
-    if version not in (1, IR_JSON_VERSION):
-        raise ValueError(f"unsupported IR JSON version {version!r} (this collc reads 1 and {IR_JSON_VERSION})")
+    if version not in range(1, IR_JSON_VERSION + 1):
+        raise ValueError(f"unsupported IR JSON version {version!r} (this collc reads 1 to {IR_JSON_VERSION})")
     source = str(data.get("source", "<json>"))
     steps = []
     for step in data["steps"]:
@@ -395,6 +403,14 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
             )
         )
     root = data.get("root")
+    weights = data.get("chunk_weights")
+    if weights is not None and (
+        not isinstance(weights, list)
+        or len(weights) != int(data["nchunks"])
+        or any(type(w) is not int or w < 1 for w in weights)
+        or sum(weights) > 1 << 32
+    ):
+        raise ValueError("chunk_weights must list one int >= 1 per chunk, adding up to at most 2^32")
     return Schedule(
         algorithm=str(data["algorithm"]),
         collective=Collective(data["collective"]),
@@ -406,4 +422,5 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
         source=source,
         span=Span(source, 1, 1, 1, 1),
         codecs=tuple((str(k), str(v)) for k, v in data.get("codecs", {}).items()),
+        chunk_weights=tuple(int(w) for w in weights) if weights is not None else None,
     )

@@ -35,7 +35,10 @@ Routes and link loads do not depend on the size: every step is routed once.  Chu
 are ``base`` or ``base + 1`` (`collc.collectives.chunk_offsets`), so a chunk set S holds
 ``base*|S| + |S & E|`` elements, E the chunks holding an extra element; the load of a link
 is then ``base * (its chunk-count load) + (its extra-element load)``, and the second term
-is only computed for sizes where some chunk holds an extra element.
+is only computed for sizes where some chunk holds an extra element.  A schedule with chunk
+weights (``Schedule.chunk_weights``) has chunks in proportion to them, and its sets' sizes are
+summed exactly from `collc.collectives.element_offsets`, so that message bytes follow the weights
+in both executions.
 
 What is not modelled: packets, buffers and flow control (in lockstep a link shares its
 bandwidth fairly and instantly), reduction arithmetic, and overlap of a rank's codec work
@@ -522,7 +525,7 @@ def _bitmask(mask: np.ndarray) -> int:
 def _evaluate_size(schedule: Schedule, prep: _Prepared, count: int, itemsize: int) -> _SizeEval:
     """Elements of every chunk set, bytes of every message kind, at ``count`` elements."""
     tables, kind_set, kind_codec = prep.tables, prep.kind_set, prep.kind_codec
-    offsets = element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    offsets = element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights)
     sizes = np.diff(offsets)
     base = int(sizes.min()) if sizes.size else 0
     extra = sizes - base

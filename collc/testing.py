@@ -429,7 +429,7 @@ def _dtype_name(dt: np.dtype) -> str:
 def _poison(schedule: Schedule, inputs: np.ndarray, count: int) -> np.ndarray:
     """A copy of ``inputs`` with the slots a rank does not initially hold poisoned, as `local.make_inputs` does."""
     p, nchunks = schedule.nranks, schedule.nchunks
-    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count)
+    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
     origin = collectives.chunk_origin(schedule.collective, p, nchunks, schedule.root)
     origin = origin[np.repeat(np.arange(nchunks), np.diff(offsets))]
     out = inputs.copy()
@@ -522,7 +522,9 @@ def _wrong_details(
         else:
             lo = mid
     element = lo
-    offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    offsets = collectives.element_offsets(
+        schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights
+    )
     chunk = int(np.searchsorted(offsets, element, side="right")) - 1
     lines.append(
         f"  first wrong: rank {rank}, element {element} (chunk {chunk}, elements "

@@ -13,7 +13,10 @@
  * the space is split into equal groups (alltoall: every (source, destination)
  * block; allgather and reduce-scatter: every rank's block when the count
  * divides by p; otherwise one group), and each group's chunks are as even as
- * possible, the first ones one element longer.  Empty messages are skipped.
+ * possible, the first ones one element longer; or, with chunk weights
+ * (sched->chunk_prefix), chunk j of a group of E elements starts floor(E * W_j / W)
+ * into it, W_j the weights of the group's chunks before j and W all of them
+ * (collectives.weighted_offset).  Empty messages are skipped.
  *
  * Steps.  Every send reads the sender's buffer as it was at the start of the
  * step; every receive lands at its end.  For each step, the host enqueues
@@ -149,6 +152,7 @@ struct collc_cuda_sched {
     int ncodecs;
     int stores;                             /* some local op compresses: every rank keeps a payload store */
     int adds_payloads;                      /* some reduce adds homomorphic payloads: op sum only */
+    const collc_u64 *chunk_prefix;          /* [nchunks + 1]: the chunk weights' prefix sums; NULL: none */
 };
 
 /* Chunk c starts at element g * group_elems + j * base + min(j, extra),
@@ -157,6 +161,7 @@ struct collc_cuda_layout {
     int group_chunks;
     int64_t group_elems, base;
     int extra;
+    const collc_u64 *prefix; /* with weights: the schedule's chunk_prefix (collc_cuda_weighted_offset), else NULL */
 };
 
 /* What is kept for each rank from call to call. */
@@ -247,13 +252,26 @@ static inline struct collc_cuda_layout collc_cuda_layout_of(const struct collc_c
     l.group_elems = collc_cuda_logical_count(s->collective, s->nranks, count) / groups;
     l.base = l.group_elems / l.group_chunks;
     l.extra = (int)(l.group_elems % l.group_chunks);
+    l.prefix = s->chunk_prefix;
     return l;
+}
+
+/* floor(elems * before / weight), exactly, for weight <= 2^32 and before <= weight (collectives.weighted_offset). */
+static inline int64_t collc_cuda_weighted_offset(int64_t elems, collc_u64 before, collc_u64 weight)
+{
+    collc_u64 q = (collc_u64)elems / weight, r = (collc_u64)elems % weight;
+    return (int64_t)(q * before + r * before / weight);
 }
 
 /* Element offset of chunk c (c == nchunks gives the total). */
 static inline int64_t collc_cuda_chunk_offset(const struct collc_cuda_layout *l, int c)
 {
     int g = c / l->group_chunks, j = c % l->group_chunks;
+    if (l->prefix != NULL) {
+        const collc_u64 *w = l->prefix + (int64_t)g * l->group_chunks;
+        return (int64_t)g * l->group_elems + collc_cuda_weighted_offset(l->group_elems, w[j] - w[0],
+                                                                         w[l->group_chunks] - w[0]);
+    }
     return (int64_t)g * l->group_elems + (int64_t)j * l->base + (j < l->extra ? j : l->extra);
 }
 

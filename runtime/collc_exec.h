@@ -11,7 +11,10 @@
  * groups (alltoall: every (source, destination) block; allgather and
  * reduce-scatter: every rank's block when the count divides by p; otherwise
  * one group), and each group's chunks are as even as possible, the first ones
- * one element longer.  Chunks may be empty; a message whose chunks are all
+ * one element longer; or, for a schedule with chunk weights (sched->chunk_prefix),
+ * chunk j of a group of E elements starts at floor(E * W_j / W) within it, W_j
+ * the weights of the group's chunks before j and W all of them
+ * (collectives.weighted_offset).  Chunks may be empty; a message whose chunks are all
  * empty is skipped by both ends, which compute the same sizes.
  *
  * For alltoall the logical space is p times a rank's send buffer, of which a
@@ -151,13 +154,17 @@ struct collc_sched {
     /* Any other rank count (NULL: none): the schedule of the calling rank of `comm`, of size p, built at its first
        call from the program (collc_anyp.h), or NULL with the reason in `why`. */
     const struct collc_sched *(*for_size)(MPI_Comm comm, int p, int rank, char *why, size_t len);
+    const collc_u64 *chunk_prefix; /* [nchunks + 1]: prefix sums of the chunk weights (at most 2^32); NULL: none */
 };
 
-/* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks. */
+/* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks;
+ * with weights (prefix != NULL), at g * group_elems + collc_weighted_offset(group_elems, ...). */
 struct collc_layout {
     int group_chunks;
     MPI_Count group_elems, base;
     int extra;
+    const collc_u64 *prefix; /* the schedule's chunk_prefix, or NULL */
+    MPI_Count max_chunk;     /* with weights: the most elements of a chunk */
 };
 
 /* One call in progress on one rank. */
@@ -221,20 +228,50 @@ static inline struct collc_layout collc_layout_of(enum collc_collective coll, in
     l.group_elems = collc_logical_count(coll, p, count) / groups;
     l.base = l.group_elems / l.group_chunks;
     l.extra = (int)(l.group_elems % l.group_chunks);
+    l.prefix = NULL;
+    l.max_chunk = l.base + (l.extra > 0);
     return l;
+}
+
+/* floor(elems * before / weight), exactly, for weight <= 2^32 and before <= weight: with elems = q * weight + r,
+ * q * before <= elems and r * before < 2^64 (collectives.weighted_offset). */
+static inline MPI_Count collc_weighted_offset(MPI_Count elems, collc_u64 before, collc_u64 weight)
+{
+    collc_u64 q = (collc_u64)elems / weight, r = (collc_u64)elems % weight;
+    return (MPI_Count)(q * before + r * before / weight);
 }
 
 /* Logical element offset of chunk c (c == nchunks gives the total). */
 static inline MPI_Count collc_chunk_offset(const struct collc_layout *l, int c)
 {
     int g = c / l->group_chunks, j = c % l->group_chunks;
+    if (l->prefix != NULL) {
+        const collc_u64 *w = l->prefix + (MPI_Count)g * l->group_chunks;
+        return (MPI_Count)g * l->group_elems + collc_weighted_offset(l->group_elems, w[j] - w[0], w[l->group_chunks] - w[0]);
+    }
     return (MPI_Count)g * l->group_elems + (MPI_Count)j * l->base + (j < l->extra ? j : l->extra);
+}
+
+/* The layout of schedule s for a vector of `count` elements: collc_layout_of, with the schedule's chunk weights. */
+static inline struct collc_layout collc_sched_layout(const struct collc_sched *s, MPI_Count count)
+{
+    struct collc_layout l = collc_layout_of(s->collective, s->nranks, s->nchunks, count);
+    if (s->chunk_prefix != NULL) {
+        MPI_Count at = 0, next;
+        l.prefix = s->chunk_prefix;
+        l.max_chunk = 0;
+        for (int c = 0; c < s->nchunks; c++, at = next) {
+            next = collc_chunk_offset(&l, c + 1);
+            if (next - at > l.max_chunk) l.max_chunk = next - at;
+        }
+    }
+    return l;
 }
 
 /* The most elements one chunk holds. */
 static inline MPI_Count collc_max_chunk(const struct collc_layout *l)
 {
-    return l->base + (l->extra > 0);
+    return l->max_chunk;
 }
 
 /* Where chunk c starts in the work buffer, in elements. */

@@ -485,7 +485,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->timeout = collc_env.timeout;
     ctx->count = count;
     ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->dt, c->op) : NULL;
-    ctx->layout = collc_layout_of(s->collective, s->nranks, s->nchunks, count);
+    ctx->layout = collc_sched_layout(s, count);
     if (s->rank_segments != NULL) {
         ctx->segs = s->segments + s->rank_segments[c->rank].first;
         ctx->nsegs = s->rank_segments[c->rank].n;
@@ -558,7 +558,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
 /* Elements in the work buffer of an alltoall rank: its segments end to end. */
 static inline MPI_Count collc_segments_elems(const struct collc_sched *s, int rank, MPI_Count count)
 {
-    struct collc_layout l = collc_layout_of(s->collective, s->nranks, s->nchunks, count);
+    struct collc_layout l = collc_sched_layout(s, count);
     const struct collc_run *seg = s->segments + s->rank_segments[rank].first;
     MPI_Count total = 0;
     for (int i = 0; i < s->rank_segments[rank].n; i++)

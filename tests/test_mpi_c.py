@@ -64,6 +64,7 @@ CASES: list[tuple[str, str, dict[str, int]]] = [  # every example without compre
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
     ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}),
     ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}),
+    ("weighted_striped_ring_allreduce", "weighted_striped_ring_allreduce", {"p": 4, "share": 70}),
     ("hier_allreduce_swing", "hier_allreduce_swing", {"nodes": 2, "local": 2}),
     ("hier_allreduce_ring", "hier_allreduce_ring", {"nodes": 3, "local": 2}),
     ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}),
@@ -248,7 +249,7 @@ def test_layout_matches_python(built: dict[str, Built], case: str) -> None:
             count *= p
         out = np.zeros(s.nchunks + 1, dtype=np.int64)
         assert layout(count, out.ctypes.data) == s.nchunks
-        want = collectives.element_offsets(s.collective, p, s.nchunks, count)
+        want = collectives.element_offsets(s.collective, p, s.nchunks, count, s.chunk_weights)
         np.testing.assert_array_equal(out, want, err_msg=f"{case} count={count}")
 
 

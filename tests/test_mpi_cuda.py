@@ -79,6 +79,7 @@ EVERY: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
     ("c_homomorphic_allreduce", "homomorphic_allreduce", {"p": 4}, {}),
     ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}, {}),
     ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}, {}),
+    ("weighted_striped_ring_allreduce", "weighted_striped_ring_allreduce", {"p": 4, "share": 70}, {}),
     ("hier_allreduce_swing", "hier_allreduce_swing", {"nodes": 2, "local": 2}, {}),
     ("hier_allreduce_ring", "hier_allreduce_ring", {"nodes": 3, "local": 2}, {}),
     ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}, {}),

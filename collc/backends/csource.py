@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from collc import collectives
 from collc.backends import tables
 from collc.diagnostics import CollError
 from collc.ir import format_id_set
@@ -22,6 +23,14 @@ class SourceLine:
 
     where: str
     text: str
+
+
+def prefix_lines(weights: tuple[int, ...] | None, per_line: int = 12) -> tuple[str, ...]:
+    """The prefix sums of chunk weights (`collectives.chunk_prefix`) as lines of C unsigned literals; () for None."""
+    if weights is None:
+        return ()
+    values = [f"{v}ull" for v in collectives.chunk_prefix(weights)]
+    return tuple(", ".join(values[i : i + per_line]) for i in range(0, len(values), per_line))
 
 
 def c_ident(name: str) -> str:

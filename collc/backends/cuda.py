@@ -473,7 +473,7 @@ def judge_compressed(
     whichever count is larger.
     """
     p, n = schedule.nranks, schedule.nchunks
-    offsets = collectives.element_offsets(schedule.collective, p, n, count)
+    offsets = collectives.element_offsets(schedule.collective, p, n, count, schedule.chunk_weights)
     reference = inputs.copy()
     local_codecs.execute(schedule, reference, op, offsets)
     _, mask = local.expected(schedule, inputs, op)

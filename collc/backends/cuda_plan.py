@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collc.backends import tables
-from collc.backends.csource import SourceLine, Sources, c_ident, runs_text
+from collc.backends.csource import SourceLine, Sources, c_ident, prefix_lines, runs_text
 from collc.codecs import parse_codec
 from collc.codecs.fwq import Fwq
 from collc.codecs.grid import GridCodec, grid_constants
@@ -144,6 +144,7 @@ class Plan:
     arch: str
     base_flags: str
     nvcc_flags: str
+    chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,4 +380,5 @@ def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
         arch=arch,
         base_flags=" ".join(BASE_FLAGS),
         nvcc_flags=" ".join(nvcc_flags(arch)),
+        chunk_prefix=prefix_lines(schedule.chunk_weights),
     )

@@ -202,7 +202,7 @@ def plan(schedule: Schedule, count: int) -> Plan:
     _check_layout(schedule)
     logical = _logical(schedule, count)
     p, nchunks = schedule.nranks, schedule.nchunks
-    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count)
+    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
     sizes = np.diff(offsets)
     nonempty = sum(1 << int(c) for c in np.flatnonzero(sizes))
     regions: dict[int, Region] = {}
@@ -300,7 +300,7 @@ def execute(plan: Plan, buffers: np.ndarray, op: str) -> None:
 def _element_origin_dest(schedule: Schedule, count: int) -> tuple[np.ndarray, np.ndarray]:
     """``origin`` and ``dest`` of the chunk each logical element belongs to."""
     p, nchunks = schedule.nranks, schedule.nchunks
-    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count)
+    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
     chunk_of = np.repeat(np.arange(nchunks, dtype=np.int64), np.diff(offsets))
     origin = collectives.chunk_origin(schedule.collective, p, nchunks, schedule.root)
     dest = collectives.chunk_dest(schedule.collective, p, nchunks, schedule.root)
@@ -488,7 +488,7 @@ def judge_error_bounds(
     """
     p, n = schedule.nranks, schedule.nchunks
     values, mask = expected(schedule, inputs, op)
-    offsets = collectives.element_offsets(schedule.collective, p, n, count)
+    offsets = collectives.element_offsets(schedule.collective, p, n, count, schedule.chunk_weights)
     chunk_of = np.repeat(np.arange(n), np.diff(offsets))
     g = rounding_allowance(result.dtype.name, op, p)
     wrong, worst, bound_max = 0, 0.0, 0.0
@@ -598,7 +598,9 @@ def _run_compressed(
     if bounds.shape != (schedule.nranks, schedule.nchunks):
         raise ValueError(f"error bounds of shape {bounds.shape}, expected {(schedule.nranks, schedule.nchunks)}")
     inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
-    offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+    offsets = collectives.element_offsets(
+        schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights
+    )
     total = 0.0
     buffers = inputs
     for _ in range(iters):

@@ -35,7 +35,7 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import dataflow, tables
-from collc.backends.csource import SourceLine, Sources, c_ident, run_compiler, runs_text
+from collc.backends.csource import SourceLine, Sources, c_ident, prefix_lines, run_compiler, runs_text
 from collc.backends.mpitools import mpicc
 from collc.codecs import parse_codec
 from collc.codecs.fwq import Fwq
@@ -225,6 +225,7 @@ class Plan:
     file_name: str = ""  # the C file
     sizes: tuple[str, ...] = ()  # the symbols of the library's schedules for other rank counts
     sizes_text: str = ""  # every rank count of the library ("" for one)
+    chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
 
 
 def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
@@ -427,6 +428,7 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None, **e
         error_bound64=_c_float(bound64),
         bound_scales=int(any(parse_codec(spec).error_model in ("rel", "cast") for spec in t.codecs)),
         bound_text=f"{bound32:.3g}",
+        chunk_prefix=prefix_lines(schedule.chunk_weights),
         **({"sources": (source_names(schedule)[0],), "file_name": source_names(schedule)[0]} | extra),
     )
 

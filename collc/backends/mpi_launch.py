@@ -139,6 +139,7 @@ def run(
         "collective": schedule.collective.value,
         "nranks": schedule.nranks,
         "nchunks": schedule.nchunks,
+        "chunk_weights": None if schedule.chunk_weights is None else list(schedule.chunk_weights),
         "root": schedule.root,
         "counts": list(counts),
         "dtype": dtype,

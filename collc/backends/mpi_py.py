@@ -13,6 +13,7 @@ from typing import Any
 
 import jinja2
 
+from collc import collectives
 from collc.backends import tables
 from collc.ir import Schedule, params_text
 from collc.resources import data_dir
@@ -92,6 +93,7 @@ def context(schedule: Schedule) -> dict[str, Any]:
         "nranks": t.nranks,
         "nchunks": t.nchunks,
         "root": t.root,
+        "chunk_prefix": None if t.chunk_weights is None else repr(collectives.chunk_prefix(t.chunk_weights)),
         "source": Path(t.source).name,
         "params": params_text(t.params),
         "phases": [{"name": ph.name, "first": ph.first, "last": ph.last, "lines": _lines(ph.lines)} for ph in t.phases],

@@ -65,7 +65,7 @@ def _layout(spec: dict[str, Any], count: int) -> tuple[np.ndarray, np.ndarray]:
     """Per logical element: the rank that contributes it (or EVERY) and the rank that must hold it (or EVERY)."""
     coll = Collective(spec["collective"])
     p, nchunks, root = spec["nranks"], spec["nchunks"], spec["root"]
-    offsets = collectives.element_offsets(coll, p, nchunks, count)
+    offsets = collectives.element_offsets(coll, p, nchunks, count, spec.get("chunk_weights"))
     chunk_of = np.repeat(np.arange(nchunks, dtype=np.int64), np.diff(offsets))
     origin = collectives.chunk_origin(coll, p, nchunks, root)[chunk_of]
     dest = collectives.chunk_dest(coll, p, nchunks, root)[chunk_of]
@@ -259,7 +259,7 @@ def judge_row(
     plus the rounding allowance of the reduction order.
     """
     p, nchunks = spec["nranks"], spec["nchunks"]
-    offsets = collectives.element_offsets(Collective(spec["collective"]), p, nchunks, count)
+    offsets = collectives.element_offsets(Collective(spec["collective"]), p, nchunks, count, spec.get("chunk_weights"))
     chunk_of = np.repeat(np.arange(nchunks), np.diff(offsets))
     bounds = np.asarray(spec["error_bounds"][rank], dtype=np.float64)[chunk_of][mask]
     if bounds.size == 0:

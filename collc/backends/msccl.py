@@ -653,6 +653,12 @@ def _require(schedule: Schedule, proto: str, min_bytes: int, max_bytes: int) -> 
         )
     if schedule.compresses():
         raise CollError(f"{schedule.algorithm} has compression points, which MSCCL-IR cannot express", schedule.span)
+    if schedule.weighted():
+        raise CollError(
+            f"{schedule.algorithm} declares chunk weights (chunks of unequal sizes); MSCCL-IR cuts a buffer into "
+            "equal chunks and cannot express them",
+            schedule.span,
+        )
     check_options(proto, min_bytes, max_bytes)
 
 

@@ -145,6 +145,7 @@ class Tables:
     phases: tuple[Phase, ...]
     ranks: tuple[tuple[RankStep, ...], ...]  # ranks[r]: the steps rank r takes part in, in order
     codecs: tuple[str, ...] = ()  # every codec spec the runs and local ops name, in order of first use
+    chunk_weights: tuple[int, ...] | None = None  # the schedule's (`Schedule.chunk_weights`)
 
     @property
     def max_messages(self) -> int:
@@ -305,6 +306,7 @@ def from_schedule(schedule: Schedule, *, compression: bool = False) -> Tables:
         phases=tuple(phases),
         ranks=tuple(tuple(steps) for steps in per_rank),
         codecs=tuple(codecs),
+        chunk_weights=schedule.chunk_weights,
     )
 
 

@@ -24,7 +24,7 @@ from collc.elaborate.syntax import _assigned, _source_text
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import ParamValue, Schedule, Step
-from collc.values import LangError, Value, a_type, as_int
+from collc.values import LangError, Value, a_type, as_int, show_value
 
 
 def bind_params(program: Program, values: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
@@ -329,6 +329,7 @@ def _elaborate(
     layout = collectives.layout_error(program.collective, p, nchunks)
     if layout is not None:
         raise CollError(layout, program.chunks.span)
+    chunk_weights = _chunk_weights(compiler, program.chunks.weight, nchunks)
 
     root: int | None = None
     if program.collective.has_root:
@@ -385,5 +386,35 @@ def _elaborate(
         source=program.path,
         span=program.header.span,
         codecs=tuple(compiler.codecs.items()),
+        chunk_weights=chunk_weights,
     )
     return schedule, weights
+
+
+def _chunk_weights(compiler: _Compiler, weight: ast.ChunkWeight | None, nchunks: int) -> tuple[int, ...] | None:
+    """The value of ``weight(c) = EXPR`` for every chunk c (None without one): ints >= 1, adding up to at most
+    `collectives.MAX_TOTAL_WEIGHT`."""
+    if weight is None:
+        return None
+    fn = compiler.expr(weight.value, frozenset({weight.var}))
+    span = weight.value.span
+    out = []
+    total = 0
+    for c in range(nchunks):
+        try:
+            value = fn({weight.var: c})
+        except CollError as err:
+            raise CollError(err.message, err.span, (*err.notes, f"while computing the weight of chunk {c}")) from None
+        if type(value) is not int:
+            raise CollError(f"the weight of chunk {c} must be an int, not {a_type(value)} ({show_value(value)})", span)
+        if value < 1:
+            raise CollError(f"the weight of chunk {c} is {value}; a chunk's weight must be an int >= 1", span)
+        total += value
+        if total > collectives.MAX_TOTAL_WEIGHT:
+            raise CollError(
+                f"the chunk weights add up to more than 2^32 (chunk {c} brings the sum to {total}): use smaller "
+                "weights (they are relative sizes)",
+                span,
+            )
+        out.append(value)
+    return tuple(out)

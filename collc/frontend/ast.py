@@ -288,6 +288,17 @@ class CodecDecl:
 class Chunks:
     count: Expr
     span: Span
+    weight: ChunkWeight | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkWeight:
+    """``weight(c) = EXPR``: each chunk's relative size, ``var`` bound to the chunk id."""
+
+    var: str
+    value: Expr
+    span: Span
+    var_span: Span
 
 
 @dataclass(frozen=True, slots=True)

@@ -447,7 +447,12 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return f"-{children[0]}"  # a negative value, for the codec's own check to judge
 
     def chunks_decl(self, meta: Any, children: list[Any]) -> ast.Chunks:
-        return ast.Chunks(children[0], self.span(meta))
+        weight = children[1] if len(children) > 1 else None
+        return ast.Chunks(children[0], self.span(meta), weight)
+
+    def chunk_weight(self, meta: Any, children: list[Any]) -> ast.ChunkWeight:
+        name, value = children
+        return ast.ChunkWeight(str(name), value, self.span(meta), self.tspan(name))
 
     def include_decl(self, meta: Any, children: list[Token]) -> ast.Include:
         return ast.Include(str(children[0])[1:-1], self.span(meta))

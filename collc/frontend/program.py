@@ -331,6 +331,13 @@ class _Resolver:
             if param.constraint is not None:
                 self.expr(param.constraint, params_seen)
         self.expr(prog.chunks.count, self.globals)
+        weight = prog.chunks.weight
+        if weight is not None:
+            if weight.var in RESERVED:
+                raise CollError(
+                    f"{weight.var!r} is reserved (the current rank) and cannot name the chunk", weight.var_span
+                )
+            self.expr(weight.value, set(self.globals) | {weight.var})
         for let in prog.lets:
             self.expr(let.value, self.globals)
         for a in prog.asserts:

@@ -74,7 +74,9 @@ def main() -> int:
             values, mask = local.expected(schedule, inputs, op)
             p, reduces = schedule.nranks, schedule.collective.reduces
             wrong = local.count_wrong(result, values, mask, dtype, op, p, reduces=reduces)
-        offsets = collectives.element_offsets(schedule.collective, schedule.nranks, schedule.nchunks, count)
+        offsets = collectives.element_offsets(
+            schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights
+        )
         row |= {
             "wrong": wrong,
             "layout_ok": lib.layout(count).tolist() == offsets.tolist(),
