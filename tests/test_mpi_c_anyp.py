@@ -197,6 +197,12 @@ def test_a_hierarchy_is_refused(tmp_path: Path) -> None:
         alg.compile_any_p(tmp_path, params={"nodes": 2, "local": 2}, build=False)
 
 
+def test_chunk_weights_are_refused(tmp_path: Path) -> None:
+    alg = collc.load(EXAMPLES / "weighted_striped_ring_allreduce.coll")
+    with pytest.raises(CollError, match=r"does not support chunk weights \(line \d+\)"):
+        alg.compile_any_p(tmp_path, build=False)
+
+
 def test_lanes_and_groups_are_refused(tmp_path: Path) -> None:
     lanes = _write(tmp_path, "algorithm l : allgather\nparam p : int where p >= 1\nchunks p\nphase g:\n"
                    "  for step s in 0 .. p - 1:\n    lane 0:\n      send (rank - s) mod p to ring_next(rank)\n"

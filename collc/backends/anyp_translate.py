@@ -79,6 +79,9 @@ def refusal(program: Program, params: Mapping[str, ParamValue]) -> CollError | N
     if program.hierarchy is not None:
         return CollError(f"{where} does not support a hierarchy (line {program.hierarchy.span.line})",
                          program.hierarchy.span)  # fmt: skip
+    weight = program.chunks.weight
+    if weight is not None:
+        return CollError(f"{where} does not support chunk weights (line {weight.span.line})", weight.span)
     for codec in program.codecs.values():
         return CollError(f"{where} does not support compression points (codec {codec.name}, line {codec.span.line})",
                          codec.span)  # fmt: skip
