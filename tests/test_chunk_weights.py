@@ -308,6 +308,7 @@ def test_mpi_c_layout_of_every_collective(example: str, tmp_path: Path) -> None:
     _c_layout(lib, inst.schedule.algorithm, "", inst.schedule, counts)
 
 
+@pytest.mark.slow
 def test_cuda_driver_on_the_mock_runtime(mock: Path, tmp_path: Path) -> None:  # noqa: F811 (test_cuda.mock)
     """nvcc builds the cuda target of the weighted example; its host driver runs on the CPU stand-in of the
     CUDA runtime (tests/cuda/mock_cudart.c): results against numpy, the layout bit for bit Python's."""

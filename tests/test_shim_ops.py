@@ -245,13 +245,36 @@ def failing(run: Run) -> set[tuple[str, str]]:
     return set(re.findall(r"^FAIL coll=\S+ entry=\S+ op=(\S+) type=(\S+) ", run.stderr, re.M))
 
 
-@pytest.fixture(scope="module")
-def op_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    exe = tmp_path_factory.mktemp("op_matrix") / "op_matrix"
+def build_op_matrix(folder: Path) -> Path:
+    """tests/mpi/op_matrix.c, built in ``folder``."""
+    exe = folder / "op_matrix"
     cmd = [str(mpicc()), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(OP_MATRIX)]
     proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert proc.returncode == 0, f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
     return exe
+
+
+def assert_every_call_ran(run: Run, nranks: int, algorithm: str) -> None:
+    """The matrix (run with --list 1 and COLLC_SHIM_LOG=1) passed, and the log shows every listed call run on
+    ``algorithm`` at p = ``nranks`` on every rank, none handed to PMPI."""
+    cases, calls, ranks, failures = summary(run)
+    assert run.returncode == 0 and failures == 0 and ranks == nranks and calls > 0, run.tail()
+    assert "fallback" not in run.stderr, run.tail()
+    listed = CASE.findall(run.stdout)
+    assert len(listed) == cases, run.tail()
+    want = collections.Counter((str(r), *case) for case in listed for r in range(nranks))
+    ran: collections.Counter = collections.Counter()
+    for entry, logged, p, rank, count, dtype, op in RAN.findall(run.stderr):
+        assert logged == algorithm and int(p) == nranks, run.tail()
+        ran[(rank, entry, dtype, op or "-", count)] += 1
+    missing = want - ran
+    assert not missing, f"{sum(missing.values())} calls not logged as run on the schedule, e.g. {min(missing)}"
+    assert ran == want
+
+
+@pytest.fixture(scope="module")
+def op_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_op_matrix(tmp_path_factory.mktemp("op_matrix"))
 
 
 def build(pair: Pair, out: Path, patch: tuple[str, str, str] | None = None) -> Path:
@@ -271,22 +294,9 @@ def build(pair: Pair, out: Path, patch: tuple[str, str, str] | None = None) -> P
 def test_op_matrix_through_the_shim(pair: Pair, op_matrix: Path, tmp_path: Path) -> None:
     lib = build(pair, tmp_path)
     run = mpirun(pair.nranks, [op_matrix, pair.collective, "--list", "1"], preload=lib, env={"COLLC_SHIM_LOG": "1"})
-    cases, calls, nranks, failures = summary(run)
-    assert run.returncode == 0 and failures == 0, run.tail()
-    assert nranks == pair.nranks and cases >= MIN_CASES[pair.collective] and calls > 0, run.tail()
-
+    assert summary(run)[0] >= MIN_CASES[pair.collective], run.tail()
     # Every call of the matrix ran on the schedule, on every rank: none went to PMPI.
-    assert "fallback" not in run.stderr, run.tail()
-    listed = CASE.findall(run.stdout)
-    assert len(listed) == cases, run.tail()
-    want = collections.Counter((str(r), *case) for case in listed for r in range(nranks))
-    ran = collections.Counter()
-    for entry, algorithm, p, rank, count, dtype, op in RAN.findall(run.stderr):
-        assert algorithm == pair.name and int(p) == nranks
-        ran[(rank, entry, dtype, op or "-", count)] += 1
-    missing = want - ran
-    assert not missing, f"{sum(missing.values())} calls not logged as run on the schedule, e.g. {min(missing)}"
-    assert ran == want
+    assert_every_call_ran(run, pair.nranks, pair.name)
 
 
 # --------------------------------------------------------------------------

@@ -11,16 +11,14 @@ Bad combinations are refused before anything is generated.
 from __future__ import annotations
 
 import collections
-import subprocess
 from pathlib import Path
 
 import pytest
 from test_cli import cli
-from test_shim_ops import CASE, OP_MATRIX, RAN, TIMEOUT, mpirun, summary
+from test_shim_ops import CASE, RAN, build_op_matrix, mpirun, summary
 
 import collc
 from collc.backends import mpi_c
-from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -32,11 +30,7 @@ BELOW = 128
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/mpi/op_matrix.c, built."""
-    exe = tmp_path_factory.mktemp("op_matrix") / "op_matrix"
-    cmd = [str(mpicc()), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(OP_MATRIX)]
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-    assert proc.returncode == 0, f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
-    return exe
+    return build_op_matrix(tmp_path_factory.mktemp("op_matrix"))
 
 
 def _schedule(name: str, p: int) -> collc.Instance:
