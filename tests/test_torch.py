@@ -327,6 +327,7 @@ def test_compressed_collectives_stay_within_the_verified_bound(cache: Path, tmp_
         assert "float32" in rank["bf16_error"] and "cannot be compressed" in rank["bf16_error"]
 
 
+@pytest.mark.slow  # the compressed collectives themselves are in the normal suite (the test above)
 def test_fsdp2_training_with_compressed_allgather_and_reduce_scatter(cache: Path, tmp_path: Path) -> None:
     out = tmp_path / "losses.json"
     env = _env(cache, {
