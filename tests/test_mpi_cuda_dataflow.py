@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi_cuda_mock import build_mock
-from test_mpi_dataflow import Msg, closure, ir_messages, required_order
+from test_mpi_dataflow import Msg, check_listed
 
 import collc
 from collc.backends import cuda, dataflow, mpi_cuda, tables
@@ -86,23 +86,7 @@ def flow_messages(source: str, nranks: int) -> list[list[tuple[Msg, tuple[int, .
 
 def check_flow_tables(schedule: Schedule, source: str) -> list[str]:
     """What is wrong with the flow tables of ``source`` against the brute force (empty: nothing)."""
-    problems = []
-    for rank, listed in enumerate(flow_messages(source, schedule.nranks)):
-        msgs = ir_messages(schedule, rank)
-        if [m for m, _ in listed] != msgs:
-            problems.append(f"rank {rank}: the messages differ from the IR's")
-            continue
-        direct = []
-        for j, (_, deps) in enumerate(listed):
-            assert all(0 <= d < j for d in deps), (rank, j, deps)
-            direct.append(sum(1 << d for d in set(deps)))
-        got, want = closure(direct), closure(required_order(msgs))
-        for j in range(len(msgs)):
-            if got[j] != want[j]:
-                missing = [i for i in range(j) if (want[j] & ~got[j]) >> i & 1]
-                extra = [i for i in range(j) if (got[j] & ~want[j]) >> i & 1]
-                problems.append(f"rank {rank} #{j}: missing {missing}, needless {extra}")
-    return problems
+    return check_listed(schedule, flow_messages(source, schedule.nranks))
 
 
 TABLE_CASES = [

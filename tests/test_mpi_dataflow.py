@@ -135,8 +135,14 @@ def c_messages(source: str, nranks: int) -> list[list[tuple[Msg, tuple[int, ...]
 
 def check_tables(schedule: Schedule, source: str) -> list[str]:
     """What is wrong with the dependency tables of ``source`` against the brute force (empty: nothing)."""
+    return check_listed(schedule, c_messages(source, schedule.nranks))
+
+
+def check_listed(schedule: Schedule, per_rank: list[list[tuple[Msg, tuple[int, ...]]]]) -> list[str]:
+    """What is wrong with each rank's (message, dependencies) rows, read from generated tables, against the
+    messages of the IR and the order the brute force requires (empty: nothing)."""
     problems = []
-    for rank, listed in enumerate(c_messages(source, schedule.nranks)):
+    for rank, listed in enumerate(per_rank):
         msgs = ir_messages(schedule, rank)
         if [m for m, _ in listed] != msgs:
             problems.append(f"rank {rank}: the messages differ from the IR's")
