@@ -340,30 +340,35 @@ static inline int collc_mpicuda_arrive_slot(struct collc_mpicuda_ctx *ctx, const
         "adding payloads");
 }
 
+/* Copies or reduces received piece `p` (raw, in scratch) into the buffer on the main stream. */
+static inline int collc_mpicuda_apply_piece(struct collc_mpicuda_ctx *ctx, const struct collc_mpicuda_phase *ph,
+                                            const struct collc_mpicuda_piece *p)
+{
+    struct collc_mpicuda_state *st = ctx->st;
+    const struct collc_cuda_run *r = &ph->runs[p->run];
+    const int64_t bytes = collc_cuda_run_bytes(&ctx->cu, r);
+    char *at = ctx->buffer + collc_mpicuda_elem_at(ctx, r->lo) * ctx->cu.elem_bytes;
+    if (r->action == COLLC_CUDA_REDUCE) {
+        ctx->cu.reduce(at, ctx->scratch + p->at, bytes / ctx->cu.elem_bytes, st->max_blocks, st->main);
+        return collc_mpicuda_launched(ctx, cudaSuccess, "a reduction");
+    }
+    return collc_mpicuda_launched(
+        ctx, cudaMemcpyAsync(at, ctx->scratch + p->at, (size_t)bytes, cudaMemcpyDeviceToDevice, st->main), "a copy");
+}
+
 /* Every received message of the step, applied on the main stream. */
 static inline int collc_mpicuda_arrivals(struct collc_mpicuda_ctx *ctx, const struct collc_mpicuda_phase *ph,
                                          int nlinks)
 {
-    struct collc_mpicuda_state *st = ctx->st;
     for (int i = 0; i < nlinks; i++) {
         const struct collc_mpicuda_link *l = &ctx->links[i];
         if (l->send || l->msg->landing == COLLC_CUDA_DIRECT) continue;
         for (int k = 0; k < l->npieces; k++) {
             const struct collc_mpicuda_piece *p = &ctx->pieces[l->first + k];
-            const struct collc_cuda_run *r = &ph->runs[p->run];
-            const int64_t bytes = collc_cuda_run_bytes(&ctx->cu, r);
-            char *at = ctx->buffer + collc_mpicuda_elem_at(ctx, r->lo) * ctx->cu.elem_bytes;
-            int err;
-            if (p->kind == COLLC_MPICUDA_SLOT) {
-                err = collc_mpicuda_arrive_slot(ctx, r, p->chunk, collc_mpicuda_piece_at(ctx, p));
-            } else if (r->action == COLLC_CUDA_REDUCE) {
-                ctx->cu.reduce(at, ctx->scratch + p->at, bytes / ctx->cu.elem_bytes, st->max_blocks, st->main);
-                err = collc_mpicuda_launched(ctx, cudaSuccess, "a reduction");
-            } else {
-                err = collc_mpicuda_launched(
-                    ctx, cudaMemcpyAsync(at, ctx->scratch + p->at, (size_t)bytes, cudaMemcpyDeviceToDevice, st->main),
-                    "a copy");
-            }
+            const int err = p->kind == COLLC_MPICUDA_SLOT
+                                ? collc_mpicuda_arrive_slot(ctx, &ph->runs[p->run], p->chunk,
+                                                            collc_mpicuda_piece_at(ctx, p))
+                                : collc_mpicuda_apply_piece(ctx, ph, p);
             if (err != COLLC_CUDA_OK) return err;
         }
     }

@@ -70,19 +70,7 @@ static inline int collc_mpicuda_flow_apply(struct collc_mpicuda_ctx *ctx, int i)
     const int slot = st->fx[i].slot;
     const struct collc_mpicuda_phase *ph = &ctx->sched->phases[st->fx[i].phase];
     for (int k = 0; k < l->npieces; k++) {
-        const struct collc_mpicuda_piece *p = &ctx->pieces[l->first + k];
-        const struct collc_cuda_run *r = &ph->runs[p->run];
-        const int64_t bytes = collc_cuda_run_bytes(&ctx->cu, r);
-        char *at = ctx->buffer + collc_mpicuda_elem_at(ctx, r->lo) * ctx->cu.elem_bytes;
-        int err;
-        if (r->action == COLLC_CUDA_REDUCE) {
-            ctx->cu.reduce(at, ctx->scratch + p->at, bytes / ctx->cu.elem_bytes, st->max_blocks, st->main);
-            err = collc_mpicuda_launched(ctx, cudaSuccess, "a reduction");
-        } else {
-            err = collc_mpicuda_launched(
-                ctx, cudaMemcpyAsync(at, ctx->scratch + p->at, (size_t)bytes, cudaMemcpyDeviceToDevice, st->main),
-                "a copy");
-        }
+        const int err = collc_mpicuda_apply_piece(ctx, ph, &ctx->pieces[l->first + k]);
         if (err != COLLC_CUDA_OK) return err;
     }
     COLLC_CUDA_TRY(cudaEventRecord(st->events[3 * slot + 2], st->main));
