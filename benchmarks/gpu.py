@@ -180,7 +180,7 @@ class GpuCodec:
             k.launch("collc_ebq_encode_sizes", self.items + 1, x, un, c.inv2eb, self.payload, self.sizes, k.bad)
             k.scan("u64", self.sizes, self.items + 1)
             k.launch("collc_ebq_encode_body", self.items, x, un, c.inv2eb, self.payload, self.sizes)
-        if c.name == "lossless":
+        elif c.name == "lossless":
             w = x.view(np.uint32)
             k.launch("collc_lossless_encode_sizes", self.items + 1, w, un, self.payload, self.sizes)
             k.scan("u64", self.sizes, self.items + 1)

@@ -664,8 +664,9 @@ static inline int collc_cuda_execute(const struct collc_cuda_sched *s, void *con
     cudaError_t cuda_err;
     int device = 0, err, started = 0;
     if ((err = collc_cuda_ctx_init(&ctx, s, count, dtype, op)) != COLLC_CUDA_OK) goto out;
-    if ((err = collc_cuda_size_scratch(&ctx)) != COLLC_CUDA_OK) goto out;
-    if ((err = collc_cuda_check_pointers(&ctx, buffers, scratch)) != COLLC_CUDA_OK || count == 0) goto out;
+    /* count 0 moves nothing: its buffers may be NULL (an empty array's pointer often is) */
+    if ((err = collc_cuda_size_scratch(&ctx)) != COLLC_CUDA_OK || count == 0) goto out;
+    if ((err = collc_cuda_check_pointers(&ctx, buffers, scratch)) != COLLC_CUDA_OK) goto out;
     ctx.buffers = (char *const *)buffers;
     if ((cuda_err = cudaGetDevice(&device)) != cudaSuccess) {
         err = collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "no usable CUDA device: %s", cudaGetErrorString(cuda_err));

@@ -324,6 +324,19 @@ static inline int collc_comm_delete(MPI_Comm comm, int keyval, void *attr, void 
     return MPI_SUCCESS;
 }
 
+/* Ends the job after the caller wrote its one line on stderr; does not return.  The launcher forwards a
+ * rank's output and its abort on separate channels, and may tear the job down before the line arrives:
+ * a moment's pause first lets the line out. */
+static inline void collc_abort_job(MPI_Comm comm)
+{
+    double until;
+    fflush(stderr);
+    until = PMPI_Wtime() + 0.3;
+    while (PMPI_Wtime() < until) sched_yield();
+    PMPI_Abort(comm, 1);
+    _Exit(1); /* MPI_Abort may return before the job is torn down (MPICH does) */
+}
+
 /* PMPI_Comm_dup, within `timeout` seconds when it is positive (the duplication is collective: a rank that never
  * calls would leave the others waiting); `what` names the call for the message that ends the job otherwise. */
 static inline int collc_dup(MPI_Comm comm, MPI_Comm *dup, double timeout, const char *what)
@@ -345,9 +358,7 @@ static inline int collc_dup(MPI_Comm comm, MPI_Comm *dup, double timeout, const 
                 fprintf(stderr, "collc: %s: no progress for %g s (COLLC_TIMEOUT) at the first call on this "
                         "communicator, which every rank makes: a rank died or stopped, or did not call the "
                         "collective with the same count\n", what, timeout);
-                fflush(stderr);
-                PMPI_Abort(comm, 1);
-                _Exit(1);
+                collc_abort_job(comm);
             }
         }
     }
@@ -408,9 +419,7 @@ static inline void collc_step_fatal(const struct collc_ctx *ctx, int step, const
     if (n >= 0 && (size_t)n < sizeof text) vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", text); /* one write, so that ranks do not interleave */
-    fflush(stderr);
-    PMPI_Abort(ctx->comm, 1);
-    _Exit(1); /* MPI_Abort may return before the job is torn down (MPICH does) */
+    collc_abort_job(ctx->comm);
 }
 
 static inline void collc_mpi_fatal(const struct collc_ctx *ctx, int step, int err, int req, int nrecv)

@@ -455,8 +455,7 @@ static inline void collc_fatal(const struct collc_call *c, const char *fmt, ...)
     if (n >= 0 && (size_t)n < sizeof text) vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", text); /* one write, so that ranks do not interleave */
-    PMPI_Abort(c->comm, 1);
-    _Exit(1); /* MPI_Abort may return before the job is torn down (MPICH does) */
+    collc_abort_job(c->comm);
 }
 
 /* Sets up `ctx` for running the schedule on `work` (NULL: a work buffer of
@@ -704,12 +703,13 @@ static inline void collc_compare(const struct collc_call *c, const void *got, co
             if (a[i] != b[i]) {
                 MPI_Count e = c->type_size > 0 ? i / c->type_size : 0;
                 enum collc_elem k = collc_elem_of(c->dt);
-                if (k >= COLLC_ELEM_I8 && k <= COLLC_ELEM_U64 && c->type_size <= 8) {
+                if (k >= COLLC_ELEM_I8 && k <= COLLC_ELEM_U64 && c->type_size > 0 && c->type_size <= 8) {
                     long long x = 0, y = 0;
                     int is_signed = k == COLLC_ELEM_I8 || k == COLLC_ELEM_I16 || k == COLLC_ELEM_I32 ||
                                     k == COLLC_ELEM_I64;
-                    memcpy(&x, a + e * c->type_size, (size_t)c->type_size);
-                    memcpy(&y, b + e * c->type_size, (size_t)c->type_size);
+                    size_t width = (size_t)c->type_size & 15u; /* 1..8, as tested: bounded for the compiler too */
+                    memcpy(&x, a + e * c->type_size, width);
+                    memcpy(&y, b + e * c->type_size, width);
                     if (is_signed && c->type_size < 8) { /* sign-extend */
                         int shift = (int)(64 - 8 * c->type_size);
                         x = (long long)((unsigned long long)x << shift) >> shift;

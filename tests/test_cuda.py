@@ -623,6 +623,15 @@ def test_driver_rejects_bad_arguments_on_mock_runtime(built: dict[str, Built], m
     assert "bad argument: device_of_rank[2] = 2: there are 2 device(s)" in result["error"]
 
 
+def test_count_zero_takes_null_buffers_on_mock_runtime(built: dict[str, Built], mock: Path) -> None:
+    """An empty call moves nothing, so NULL buffers (CuPy's pointer for an empty array) are fine; with data not."""
+    cases = [{"dtype": "float32", "op": "sum", "count": count, "seed": 1, "devices": None, "null_buffers": True}
+             for count in (0, 8)]  # fmt: skip
+    empty, full = mock_run(mock, built["ring_allreduce_k3"], "ring_allreduce", {"p": 5, "k": 3}, cases)
+    assert "error" not in empty, empty
+    assert "bad argument: buffers[0] is NULL" in full["error"]
+
+
 # --------------------------------------------------------------------------
 # On a GPU
 # --------------------------------------------------------------------------

@@ -75,6 +75,7 @@ __all__ = [
     "build",
     "check_run_args",
     "codec_row",
+    "compressed_ops",
     "cupy_module",
     "fusions",
     "generate",
@@ -374,6 +375,11 @@ def run_library(
     return rows
 
 
+def compressed_ops(schedule: Schedule) -> tuple[str, ...]:
+    """The ops a compressing schedule runs on float32: sum alone where payloads are added, else every local codec op."""
+    return ("sum",) if adds_payloads(tables.from_schedule(schedule, compression=True)) else local_codecs.OPS
+
+
 def check_run_args(
     dtype: str, op: str, iters: int, warmup: int, schedule: Schedule, error_bounds: np.ndarray | None
 ) -> None:
@@ -384,7 +390,7 @@ def check_run_args(
         raise CollError(f"iters must be >= 1 and warmup >= 0, got {iters} and {warmup}")
     if not schedule.compresses():
         return
-    ops = ("sum",) if adds_payloads(tables.from_schedule(schedule, compression=True)) else local_codecs.OPS
+    ops = compressed_ops(schedule)
     if dtype != "float32" or op not in ops:
         raise CollError(
             f"{schedule.algorithm} compresses: the cuda backend runs it on float32 data with the op(s) "

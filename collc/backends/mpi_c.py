@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ from collc.resources import data_dir
 __all__ = [
     "API_NAMES",
     "CFLAGS",
+    "CFLAGS_ENV",
     "C_CODECS",
     "MPI_NAMES",
     "SANITIZE_FLAGS",
@@ -54,6 +57,7 @@ __all__ = [
     "SizeVariant",
     "build",
     "compressed_bound",
+    "extra_cflags",
     "generate",
     "library_path",
     "plan",
@@ -63,10 +67,24 @@ __all__ = [
 ]
 
 CFLAGS: tuple[str, ...] = (
-    "-O3", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-strict-aliasing",
+    "-O3", "-fPIC", "-shared", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-strict-aliasing",
 )  # fmt: skip
 """Flags of every build (portable: no ``-march=native``).  The codecs need IEEE float arithmetic as written (no
-FMA contraction: bit-exact payloads on every machine) and read float buffers as words."""
+FMA contraction: bit-exact payloads on every machine) and read float buffers as words.  Warnings do not stop a
+build: another compiler's new warning must not break a user's library (the test suite adds ``-Werror`` through
+``COLLC_CFLAGS``)."""
+
+CFLAGS_ENV = "COLLC_CFLAGS"
+"""Extra compiler flags for every mpi-c build, split like a shell would (e.g. ``-Werror -march=native``)."""
+
+
+def extra_cflags(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The flags ``$COLLC_CFLAGS`` adds (CollError when it does not parse)."""
+    text = (os.environ if env is None else env).get(CFLAGS_ENV, "")
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as err:
+        raise CollError(f"{CFLAGS_ENV}={text!r}: {err}") from None
 
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 
@@ -617,7 +635,7 @@ def build(out_dir: Path, schedule: Schedule, *, cflags: Sequence[str] = (), sani
     if not source.is_file():
         raise CollError(f"{source} does not exist: generate the sources first (collc.backends.mpi_c.generate)")
     lib = library_path(out_dir, schedule)
-    command = [str(mpicc()), *CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *cflags]
+    command = [str(mpicc()), *CFLAGS, *(SANITIZE_FLAGS if sanitize else ()), *extra_cflags(), *cflags]
     command += ["-I", str(out_dir), "-o", str(lib), *map(str, _library_sources(out_dir, source)), "-lm"]
     run_compiler(command, out_dir, source)
     return lib

@@ -125,7 +125,8 @@ def build(out_dir: Path, program: Program, *, cflags: Sequence[str] = ()) -> Pat
     out_dir = Path(out_dir).resolve()
     source = out_dir / f"collc_{c_ident(program.name)}.c"
     lib = library_path(out_dir, program)
-    command = [str(mpicc()), *mpi_c.CFLAGS, *cflags, "-I", str(out_dir), "-o", str(lib), str(source), "-lm"]
+    command = [str(mpicc()), *mpi_c.CFLAGS, *mpi_c.extra_cflags(), *cflags]
+    command += ["-I", str(out_dir), "-o", str(lib), str(source), "-lm"]
     run_compiler(command, out_dir, source)
     return lib
 

@@ -500,7 +500,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         def build() -> Step:
             inp = self._single(inputs, "all_gather")
             outs = self._rank_list(outputs, inp, "all_gather", "output", "input")
-            flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype)
+            flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype, device=inp.device)
             inner = self._all_gather_step(flat, inp)
 
             def step() -> Planned:
@@ -555,7 +555,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
         def build() -> Step:
             out = self._single(outputs, "reduce_scatter")
             parts = self._rank_list(inputs, out, "reduce_scatter", "input", "output")
-            flat = torch.cat([i.reshape(-1) for i in parts]) if parts else torch.empty(0, dtype=out.dtype)
+            empty = torch.empty(0, dtype=out.dtype, device=out.device)
+            flat = torch.cat([i.reshape(-1) for i in parts]) if parts else empty
             return self._reduce_scatter_step(out, flat, op)
 
         return self._submit("reduce_scatter", [self._guard(build)], outputs, opts)

@@ -4,7 +4,8 @@
 
 loads LIBMOCK (soname libcudart.so.13) first, so that LIBCOLLC (built with
 ``nvcc -cudart shared``) binds to it, then runs every case
-(``{"dtype", "op", "count", "seed", "devices"}``, optionally ``"own_scratch"``:
+(``{"dtype", "op", "count", "seed", "devices"}``, optionally ``"null_buffers"`` (pass NULL for every
+buffer, as CuPy gives for empty arrays) and ``"own_scratch"``:
 pass scratch space of the library's ``scratch_bytes``) on numpy buffers
 standing in for device memory, drains the mock's queues in a random valid
 order (seeded by the case) and prints one JSON object per case: the wrong elements
@@ -52,7 +53,8 @@ def main() -> int:
         launches, peers = mock.mock_cuda_launches(), mock.mock_cuda_peer_copies()
         try:
             pointers = None if scratch is None else [0 if s is None else s.ctypes.data for s in scratch]
-            lib.run([b.ctypes.data for b in buffers], count, dtype, op, devices, scratch=pointers)
+            pointers_in = [0] * len(buffers) if case.get("null_buffers") else [b.ctypes.data for b in buffers]
+            lib.run(pointers_in, count, dtype, op, devices, scratch=pointers)
         except CollError as err:
             print(json.dumps({"error": str(err)}), flush=True)
             continue

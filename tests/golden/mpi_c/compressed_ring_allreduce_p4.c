@@ -8,7 +8,7 @@
  * API: collc_compressed_ring_allreduce.h.  This file also defines MPI_Allreduce and
  * MPI_Allreduce_c, which run the schedule for the calls it fits and hand the
  * others to PMPI.  Build: make, or
- *   mpicc -O3 -fPIC -shared -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing -I. -o libcollc_compressed_ring_allreduce.so collc_compressed_ring_allreduce.c -lm
+ *   mpicc -O3 -fPIC -shared -Wall -Wextra -ffp-contract=off -fno-strict-aliasing -I. -o libcollc_compressed_ring_allreduce.so collc_compressed_ring_allreduce.c -lm
  *
  * The schedule has compression points (runtime/collc_zexec.h runs them): its runs
  * say how their chunks travel (raw, compressed on the wire, or a compressed chunk's

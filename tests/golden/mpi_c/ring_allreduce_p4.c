@@ -8,7 +8,7 @@
  * API: collc_ring_allreduce.h.  This file also defines MPI_Allreduce and
  * MPI_Allreduce_c, which run the schedule for the calls it fits and hand the
  * others to PMPI.  Build: make, or
- *   mpicc -O3 -fPIC -shared -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing -I. -o libcollc_ring_allreduce.so collc_ring_allreduce.c -lm
+ *   mpicc -O3 -fPIC -shared -Wall -Wextra -ffp-contract=off -fno-strict-aliasing -I. -o libcollc_ring_allreduce.so collc_ring_allreduce.c -lm
  */
 #include "collc_ring_allreduce.h"
 #include "collc_mpi.h"
