@@ -86,6 +86,7 @@ def extra_cflags(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     except ValueError as err:
         raise CollError(f"{CFLAGS_ENV}={text!r}: {err}") from None
 
+
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 
 SMALL_BELOW = 64 * 1024
