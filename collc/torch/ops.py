@@ -179,7 +179,7 @@ def reduce_scatter_into(lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor,
     dt = _native(out.dtype)
     if dt is None:
         work_in = inp.to(torch.float32)
-        work_out = torch.empty(n, dtype=torch.float32)
+        work_out = torch.empty(n, dtype=torch.float32, device=out.device)
         _start(work_in, kind)
         reduce_scatter_into(lib, work_out, work_in, ReduceKind(kind.base), p)
         _finish(work_out, kind, p)
