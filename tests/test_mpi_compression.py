@@ -45,6 +45,8 @@ EXAMPLES = (
     "compressed_swing_bw",
 )
 BACKENDS = ("mpi-py", "mpi-c")
+# mpi-c in the normal suite and mpi-py with -m slow, for the tests that compare the two targets on one thing
+BACKEND_PARAMS = [pytest.param(b, marks=() if b == "mpi-c" else pytest.mark.slow) for b in BACKENDS]
 OTHER_P = {"compressed_swing_bw": 6}  # the second rank count of each example (3 where the example allows it)
 CODECS = (
     "ebq(eb=0.01)",
@@ -152,11 +154,14 @@ def counts_for(schedule: Schedule) -> list[int]:
 
 
 FAST_AT_4 = {("mpi-py", "compressed_ring_allreduce"), ("mpi-py", "homomorphic_allreduce")}  # the rest of mpi-py: slow
+FAST_OTHER = {("mpi-c", "compressed_swing_bw"), ("mpi-c", "homomorphic_allreduce")}  # the rest are slow on mpi-c
+# at 4 ranks: every mpi-c example but those FAST_OTHER runs at their other rank count (those with -m slow)
 
 
 @pytest.mark.parametrize(
     ("backend", "name"),
-    [pytest.param(b, n, marks=() if b == "mpi-c" or (b, n) in FAST_AT_4 else pytest.mark.slow)
+    [pytest.param(b, n, marks=() if (b == "mpi-c" and (b, n) not in FAST_OTHER) or (b, n) in FAST_AT_4
+                  else pytest.mark.slow)
      for b in BACKENDS for n in EXAMPLES],
 )  # fmt: skip
 def test_every_example_at_4_ranks(backend: str, name: str, tmp_path: Path) -> None:
@@ -167,9 +172,6 @@ def test_every_example_at_4_ranks(backend: str, name: str, tmp_path: Path) -> No
     for row in rows:
         assert_matches_reference(schedule, row, tmp_path)
         assert row.error_bound == pytest.approx(bound.error_bound)
-
-
-FAST_OTHER = {("mpi-c", "compressed_swing_bw"), ("mpi-c", "homomorphic_allreduce")}  # the rest are slow on mpi-c
 
 
 @pytest.mark.parametrize(
@@ -183,7 +185,7 @@ def test_every_example_at_another_rank_count(backend: str, name: str, tmp_path: 
         assert_matches_reference(schedule, row, tmp_path, seed=7)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_float64_data(backend: str, tmp_path: Path) -> None:
     schedule = schedule_of("compressed_ring_allreduce", 4, "lossless")
     for row in run(schedule, backend, [4 * 300 + 1], tmp_path, dtype="float64", seed=3):
@@ -224,7 +226,7 @@ def test_every_codec(backend: str, name: str, spec: str, tmp_path: Path) -> None
             assert row.error_bound == float("inf")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_wire_bytes_in_closed_form(backend: str, tmp_path: Path) -> None:
     """Static-size codecs: every message's size follows from the chunk sizes alone; the collective-level
     allgather with ebq sends each rank's compressed block p - 1 times (idempotence: the p2p ring too)."""
@@ -287,7 +289,7 @@ def test_compressed_runs_need_floats_and_sum_max_min() -> None:
         collc.load("homomorphic_allreduce").instantiate(p=4).run_mpi([16], "float32", "max")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_max_and_min(backend: str) -> None:
     _mpi()
     inst = collc.load("compressed_ring_allreduce").instantiate(p=3)

@@ -141,8 +141,11 @@ def test_every_collective_runs_correctly_on_mpi(name: str, params: dict[str, int
 
 
 @pytest.mark.parametrize(
-    ("dtype", "op"), [("float64", "prod"), ("int64", "max"), ("int32", "min"), ("bfloat16", "sum"), ("float16", "sum")]
-)
+    ("dtype", "op"),
+    [("float64", "prod"), ("bfloat16", "sum"),  # the rest with -m slow
+     *(pytest.param(d, o, marks=pytest.mark.slow)
+       for d, o in (("int64", "max"), ("int32", "min"), ("float16", "sum")))],
+)  # fmt: skip
 def test_swing_runs_every_dtype_and_op(dtype: str, op: str) -> None:
     rows = instance("swing_bw", {"p": 6}).run_mpi([5, 3001], dtype, op, timeout=60)
     assert [r.wrong for r in rows] == [0, 0]

@@ -303,6 +303,7 @@ def test_fsdp2_training_matches_gloo(cache: Path, tmp_path: Path) -> None:
     assert collc_losses == pytest.approx(gloo_losses, rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_the_docs_example_trains_on_four_ranks(cache: Path, tmp_path: Path) -> None:
     text = (ROOT / "docs" / "torch.md").read_text()
     match = re.search(r"<!-- example: (\S+) -->\s*```python\n(.*?)```", text, re.S)
