@@ -217,6 +217,20 @@ def test_build_errors(tmp_path: Path) -> None:
     assert "mpicc failed" in err.value.message
 
 
+def test_collc_cflags_reach_the_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warnings do not stop a user's build; COLLC_CFLAGS adds flags to it (the suite's -Werror among them)."""
+    assert "-Werror" not in mpi_c.CFLAGS
+    assert mpi_c.extra_cflags({"COLLC_CFLAGS": "-Werror  -DX='a b'"}) == ("-Werror", "-DX=a b")
+    with pytest.raises(CollError, match=r"COLLC_CFLAGS=.*quotation"):
+        mpi_c.extra_cflags({"COLLC_CFLAGS": "-DX='a"})
+    _tools()
+    schedule = _schedule("ring_allreduce", {"p": 2})
+    mpi_c.generate(schedule, tmp_path)
+    monkeypatch.setenv("COLLC_CFLAGS", "-include no_such_header_from_the_environment.h")
+    with pytest.raises(CollError, match=r"no_such_header_from_the_environment\.h"):
+        mpi_c.build(tmp_path, schedule)
+
+
 # --------------------------------------------------------------------------
 # Builds
 # --------------------------------------------------------------------------
