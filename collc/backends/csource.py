@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import jinja2
 
 from collc import collectives
 from collc.backends import tables
 from collc.diagnostics import CollError
 from collc.ir import format_id_set
+from collc.resources import data_dir
 
-__all__ = ["SourceLine", "Sources", "c_ident", "run_compiler", "runs_text"]
+__all__ = ["SourceLine", "Sources", "c_ident", "run_compiler", "runs_text", "write_sources"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,22 @@ def runs_text(runs: Sequence[tables.Run], recv: bool) -> str:
         else:
             parts.append((action, [(r.lo, r.hi)]))
     return ", ".join(f"{action} {format_id_set(ids)}" for action, ids in parts)
+
+
+def write_sources(
+    out_dir: Path, env: jinja2.Environment, files: Sequence[tuple[str, str, Mapping[str, Any]]], headers: Sequence[str]
+) -> list[Path]:
+    """Render each (file name, template, context) into ``out_dir`` (created if needed), then copy the runtime
+    ``headers`` beside them, so that the folder builds on its own; the written paths, in that order."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, template, context in files:
+        path = out_dir / name
+        path.write_text(env.get_template(template).render(**context), encoding="utf-8")
+        written.append(path)
+    runtime = data_dir("runtime")
+    written += [Path(shutil.copyfile(runtime / header, out_dir / header)) for header in headers]
+    return written
 
 
 def run_compiler(command: Sequence[str], cwd: Path, source: Path) -> None:

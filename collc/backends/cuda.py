@@ -38,7 +38,7 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import local, local_codecs, tables
-from collc.backends.csource import c_ident, run_compiler
+from collc.backends.csource import c_ident, run_compiler, write_sources
 from collc.backends.cuda_plan import (
     BASE_FLAGS,
     DEFAULT_ARCH,
@@ -135,18 +135,9 @@ def generate(schedule: Schedule, out_dir: Path) -> list[Path]:
     """
     out_dir = Path(out_dir)
     data = plan(schedule)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    env = _environment()
     cu_name, h_name = source_names(schedule)
-    written = []
-    for name, template in ((cu_name, "collc.cu.j2"), (h_name, "collc_cuda.h.j2"), ("Makefile", "Makefile.j2")):
-        path = out_dir / name
-        path.write_text(env.get_template(template).render(plan=data), encoding="utf-8")
-        written.append(path)
-    runtime = data_dir("runtime")
-    for header in RUNTIME_HEADERS:
-        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
-    return written
+    files = [(cu_name, "collc.cu.j2"), (h_name, "collc_cuda.h.j2"), ("Makefile", "Makefile.j2")]
+    return write_sources(out_dir, _environment(), [(n, t, {"plan": data}) for n, t in files], RUNTIME_HEADERS)
 
 
 def nvcc() -> Path:

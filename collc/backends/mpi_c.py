@@ -26,7 +26,6 @@ import dataclasses
 import math
 import os
 import shlex
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import dataflow, tables
-from collc.backends.csource import SourceLine, Sources, c_ident, prefix_lines, run_compiler, runs_text
+from collc.backends.csource import SourceLine, Sources, c_ident, prefix_lines, run_compiler, runs_text, write_sources
 from collc.backends.mpitools import mpicc
 from collc.codecs import parse_codec
 from collc.codecs.fwq import Fwq
@@ -588,19 +587,9 @@ def generate(
         else:
             parts.append((f"{stem}.c", plan(v.schedule, v.error_bound, **extra)))
     assert first is not None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    env = _environment()
     pieces = [(name, "collc.c.j2", data) for name, data in parts]
     pieces += [(h_name, "collc.h.j2", first), ("Makefile", "Makefile.j2", first)]
-    written = []
-    for name, template, rendered in pieces:
-        path = out_dir / name
-        path.write_text(env.get_template(template).render(plan=rendered), encoding="utf-8")
-        written.append(path)
-    runtime = data_dir("runtime")
-    for header in RUNTIME_HEADERS:
-        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
-    return written
+    return write_sources(out_dir, _environment(), [(n, t, {"plan": d}) for n, t, d in pieces], RUNTIME_HEADERS)
 
 
 def _files(stem: str, v: SizeVariant) -> tuple[str, ...]:

@@ -16,19 +16,17 @@ terms of `collc.backends.tables`, for comparison with the Python tables.
 from __future__ import annotations
 
 import ctypes
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from collc.backends import mpi_c, tables
 from collc.backends.anyp_translate import CFunction, refusal, translate
-from collc.backends.csource import Sources, c_ident, run_compiler
+from collc.backends.csource import Sources, c_ident, run_compiler, write_sources
 from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
 from collc.frontend.program import Program
 from collc.ir import Collective, ParamValue
-from collc.resources import data_dir
 
 __all__ = ["AnypPlan", "RankTables", "anyp_tables", "build", "check_supported", "generate", "library_path"]
 
@@ -137,18 +135,9 @@ def generate(
     """Write the any-p library's sources, header, Makefile and runtime headers into ``out_dir``."""
     data = plan(program, params, verified)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    env = mpi_c._environment()
-    written = []
-    for name, template in ((data.file_name, "collc_anyp.c.j2"), (f"collc_{data.ident}.h", "collc_anyp.h.j2"),
-                           ("Makefile", "Makefile.j2")):  # fmt: skip
-        path = out_dir / name
-        path.write_text(env.get_template(template).render(plan=data), encoding="utf-8")
-        written.append(path)
-    runtime = data_dir("runtime")
-    for header in RUNTIME_HEADERS:
-        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
-    return written
+    header = f"collc_{data.ident}.h"
+    files = [(data.file_name, "collc_anyp.c.j2"), (header, "collc_anyp.h.j2"), ("Makefile", "Makefile.j2")]
+    return write_sources(out_dir, mpi_c._environment(), [(n, t, {"plan": data}) for n, t in files], RUNTIME_HEADERS)
 
 
 # --------------------------------------------------------------------------

@@ -38,7 +38,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ import jinja2
 import numpy as np
 
 from collc.backends import cuda, cuda_plan, dataflow, local, mpi_launch, mpitools, tables
-from collc.backends.csource import c_ident, run_compiler
+from collc.backends.csource import c_ident, run_compiler, write_sources
 from collc.diagnostics import CollError
 from collc.ir import Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
@@ -263,7 +262,6 @@ def generate(schedule: Schedule, out_dir: Path, *, arch: str = cuda.DEFAULT_ARCH
     """
     out_dir = Path(out_dir)
     data = plan(schedule, arch=arch)
-    out_dir.mkdir(parents=True, exist_ok=True)
     env = _environment()
     cu_name, h_name, main_name = source_names(schedule)
     templates = (
@@ -272,15 +270,8 @@ def generate(schedule: Schedule, out_dir: Path, *, arch: str = cuda.DEFAULT_ARCH
         (main_name, "main.cu.j2"),
         ("Makefile", "Makefile.j2"),
     )
-    written = []
-    for name, template in templates:
-        path = out_dir / name
-        path.write_text(env.get_template(template).render(plan=data.tables, mpi=data), encoding="utf-8")
-        written.append(path)
-    runtime = data_dir("runtime")
-    for header in RUNTIME_HEADERS:
-        written.append(Path(shutil.copyfile(runtime / header, out_dir / header)))
-    return written
+    context = {"plan": data.tables, "mpi": data}
+    return write_sources(out_dir, env, [(n, t, context) for n, t in templates], RUNTIME_HEADERS)
 
 
 def mpicxx() -> Path:
