@@ -555,8 +555,10 @@ class ProcessGroupCollc(dist.ProcessGroup):
         def build() -> Step:
             out = self._single(outputs, "reduce_scatter")
             parts = self._rank_list(inputs, out, "reduce_scatter", "input", "output")
-            empty = torch.empty(0, dtype=out.dtype, device=out.device)
-            flat = torch.cat([i.reshape(-1) for i in parts]) if parts else empty
+            if parts:
+                flat = torch.cat([i.reshape(-1) for i in parts])
+            else:
+                flat = torch.empty(0, dtype=out.dtype, device=out.device)
             return self._reduce_scatter_step(out, flat, op)
 
         return self._submit("reduce_scatter", [self._guard(build)], outputs, opts)
