@@ -2,6 +2,7 @@
 
     python benchmarks/gpu.py                        # every section, default sizes
     python benchmarks/gpu.py --ranks 8 --size 256MiB --iters 20 --codecs "ebq(eb=1e-3),fp16"
+    python benchmarks/gpu.py --sections codecs,r8   # skip the allreduce table (copy is always measured)
 
 Sections, one table each:
 
@@ -328,7 +329,13 @@ def main() -> int:
                         "hq(eb=1e-3);fp16;bf16;lossless", help="codec specs separated by ';'")  # fmt: skip
     parser.add_argument("--r8-codec", default="ebq(eb=1e-3)")
     parser.add_argument("--alpha", default="2e-6,5e-6", help="modeled latencies in seconds, comma-separated")
+    parser.add_argument("--sections", default="allreduce,codecs,r8",
+                        help="which of allreduce, codecs, r8 to run, comma-separated (copy always runs)")  # fmt: skip
     args = parser.parse_args()
+    sections = {s.strip() for s in args.sections.split(",") if s.strip()}
+    unknown = sections - {"allreduce", "codecs", "r8"}
+    if unknown:
+        parser.error(f"--sections: unknown section(s) {', '.join(sorted(unknown))}; known: allreduce, codecs, r8")
 
     try:
         cp = cuda.cupy_module()
@@ -339,7 +346,10 @@ def main() -> int:
     print(f"# {props['name'].decode()}, CuPy {cp.__version__}")
     size = parse_size(args.size)
     b_copy = copy_bandwidth(cp, parse_size(args.copy_size), args.iters)
-    allreduce(b_copy, args.ranks, size, args.iters)
+    if "allreduce" in sections:
+        allreduce(b_copy, args.ranks, size, args.iters)
+    if not sections & {"codecs", "r8"}:
+        return 0
     try:
         import collc.codecs  # noqa: F401
 
@@ -349,7 +359,11 @@ def main() -> int:
     except ImportError as err:
         print(f"\n# codecs: not available ({err}): nothing measured")
         return 0
-    codec_table(cp, kernels, [s.strip() for s in args.codecs.split(";") if s.strip()], b_copy, size, args.iters)
+    if "codecs" in sections:
+        specs = [s.strip() for s in args.codecs.split(";") if s.strip()]
+        codec_table(cp, kernels, specs, b_copy, size, args.iters)
+    if "r8" not in sections:
+        return 0
     alphas = [float(a) for a in args.alpha.split(",")]
     r8(cp, kernels, args.r8_codec, args.ranks, size, args.iters, alphas)
     return 0
