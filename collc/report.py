@@ -13,6 +13,7 @@ from collc.verify.check import CheckReport, Finding
 from collc.verify.compression import ErrorStats, fmt_bound
 from collc.verify.deadlock import DeadlockReport
 from collc.verify.findings import contents_note
+from collc.verify.forall import AllP
 from collc.verify.sweep import SKIPPED, InstanceResult, SweepResult
 from collc.verify.trace import trace_chunk
 
@@ -273,3 +274,53 @@ def trace_text(schedule: Schedule, chunk: int) -> str:
     for rank, text in enumerate(final):
         lines.append(f"  rank {rank}: {text}")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# For all p (`--ranks all`)
+# --------------------------------------------------------------------------
+
+
+def allp_text(alg: Algorithm, result: AllP, shown: int = 5) -> str:
+    head = f"{alg.name} ({alg.collective.value})"
+    fixed = ", ".join(f"{k}={v}" for k, v in result.fixed)
+    lines = []
+    if result.status == "proved":
+        lines.append(f"{head}: PROVED for every p the constraints allow")
+        lines.append(f"  how: {result.how}")
+    elif result.status == "counterexample":
+        assert result.failure is not None
+        lines.append(f"{head}: FAILS at p={result.failure.params['p']} (counterexample)")
+    else:
+        lines.append(f"{head}: not proved; correct for every allowed p up to {result.bound} ({result.checked} checked)")
+    if result.status != "proved" and result.how:
+        where = f" ({result.span})" if result.span is not None else ""
+        lines.append(f"  no proof for all p: {result.how}{where}")
+    if fixed:
+        lines.append(f"  other parameters: {fixed} (the result is for these values; --param sets others)")
+    for n, inv in enumerate(result.invariants, 1):
+        lines.append(f"  invariant of step loop {n}: holds(r, c, j) <=> {inv}")
+    failure = result.failure
+    if failure is not None:
+        if failure.error is not None:
+            lines.append(format_error(failure.error, alg.sources))
+        elif failure.report is not None:
+            for f in failure.report.findings[:shown]:
+                lines.append(finding_text(f, alg.sources))
+            lines.extend(_more_findings(failure.report, shown, "for this instance (--json lists them)"))
+    return "\n".join(lines)
+
+
+def allp_json(alg: Algorithm, result: AllP) -> dict[str, Any]:
+    return {
+        "algorithm": alg.name,
+        "collective": alg.collective.value,
+        "status": result.status,
+        "how": result.how,
+        "where": str(result.span) if result.span is not None else None,
+        "parameters": dict(result.fixed),
+        "invariants": list(result.invariants),
+        "checked_up_to": result.bound if result.status == "checked" else None,
+        "checked": result.checked,
+        "counterexample": _instance_json(result.failure) if result.failure is not None else None,
+    }

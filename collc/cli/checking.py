@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -27,6 +27,7 @@ from collc.cli.progress import progress_bar
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
 from collc.verify.deadlock import MODELS
+from collc.verify.forall import check_all_p
 from collc.verify.sweep import SweepResult, judge, parameter_sets, sweep
 
 
@@ -55,6 +56,14 @@ from collc.verify.sweep import SweepResult, judge, parameter_sets, sweep
     metavar="T",
     help="Compression: fail when the worst-case error bound of an output exceeds T.",
 )
+@click.option(
+    "--bound",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="With --ranks all: without a proof, check p = 1..N one by one for the smallest failure.",
+)
 def check(
     file: str,
     p: str | None,
@@ -69,9 +78,13 @@ def check(
     trace: int | None,
     input_bound: float,
     tolerance: float | None,
+    bound: int,
 ) -> None:
     """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition,
-    compression points and their error bound."""
+    compression points and their error bound.  ``--ranks all`` proves the program for every p, or finds the
+    smallest p where it fails, or says up to which p it checked and why there is no proof."""
+    if p is not None and p.strip().lower() == "all":
+        _check_all_p(file, params, codecs, dims, as_json, shown, model, bound)
     ranges = collect_ranges(p, params, dims)
     alg = load_algorithm(file, codecs)
     check_values(alg, ranges, p, params, dims)
@@ -119,6 +132,43 @@ def check(
             fail_input(err, alg.sources)
     first = outcome.failures[0] if outcome.failures else None
     sys.exit(EXIT_OK if first is None else EXIT_INPUT if first.status == "error" else EXIT_WRONG)
+
+
+def _check_all_p(
+    file: str,
+    params: tuple[str, ...],
+    codecs: tuple[str, ...],
+    dims: str | None,
+    as_json: bool,
+    shown: int,
+    model: str,
+    bound: int,
+) -> NoReturn:
+    if dims is not None:
+        raise click.UsageError("--ranks all proves a program over p; --dims fixes the shape (and so p) instead")
+    ranges = collect_ranges(None, params, None)
+    alg = load_algorithm(file, codecs)
+    if alg.program.hierarchy is not None:
+        raise click.UsageError(
+            f"--ranks all: {alg.name} has a hierarchy, whose p splits over its levels; check a range instead "
+            "(-p 2..N, with --param LEVEL=G to fix a level)"
+        )
+    check_values(alg, {**ranges, "p": [1]}, "all", params, None)  # p: any int, to check the rest
+    values: dict[str, int] = {}
+    for name, given in ranges.items():
+        if len(given) != 1 or not isinstance(given[0], int):
+            raise bad_value("--param", name, "takes one integer value with --ranks all")
+        values[name] = given[0]
+    with progress_bar(f"proving {alg.name} for all p", quiet=as_json):
+        outcome = check_all_p(alg.program, values, bound=bound, model=model)
+    if as_json:
+        click.echo(json.dumps(report.allp_json(alg, outcome), indent=2))
+    else:
+        click.echo(report.allp_text(alg, outcome, shown))
+    failure = outcome.failure
+    if failure is None:
+        sys.exit(EXIT_OK)
+    sys.exit(EXIT_INPUT if failure.status == "error" else EXIT_WRONG)
 
 
 def _sweep_with_progress(

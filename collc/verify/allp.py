@@ -1,0 +1,673 @@
+"""Correctness for every p: an inductive proof over the step formulas, discharged with z3.
+
+The proof works on the `collc.verify.symbolic` model of a program (its step loops as formulas in ``p``,
+``rank`` and the iteration ``i``).  The state it reasons about is the one the per-p checker tracks: which
+ranks' inputs slot (rank r, chunk c) holds, written ``In(i, r, c, j)`` for "holds rank j's contribution
+after i iterations of the loop".  For each loop it needs an *invariant*, a formula for ``In`` that holds
+for every p; it learns one from the exact states of small instances (a short disjunction of conjunctions
+of comparisons between the differences of r, c, j modulo p, the iteration and p, or, for power-of-two
+p, of bit tests), then asks z3 to prove, with p, i, the ranks, the chunk and the source all symbolic:
+
+- the first loop's invariant at i = 0 is the collective's precondition, each loop's at its end is the
+  next loop's at its start, and the last loop's at its end gives every slot the postcondition requires
+  every contribution exactly once;
+- one iteration takes the invariant at i to the invariant at i + 1 under the step's semantics (sends
+  read the state at the start of the step, copies land first, then reductions);
+- no reduction adds a contribution a slot already holds, no two copies land in one slot;
+- every peer is a rank other than the sender, every chunk is in range, every receive is matched by a send
+  of the same chunks and every send by a receive (and, for rooted or gathered data, a send's slot holds
+  its data).
+
+Integers are unbounded, except where the program uses bit operations: there the proof is over 64-bit
+integers with p < 2^31 (every size an MPI communicator can have).  A learned invariant that is not
+inductive is refined with the instance z3 reports; when no proof is found the caller falls back to
+checking p = 1 .. N one instance at a time (`collc.verify.sweep`), which finds the smallest failing p.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from collc.ir import Collective, Schedule, Span
+from collc.verify.symbolic import Loop, Model, Refusal, SymOp, evaluate, member, members
+
+__all__ = ["Proof", "prove", "sample_sizes"]
+
+_MAX_TERMS = 8  # disjuncts of a learned invariant
+_MAX_ATOMS = 5  # comparisons per disjunct
+_ROUNDS = 3  # learn, prove, add the counterexample's instance, again
+_MAX_P_DATA = 48  # largest instance whose states are learned from
+_BITS = 64
+_P_LIMIT = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """The outcome: ``proved`` and how, or why not (``reason``, with a ``span`` where one applies)."""
+
+    proved: bool
+    method: str
+    reason: str
+    span: Span | None
+    invariants: tuple[str, ...]  # one per loop, as text
+    counterexample: int | None = None  # a p z3 found the program (not the invariant) wrong at
+
+
+def sample_sizes(model: Model, upto: int) -> list[int]:
+    """The p in 1 .. upto that satisfy the model's constraints."""
+    out = []
+    for p in range(1, upto + 1):
+        if model.pow2 and p & (p - 1):
+            continue
+        if all(evaluate(c, {"p": p}) for c in model.constraints):
+            out.append(p)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Concrete states of the model (what the invariants are learned from)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Contract:
+    k: int  # chunks per rank of the contract (allgather, reduce-scatter: nchunks = k * p), else 1
+    unit: int  # nchunks / p where that is a fixed number (the invariants' block of c is c // unit), else 1
+    reduction: bool  # origin EVERY: each rank contributes to every chunk
+    root: int | None
+
+
+def _contract(model: Model) -> _Contract:
+    ks = {evaluate(model.nchunks, {"p": p}) / p for p in (2, 4, 8, 16)}
+    multiple = len(ks) == 1 and float(next(iter(ks))).is_integer() and next(iter(ks)) >= 1
+    unit = int(next(iter(ks))) if multiple else 1
+    k = 1
+    if model.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+        if not multiple:
+            raise Refusal("a chunk count that is not a fixed multiple of p", model.span)
+        k = unit
+    col = model.collective
+    if col in (Collective.ALLTOALL,):
+        raise Refusal(f"the {col.value} contract", model.span)
+    root = None
+    if col.has_root:
+        if model.root is None or model.root[0] != "num":
+            raise Refusal("a root that is not a fixed number", model.span)
+        root = model.root[1]
+    reduction = col in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)
+    return _Contract(k, unit, reduction, root)
+
+
+def _initial(ct: _Contract, col: Collective, p: int, nchunks: int) -> np.ndarray:
+    state = np.zeros((p, nchunks, p), dtype=bool)  # [r, c, j]
+    for c in range(nchunks):
+        if ct.reduction:
+            state[np.arange(p), c, np.arange(p)] = True
+        else:
+            origin = ct.root if col is Collective.BROADCAST else c // ct.k
+            if origin is not None and origin < p:
+                state[origin, c, origin] = True
+    return state
+
+
+def _ops_at(loop: Loop, p: int, i: int) -> list[tuple[int, str, int, frozenset[int], str | None]]:
+    out = []
+    for r in range(p):
+        env = {"p": p, "rank": r, "i": i}
+        for op in loop.ops:
+            if evaluate(op.guard, env):
+                out.append((r, op.kind, evaluate(op.peer, env), frozenset(members(op.chunks, env)), op.action))
+    return out
+
+
+def _states(model: Model, ct: _Contract, p: int) -> list[np.ndarray] | None:
+    """Per loop, the states before each iteration and after the last ([n+1, r, c, j]); None if ill-formed."""
+    nchunks = evaluate(model.nchunks, {"p": p})
+    state = _initial(ct, model.collective, p, nchunks)
+    out = []
+    for loop in model.loops:
+        n = evaluate(loop.count, {"p": p})
+        seq = [state]
+        for i in range(n):
+            new = state.copy()
+            ops = _ops_at(loop, p, i)
+            for _r, kind, q, chunks, _ in ops:
+                if kind == "recv" and not (0 <= q < p and all(0 <= c < nchunks for c in chunks)):
+                    return None
+            for r, kind, q, chunks, action in ops:
+                if kind == "recv" and action != "reduce":
+                    for c in chunks:
+                        new[r, c] = state[q, c]
+            for r, kind, q, chunks, action in ops:
+                if kind == "recv" and action == "reduce":
+                    for c in chunks:
+                        new[r, c] |= state[q, c]
+            state = new
+            seq.append(state)
+        out.append(np.stack(seq))
+    return out
+
+
+def same_steps(model: Model, schedule: Schedule) -> str | None:
+    """Whether the model's ops at ``schedule.nranks`` are the schedule's, step by step (a message if not)."""
+    p = schedule.nranks
+    mine = []
+    for loop in model.loops:
+        for i in range(evaluate(loop.count, {"p": p})):
+            at = _ops_at(loop, p, i)
+            ops = sorted((r, k, q, tuple(sorted(c)), (a or "copy") if k == "recv" else None) for r, k, q, c, a in at)
+            if ops:
+                mine.append(ops)
+    theirs = []
+    for step in schedule.steps:
+        ops = sorted(
+            (op.rank, op.kind.value.lower(), op.peer, tuple(sorted(op.chunks)), op.action.value if op.action else None)
+            for op in step.ops
+        )
+        theirs.append([(r, k, q, c, a if k == "recv" else None) for r, k, q, c, a in ops])
+    if mine != theirs:
+        return f"the symbolic model and the elaborated schedule differ at p={p}"
+    return None
+
+
+# --------------------------------------------------------------------------
+# Atoms and learning
+# --------------------------------------------------------------------------
+
+_V = {name: ("var", name) for name in ("p", "i", "rank", "c", "j", "n")}
+
+
+def _features(bits: bool, k: int) -> list[Any]:
+    r, c, j, i, p = _V["rank"], _V["c"], _V["j"], _V["i"], _V["p"]
+    unit = c if k == 1 else ("bin", "//", c, ("num", k))
+    base = {"r": r, "u": unit, "j": j}
+    feats: list[Any] = [i, p, _V["n"], r, j, unit]
+    for a in "ruj":
+        for b in "ruj":
+            if a != b:
+                feats.append(("bin", "mod", ("bin", "-", base[a], base[b]), p))
+    return feats
+
+
+def _atoms(bits: bool, k: int) -> list[Any]:
+    feats = _features(bits, k)
+    zero = ("num", 0)
+    atoms: list[Any] = []
+    for f in feats:
+        for o in range(-2, 3):
+            atoms.append(("cmp", "==", f, ("num", o)))
+            atoms.append(("cmp", "<=", f, ("num", o)))
+    for f in feats:
+        for g in feats:
+            if f is g:
+                continue
+            for o in range(-2, 3):
+                rhs = g if o == 0 else ("bin", "+", g, ("num", o))
+                atoms.append(("cmp", "<=", f, rhs))
+                atoms.append(("cmp", "==", f, rhs))
+    if bits:
+        r, j, i = _V["rank"], _V["j"], _V["i"]
+        unit = _V["c"] if k == 1 else ("bin", "//", _V["c"], ("num", k))
+        for x, y in ((r, j), (r, unit), (j, unit)):
+            for sh in (i, ("bin", "+", i, ("num", 1)), ("bin", "-", ("log2p",), i)):
+                atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))
+    del zero
+    return atoms
+
+
+def _np_eval(t: Any, env: dict[str, np.ndarray]) -> Any:
+    kind = t[0]
+    if kind in ("num", "bool"):
+        return t[1]
+    if kind == "var":
+        return env[t[1]]
+    if kind == "log2p":
+        return env["L"]
+    if kind == "bin":
+        a, b = _np_eval(t[2], env), _np_eval(t[3], env)
+        op = t[1]
+        if op == ">>":
+            return np.right_shift(a, np.clip(b, 0, 62))
+        if op == "<<":
+            return np.left_shift(a, np.clip(b, 0, 62))
+        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "mod": np.mod,
+                "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or}[op](a, b)  # fmt: skip
+    if kind == "cmp":
+        a, b = _np_eval(t[2], env), _np_eval(t[3], env)
+        return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+                "!=": np.not_equal}[t[1]](a, b)  # fmt: skip
+    if kind == "and":
+        return np.logical_and(_np_eval(t[1], env), _np_eval(t[2], env))
+    if kind == "or":
+        return np.logical_or(_np_eval(t[1], env), _np_eval(t[2], env))
+    if kind == "not":
+        return np.logical_not(_np_eval(t[1], env))
+    if kind == "un":
+        a = _np_eval(t[2], env)
+        return -a if t[1] == "-" else ~a
+    if kind == "ite":
+        return np.where(_np_eval(t[1], env), _np_eval(t[2], env), _np_eval(t[3], env))
+    raise AssertionError(kind)
+
+
+def _data(seqs: dict[int, np.ndarray], loop: Loop) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Points (p, i, r, c, j, n) and labels of one loop's states at the sampled p."""
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("p", "i", "rank", "c", "j", "n", "L")}
+    labels = []
+    for p, seq in seqs.items():
+        n1, _, nch, _ = seq.shape
+        i, r, c, j = np.meshgrid(np.arange(n1), np.arange(p), np.arange(nch), np.arange(p), indexing="ij")
+        for name, arr in (("i", i), ("rank", r), ("c", c), ("j", j)):
+            cols[name].append(arr.ravel().astype(np.int64))
+        size = i.size
+        cols["p"].append(np.full(size, p, dtype=np.int64))
+        cols["n"].append(np.full(size, n1 - 1, dtype=np.int64))
+        cols["L"].append(np.full(size, max(p.bit_length() - 1, 0), dtype=np.int64))
+        labels.append(seq.ravel())
+    return {k: np.concatenate(v) for k, v in cols.items()}, np.concatenate(labels)
+
+
+def _learn(atoms: list[Any], truth: np.ndarray, labels: np.ndarray) -> list[list[int]] | None:
+    """A DNF over ``atoms`` (indices) true exactly on ``labels``; None if none small enough is found."""
+    pos, neg = labels, ~labels
+    uncovered = pos.copy()
+    terms: list[list[int]] = []
+    while uncovered.any():
+        if len(terms) == _MAX_TERMS:
+            return None
+        cur = np.ones_like(labels)
+        chosen: list[int] = []
+        while (cur & neg).any():
+            if len(chosen) == _MAX_ATOMS:
+                return None
+            pc = (truth & (cur & uncovered)).sum(axis=1).astype(np.float64)
+            nc = (truth & (cur & neg)).sum(axis=1).astype(np.float64)
+            p0, n0 = float((cur & uncovered).sum()), float((cur & neg).sum())
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gain = pc * (np.log2(pc / (pc + nc)) - math.log2(p0 / (p0 + n0)))
+            gain[(pc == 0) | (nc >= n0)] = -np.inf
+            best = int(np.argmax(gain))
+            if gain[best] == -np.inf:
+                return None
+            chosen.append(best)
+            cur &= truth[best]
+        # drop atoms the term does not need
+        for a in list(chosen):
+            rest = [b for b in chosen if b != a]
+            mask = np.ones_like(labels)
+            for b in rest:
+                mask &= truth[b]
+            if rest and not (mask & neg).any():
+                chosen = rest
+        mask = np.ones_like(labels)
+        for b in chosen:
+            mask &= truth[b]
+        terms.append(chosen)
+        uncovered &= ~mask
+    return terms
+
+
+def _dnf(atoms: list[Any], terms: list[list[int]]) -> Any:
+    out: Any = ("bool", False)
+    for term in terms:
+        t: Any = ("bool", True)
+        for a in term:
+            t = atoms[a] if t == ("bool", True) else ("and", t, atoms[a])
+        out = t if out == ("bool", False) else ("or", out, t)
+    return out
+
+
+# --------------------------------------------------------------------------
+# z3
+# --------------------------------------------------------------------------
+
+
+class _Z3:
+    def __init__(self, bits: bool, pow2: bool) -> None:
+        import z3
+
+        self.z3, self.bits, self.pow2 = z3, bits, pow2
+        mk = (lambda n: z3.BitVec(n, _BITS)) if bits else z3.Int
+        self.p, self.L = mk("p"), mk("log2p")
+        self.mk = mk
+
+    def const(self, v: int) -> Any:
+        return self.z3.BitVecVal(v, _BITS) if self.bits else self.z3.IntVal(v)
+
+    def term(self, t: Any, env: dict[str, Any]) -> Any:
+        z3, kind = self.z3, t[0]
+        if kind == "num":
+            return self.const(t[1])
+        if kind == "bool":
+            return z3.BoolVal(t[1])
+        if kind == "var":
+            return env[t[1]]
+        if kind == "log2p":
+            return self.L
+        if kind == "bin":
+            a, b, op = self.term(t[2], env), self.term(t[3], env), t[1]
+            if op == "+":
+                return a + b
+            if op == "-":
+                return a - b
+            if op == "*":
+                return a * b
+            if op == "//":
+                if self.bits:
+                    q = a / b
+                    return z3.If(z3.And(z3.SRem(a, b) != 0, (a < 0) != (b < 0)), q - 1, q)
+                return a / b
+            if op == "mod":
+                return self.mod(a, b, t[3])
+            if not self.bits:
+                raise Refusal(f"the bit operation {op!r} without power-of-two p", None)
+            return {"^": lambda: a ^ b, "&": lambda: a & b, "|": lambda: a | b, "<<": lambda: a << b,
+                    ">>": lambda: a >> b}[op]()  # fmt: skip
+        if kind == "un":
+            a = self.term(t[2], env)
+            if t[1] == "-":
+                return -a
+            if not self.bits:
+                raise Refusal("'~' without power-of-two p", None)
+            return ~a
+        if kind == "ite":
+            return z3.If(self.term(t[1], env), self.term(t[2], env), self.term(t[3], env))
+        if kind == "cmp":
+            a, b = self.term(t[2], env), self.term(t[3], env)
+            return {"<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
+                    "==": lambda: a == b, "!=": lambda: a != b}[t[1]]()  # fmt: skip
+        if kind == "and":
+            return z3.And(self.term(t[1], env), self.term(t[2], env))
+        if kind == "or":
+            return z3.Or(self.term(t[1], env), self.term(t[2], env))
+        if kind == "not":
+            return z3.Not(self.term(t[1], env))
+        raise AssertionError(kind)
+
+    def mod(self, a: Any, b: Any, bt: Any) -> Any:
+        z3 = self.z3
+        if bt[0] == "num":
+            return a % b
+        if self.pow2:
+            return a & (self.p - 1)
+        # a mod p for a in [-3p, 4p) without nonlinear arithmetic; the rest through z3's own modulo
+        out = a % b
+        for kk in range(3, -4, -1):
+            lo, hi = self.const(kk) * b, self.const(kk + 1) * b
+            out = z3.If(z3.And(lo <= a, a < hi), a - lo, out)
+        return out
+
+    def domain(self, model: Model) -> list[Any]:
+        z3 = self.z3
+        out = [self.p >= 1]
+        if self.bits:
+            out.append(self.p <= _P_LIMIT)
+        if self.pow2:
+            out += [self.L >= 0, self.L <= 30, self.p == self.const(1) << self.L]
+        env = {"p": self.p}
+        out += [self.term(c, env) for c in model.constraints]
+        del z3
+        return out
+
+
+# --------------------------------------------------------------------------
+# The proof
+# --------------------------------------------------------------------------
+
+
+def _obligations(zz: _Z3, model: Model, ct: _Contract, loops_inv: Sequence[Any]) -> list[tuple[str, Any, Span | None]]:
+    """(what, formula that must be valid, where) for every proof obligation."""
+    z3 = zz.z3
+    mk = zz.mk
+    i, r, q, c, j = mk("i"), mk("r"), mk("q"), mk("c"), mk("j")
+    p = zz.p
+    nch = zz.term(model.nchunks, {"p": p})
+    kk = zz.const(ct.k)
+
+    def inv(idx: int, it: Any, rr: Any, cc: Any, jj: Any, n: Any) -> Any:
+        return zz.term(loops_inv[idx], {"p": p, "i": it, "rank": rr, "c": cc, "j": jj, "n": n})
+
+    unit = c / kk if ct.k > 1 else c
+    if ct.reduction:
+        init = j == r
+        full = z3.BoolVal(True)
+    else:
+        origin = zz.const(ct.root) if model.collective is Collective.BROADCAST else unit
+        init = z3.And(j == origin, r == origin)
+        full = j == origin
+    if model.collective is Collective.REDUCE_SCATTER:
+        required = r == unit
+    elif model.collective is Collective.REDUCE:
+        required = r == zz.const(ct.root or 0)
+    else:
+        required = z3.BoolVal(True)
+    rng = lambda x, hi: z3.And(x >= 0, x < hi)  # noqa: E731
+    base = [rng(r, p), rng(q, p), rng(c, nch), rng(j, p)]
+    out: list[tuple[str, Any, Span | None]] = []
+    if not model.loops:
+        out.append(("the postcondition with no steps", z3.Implies(z3.And(*base, required), init == full), model.span))
+        return out
+    prev = None
+    for idx, loop in enumerate(model.loops):
+        n = zz.term(loop.count, {"p": p})
+        start = inv(idx, zz.const(0), r, c, j, n)
+        if prev is None:
+            out.append(
+                ("the invariant at the start is the precondition", z3.Implies(z3.And(*base), start == init), loop.span)
+            )
+        else:
+            pidx, pn = prev
+            end = inv(pidx, pn, r, c, j, pn)
+            out.append(("one loop ends where the next starts", z3.Implies(z3.And(*base), start == end), loop.span))
+        prev = (idx, n)
+        dom = [*base, i >= 0, i < n]
+        env_r = {"p": p, "i": i, "rank": r}
+        env_q = {"p": p, "i": i, "rank": q}
+        recvs = [o for o in loop.ops if o.kind == "recv"]
+        sends = [o for o in loop.ops if o.kind == "send"]
+        applies = {}
+        peers = {}
+        for o in recvs:
+            g = zz.term(o.guard, env_r)
+            peers[id(o)] = zz.term(o.peer, env_r)
+            applies[id(o)] = z3.And(g, zz.term(member(("var", "c"), o.chunks), {**env_r, "c": c}))
+        for o in loop.ops:
+            g = zz.term(o.guard, env_r)
+            peer = zz.term(o.peer, env_r)
+            out.append(
+                (
+                    f"the {o.kind}'s peer is another rank",
+                    z3.Implies(z3.And(*dom, g), z3.And(rng(peer, p), peer != r)),
+                    o.span,
+                )
+            )
+            inset = zz.term(member(("var", "c"), o.chunks), {**env_r, "c": c})
+            out.append(
+                (
+                    f"the {o.kind}'s chunks are in range",
+                    z3.Implies(z3.And(*dom[:2], dom[4], dom[5], g, inset), rng(c, nch)),
+                    o.span,
+                )
+            )
+        # matching: r receives chunk c from q  <=>  q sends chunk c to r
+        rc = z3.Or(False, *[_to(zz, o, env_r, q, c) for o in recvs])
+        sd = z3.Or(False, *[_to(zz, o, env_q, r, c) for o in sends])
+        where = (recvs or sends)[0].span if (recvs or sends) else loop.span
+        out.append(("every receive has its send and every send its receive", z3.Implies(z3.And(*dom), rc == sd), where))
+        if not ct.reduction:
+            for o in sends:
+                holds = inv(idx, i, q, c, origin, n)
+                cond = z3.And(*dom, zz.term(o.guard, env_q), zz.term(member(("var", "c"), o.chunks), {**env_q, "c": c}))
+                out.append(("a send's slot holds its data", z3.Implies(cond, holds), o.span))
+        # the step
+        cur = inv(idx, i, r, c, j, n)
+        copies = [o for o in recvs if o.action != "reduce"]
+        reduces = [o for o in recvs if o.action == "reduce"]
+        after = cur
+        for o in reversed(copies):
+            after = z3.If(applies[id(o)], inv(idx, i, peers[id(o)], c, j, n), after)
+        for a_, b_ in _pairs(copies):
+            out.append(
+                (
+                    "two copies land in one slot",
+                    z3.Implies(z3.And(*dom), z3.Not(z3.And(applies[id(a_)], applies[id(b_)]))),
+                    b_.span,
+                )
+            )
+        for o in reduces:
+            incoming = z3.And(applies[id(o)], inv(idx, i, peers[id(o)], c, j, n))
+            out.append(
+                (
+                    "a reduction adds a contribution the slot already holds",
+                    z3.Implies(z3.And(*dom), z3.Not(z3.And(incoming, after))),
+                    o.span,
+                )
+            )
+        for a_, b_ in _pairs(reduces):
+            both = z3.And(
+                applies[id(a_)],
+                applies[id(b_)],
+                inv(idx, i, peers[id(a_)], c, j, n),
+                inv(idx, i, peers[id(b_)], c, j, n),
+            )
+            out.append(("two reductions bring the same contribution", z3.Implies(z3.And(*dom), z3.Not(both)), b_.span))
+        for o in reduces:
+            after = z3.Or(after, z3.And(applies[id(o)], inv(idx, i, peers[id(o)], c, j, n)))
+        nxt = inv(idx, i + 1, r, c, j, n)
+        out.append(("one step keeps the invariant", z3.Implies(z3.And(*dom), nxt == after), loop.span))
+    pidx, pn = prev  # type: ignore[misc]
+    end = inv(pidx, pn, r, c, j, pn)
+    out.append(("the postcondition at the end", z3.Implies(z3.And(*base, required), end == full), model.loops[-1].span))
+    return out
+
+
+def _to(zz: _Z3, o: SymOp, env: dict[str, Any], other: Any, c: Any) -> Any:
+    """Op ``o`` of the rank in ``env`` applies, with ``other`` as its peer, to chunk ``c``."""
+    inset = zz.term(member(("var", "c"), o.chunks), {**env, "c": c})
+    return zz.z3.And(zz.term(o.guard, env), zz.term(o.peer, env) == other, inset)
+
+
+def _pairs(xs: list[Any]) -> list[tuple[Any, Any]]:
+    return [(a, b) for n_, a in enumerate(xs) for b in xs[n_ + 1 :]]
+
+
+def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms: int = 20000) -> Proof:
+    """Try to prove ``model`` correct for every p its constraints allow."""
+    note = on_note or (lambda _: None)
+    try:
+        import z3
+    except ImportError:
+        return Proof(False, "", "the z3-solver package is not installed", None, ())
+    ct = _contract(model)
+    bits = model.bits()
+    sizes = [p for p in sample_sizes(model, 64) if p >= 1]
+    data_p = [p for p in sizes if p <= (16 if model.pow2 else 9)]
+    extra = [p for p in sizes if p > data_p[-1]][:1] if data_p else []
+    data_p += extra
+    if not data_p:
+        return Proof(False, "", "no p up to 64 satisfies the constraints", model.span, ())
+    atoms = _atoms(bits, ct.unit)
+    zz = _Z3(bits, model.pow2)
+    states: dict[int, list[np.ndarray]] = {}
+    for _round in range(_ROUNDS):
+        for p in data_p:
+            if p not in states:
+                got = _states(model, ct, p)
+                if got is None:
+                    return Proof(False, "", f"an op is out of range at p={p}", model.span, (), counterexample=p)
+                states[p] = got
+        invs = []
+        for idx, loop in enumerate(model.loops):
+            env, labels = _data({p: s[idx] for p, s in states.items()}, loop)
+            truth = np.stack([np.broadcast_to(_np_eval(a, env), labels.shape) for a in atoms])
+            terms = _learn(atoms, truth, labels)
+            if terms is None:
+                return Proof(False, "", f"no invariant of the learned form fits step loop {idx + 1}",
+                             loop.span, ())  # fmt: skip
+            invs.append(_dnf(atoms, terms))
+        texts = tuple(_show(t) for t in invs)
+        note(f"invariants from p in {data_p}: " + "; ".join(texts))
+        failed = None
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*zz.domain(model))
+        for what, formula, span in _obligations(zz, model, ct, invs):
+            solver.push()
+            solver.add(z3.Not(formula))
+            res = solver.check()
+            if res == z3.unsat:
+                solver.pop()
+                continue
+            pv = _smallest_p(zz, solver, bits) if res == z3.sat else None
+            solver.pop()
+            failed = (what, span, pv, res)
+            break
+        if failed is None:
+            arith = "64-bit integers, every p < 2^31" if bits else "unbounded integers"
+            how = (f"induction over the steps of {len(model.loops)} loop(s), invariants learned from p in "
+                   f"{data_p[0]}..{data_p[-1]} and proved with z3 ({arith})")  # fmt: skip
+            return Proof(True, how, "", None, texts)
+        what, span, pv, res = failed
+        retry = pv is not None and pv <= _MAX_P_DATA and pv not in data_p and pv in sample_sizes(model, pv)
+        if res == z3.sat and retry:
+            note(f"not proved ({what}) at p={pv}: learning from p={pv} too")
+            data_p.append(pv)
+            data_p.sort()
+            continue
+        why = "z3 could not decide" if res != z3.sat else f"it fails at p={pv} for the learned invariant"
+        return Proof(False, "", f"{what}: {why}", span, texts, counterexample=pv if res == z3.sat else None)
+    return Proof(False, "", "the learned invariants were not inductive", model.span, ())
+
+
+def _smallest_p(zz: _Z3, solver: Any, bits: bool) -> int:
+    """The smallest p for which the solver's (satisfiable) assertions hold, by bisection."""
+    z3 = zz.z3
+
+    def value() -> int:
+        val = solver.model().eval(zz.p, model_completion=True)
+        return int(val.as_signed_long() if bits else val.as_long())
+
+    lo, hi = 1, value()
+    while lo < hi:
+        mid = (lo + hi) // 2
+        solver.push()
+        solver.add(zz.p <= zz.const(mid))
+        if solver.check() == z3.sat:
+            hi = min(mid, value())
+        else:
+            lo = mid + 1
+        solver.pop()
+    return hi
+
+
+def _show(t: Any) -> str:
+    kind = t[0]
+    if kind in ("num", "bool"):
+        return str(t[1]).lower() if kind == "bool" else str(t[1])
+    if kind == "var":
+        return {"rank": "r"}.get(t[1], t[1])
+    if kind == "log2p":
+        return "log2(p)"
+    if kind == "bin":
+        if t[1] == "+" and t[3][0] == "num" and t[3][1] < 0:
+            return f"({_show(t[2])} - {-t[3][1]})"
+        return f"({_show(t[2])} {t[1]} {_show(t[3])})"
+    if kind == "cmp":
+        return f"{_show(t[2])} {t[1]} {_show(t[3])}"
+    if kind == "and":
+        return f"{_show(t[1])} and {_show(t[2])}"
+    if kind == "or":
+        return f"{_show(t[1])} or {_show(t[2])}"
+    if kind == "not":
+        return f"not {_show(t[1])}"
+    if kind == "un":
+        return f"{t[1]}{_show(t[2])}"
+    if kind == "ite":
+        return f"({_show(t[2])} if {_show(t[1])} else {_show(t[3])})"
+    return str(t)
+

@@ -1,0 +1,608 @@
+"""A program's steps as formulas in ``p``, ``rank`` and the step variable: the input of the proof for all p.
+
+`extract` evaluates a `.coll` program with ``p`` left as a symbol.  Every phase must be a sequence of
+``for step`` loops (and ``step:`` blocks) whose bounds are formulas in ``p``, and whose bodies are sends,
+receives and exchanges under conditions; functions and procedures are inlined, loops that are not step
+loops are unrolled when their bounds are numbers.  The result, a `Model`, holds per loop the ops of one
+iteration as terms over ``rank`` and the loop's iteration ``i``.  What it cannot express (a recursive
+function of ``rank``, a set computed by a comprehension, compression, lanes, groups, a hierarchy, a
+parameter other than ``p`` without a default) stops extraction with a `Refusal` naming the construct and
+its line.
+
+Terms are tuples: ``("num", v)``, ``("var", name)``, ``("bin", op, a, b)``, ``("un", op, a)``,
+``("ite", c, a, b)``, ``("cmp", op, a, b)``, ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``,
+``("log2p",)`` (log2 p, where p is a power of two).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``)
+or ``("elts", (t, ...))``.  `evaluate` gives a term's value at concrete ``p``, ``rank`` and ``i``, with
+the language's integer semantics (floor division, modulo with the divisor's sign).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from collc.frontend import ast
+from collc.frontend.program import Program
+from collc.ir import Collective, Span
+
+__all__ = ["Loop", "Model", "Refusal", "SymOp", "evaluate", "extract", "members"]
+
+Term = tuple[Any, ...]
+_MAX_DEPTH = 40  # nested function calls while inlining: deeper means recursion on a symbol
+
+
+class Refusal(Exception):
+    """A construct the symbolic model cannot express, with where it is."""
+
+    def __init__(self, reason: str, span: Span | None) -> None:
+        super().__init__(reason)
+        self.reason, self.span = reason, span
+
+
+@dataclass(frozen=True, slots=True)
+class SymOp:
+    """One send or receive of every rank in one iteration, when ``guard`` holds for the rank."""
+
+    kind: str  # send | recv
+    guard: Term
+    peer: Term
+    chunks: Term  # a chunk set
+    action: str | None  # recv: copy | reduce
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """A step loop: iteration ``i`` (0 .. count-1) is one step; ``ops`` are formulas in rank and i."""
+
+    phase: str
+    count: Term
+    ops: tuple[SymOp, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """The program with ``p`` symbolic: its loops in order, its constraints and its chunk count."""
+
+    name: str
+    collective: Collective
+    pow2: bool  # the constraints say p is a power of two
+    constraints: tuple[Term, ...]  # other constraints on p, as terms
+    nchunks: Term
+    root: Term | None
+    loops: tuple[Loop, ...]
+    fixed: tuple[tuple[str, int], ...]  # parameters other than p, at their values
+    span: Span
+
+    def bits(self) -> bool:
+        """Whether any term uses bit operations (the proof then works on machine integers)."""
+        return self.pow2 or any(_has_bits(t) for loop in self.loops for op in loop.ops for t in _terms(op))
+
+
+def _terms(op: SymOp) -> tuple[Term, ...]:
+    return (op.guard, op.peer, op.chunks)
+
+
+def _has_bits(t: Any) -> bool:
+    if not isinstance(t, tuple):
+        return False
+    if t[0] in ("bin", "un") and t[1] in ("^", "&", "|", "<<", ">>", "~"):
+        return True
+    if t[0] == "log2p":
+        return True
+    return any(_has_bits(x) for x in t[1:])
+
+
+# --------------------------------------------------------------------------
+# Terms
+# --------------------------------------------------------------------------
+
+
+def num(v: int) -> Term:
+    return ("num", int(v))
+
+
+def _is_num(t: Any) -> bool:
+    return isinstance(t, tuple) and t[0] == "num"
+
+
+def _is_bool(t: Any) -> bool:
+    return isinstance(t, tuple) and (t[0] in ("cmp", "and", "or", "not") or (t[0] == "bool"))
+
+
+TRUE: Term = ("bool", True)
+FALSE: Term = ("bool", False)
+
+_ARITH = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "mod": lambda a, b: a % b,
+    "^": lambda a, b: a ^ b,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "<<": lambda a, b: a << b,
+    ">>": lambda a, b: a >> b,
+}
+_CMP = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def binop(op: str, a: Term, b: Term) -> Term:
+    if _is_num(a) and _is_num(b):
+        if op in ("//", "%", "mod") and b[1] == 0:
+            raise Refusal("division by zero", None)
+        if op in ("<<", ">>") and b[1] < 0:
+            raise Refusal("negative shift", None)
+        return num(_ARITH[op](a[1], b[1]))
+    if op == "+" and _is_num(b) and b[1] == 0:
+        return a
+    if op == "*" and _is_num(b) and b[1] == 1:
+        return a
+    return ("bin", "mod" if op == "%" else op, a, b)
+
+
+def cmp(op: str, a: Term, b: Term) -> Term:
+    if _is_num(a) and _is_num(b):
+        return TRUE if _CMP[op](a[1], b[1]) else FALSE
+    return ("cmp", op, a, b)
+
+
+def conj(a: Term, b: Term) -> Term:
+    if a == FALSE or b == FALSE:
+        return FALSE
+    if a == TRUE:
+        return b
+    if b == TRUE:
+        return a
+    return ("and", a, b)
+
+
+def disj(a: Term, b: Term) -> Term:
+    if a == TRUE or b == TRUE:
+        return TRUE
+    if a == FALSE:
+        return b
+    if b == FALSE:
+        return a
+    return ("or", a, b)
+
+
+def neg(a: Term) -> Term:
+    if a == TRUE:
+        return FALSE
+    if a == FALSE:
+        return TRUE
+    return ("not", a)
+
+
+def ite(c: Term, a: Any, b: Any) -> Any:
+    if c == TRUE:
+        return a
+    if c == FALSE:
+        return b
+    if _is_set(a) or _is_set(b):
+        raise Refusal("a set chosen by a condition on the rank or the step", None)
+    return ("ite", c, a, b)
+
+
+def _is_set(v: Any) -> bool:
+    return isinstance(v, tuple) and v[0] in ("range", "elts")
+
+
+def evaluate(t: Any, env: Mapping[str, int]) -> Any:
+    """The value of term ``t`` with the variables of ``env`` (``p``, ``rank``, ``i``, ...)."""
+    kind = t[0]
+    if kind == "num" or kind == "bool":
+        return t[1]
+    if kind == "var":
+        return env[t[1]]
+    if kind == "log2p":
+        return env["p"].bit_length() - 1
+    if kind == "bin":
+        a, b = evaluate(t[2], env), evaluate(t[3], env)
+        return _ARITH[t[1]](a, b)
+    if kind == "un":
+        a = evaluate(t[2], env)
+        return -a if t[1] == "-" else ~a
+    if kind == "ite":
+        return evaluate(t[2], env) if evaluate(t[1], env) else evaluate(t[3], env)
+    if kind == "cmp":
+        return _CMP[t[1]](evaluate(t[2], env), evaluate(t[3], env))
+    if kind == "and":
+        return evaluate(t[1], env) and evaluate(t[2], env)
+    if kind == "or":
+        return evaluate(t[1], env) or evaluate(t[2], env)
+    if kind == "not":
+        return not evaluate(t[1], env)
+    raise AssertionError(kind)
+
+
+def members(chunks: Term, env: Mapping[str, int]) -> set[int]:
+    """The chunk ids of a chunk set at concrete values."""
+    if chunks[0] == "range":
+        return set(range(evaluate(chunks[1], env), evaluate(chunks[2], env)))
+    return {evaluate(x, env) for x in chunks[1]}
+
+
+# --------------------------------------------------------------------------
+# Extraction
+# --------------------------------------------------------------------------
+
+
+class _Extractor:
+    def __init__(self, program: Program, fixed: Mapping[str, int]) -> None:
+        self.program = program
+        self.globals: dict[str, Any] = {"p": ("var", "p")}
+        self.fixed = dict(fixed)
+        self.pow2 = False
+        self.depth = 0
+
+    # ---- expressions
+    def expr(self, node: ast.Expr, env: Mapping[str, Any]) -> Any:
+        try:
+            return getattr(self, f"_{type(node).__name__}")(node, env)
+        except Refusal as err:
+            if err.span is None:
+                raise Refusal(err.reason, node.span) from None
+            raise
+        except AttributeError:
+            raise Refusal(f"a {type(node).__name__.lower()} expression", node.span) from None
+
+    def _Num(self, node: ast.Num, env: Mapping[str, Any]) -> Term:
+        return num(node.value)
+
+    def _Bool(self, node: ast.Bool, env: Mapping[str, Any]) -> Term:
+        return TRUE if node.value else FALSE
+
+    def _Name(self, node: ast.Name, env: Mapping[str, Any]) -> Any:
+        if node.id in env:
+            value = env[node.id]
+        elif node.id in self.globals:
+            value = self.globals[node.id]
+        else:
+            raise Refusal(f"the name {node.id!r}", node.span)
+        if isinstance(value, Refusal):
+            raise Refusal(f"{node.id} ({value.reason})", node.span)
+        return value
+
+    def _BinOp(self, node: ast.BinOp, env: Mapping[str, Any]) -> Any:
+        a, b = self.expr(node.left, env), self.expr(node.right, env)
+        if node.op == "..":
+            return ("range", a, b)
+        if _is_set(a) or _is_set(b):
+            raise Refusal(f"set arithmetic ({node.op!r})", node.span)
+        if node.op == "**":
+            if _is_num(a) and _is_num(b) and b[1] >= 0:
+                return num(a[1] ** b[1])
+            raise Refusal("a power of a symbol", node.span)
+        if node.op == "/":
+            raise Refusal("exact division '/'", node.span)
+        if node.op not in _ARITH:
+            raise Refusal(f"the operator {node.op!r}", node.span)
+        if node.op in ("//", "%", "mod") and not _is_num(b) and b != ("var", "p"):
+            raise Refusal(f"{node.op!r} by a symbol other than p", node.span)
+        return binop(node.op, a, b)
+
+    def _UnaryOp(self, node: ast.UnaryOp, env: Mapping[str, Any]) -> Any:
+        a = self.expr(node.operand, env)
+        if node.op == "not":
+            return neg(a)
+        if node.op == "+":
+            return a
+        if _is_num(a):
+            return num(-a[1] if node.op == "-" else ~a[1])
+        return ("un", node.op, a)
+
+    def _BoolOp(self, node: ast.BoolOp, env: Mapping[str, Any]) -> Term:
+        a, b = self.expr(node.left, env), self.expr(node.right, env)
+        return conj(a, b) if node.op == "and" else disj(a, b)
+
+    def _Compare(self, node: ast.Compare, env: Mapping[str, Any]) -> Term:
+        values = [self.expr(x, env) for x in node.operands]
+        out = TRUE
+        for op, a, b in zip(node.ops, values, values[1:], strict=False):
+            if op in ("in", "not in"):
+                if not _is_set(b):
+                    raise Refusal("'in' with something that is not a set", node.span)
+                term = _member(a, b)
+                out = conj(out, term if op == "in" else neg(term))
+            elif op in _CMP:
+                out = conj(out, cmp(op, a, b))
+            else:
+                raise Refusal(f"the comparison {op!r}", node.span)
+        return out
+
+    def _IfExp(self, node: ast.IfExp, env: Mapping[str, Any]) -> Any:
+        c = self.expr(node.cond, env)
+        if c == TRUE:
+            return self.expr(node.then, env)
+        if c == FALSE:
+            return self.expr(node.orelse, env)
+        return ite(c, self.expr(node.then, env), self.expr(node.orelse, env))
+
+    def _SetLit(self, node: ast.SetLit, env: Mapping[str, Any]) -> Term:
+        elts = [self.expr(x, env) for x in node.elts]
+        if any(_is_set(x) for x in elts):
+            raise Refusal("a set of sets", node.span)
+        return ("elts", tuple(elts))
+
+    def _Call(self, node: ast.Call, env: Mapping[str, Any]) -> Any:
+        args = [self.expr(a, env) for a in node.args]
+        fn = self.program.fns.get(node.func)
+        if fn is not None:
+            return self.call(fn, args, node.span)
+        return self.builtin(node.func, args, node.span)
+
+    def call(self, fn: ast.Fn, args: list[Any], span: Span) -> Any:
+        if self.depth >= _MAX_DEPTH:
+            raise Refusal(f"the recursion of {fn.name}() on a symbol", span)
+        self.depth += 1
+        try:
+            local: dict[str, Any] = dict(zip(fn.params, args, strict=True))
+            for stmt in fn.body:
+                if isinstance(stmt, ast.Let):
+                    local[stmt.name] = self.expr(stmt.value, local)
+            return self.expr(fn.result, local)
+        finally:
+            self.depth -= 1
+
+    def builtin(self, name: str, args: list[Any], span: Span) -> Any:
+        if name in ("min", "max") and len(args) >= 1 and not any(_is_set(a) for a in args):
+            out = args[0]
+            for a in args[1:]:
+                if _is_num(out) and _is_num(a):
+                    out = num(min(out[1], a[1]) if name == "min" else max(out[1], a[1]))
+                else:
+                    out = ite(cmp("<=" if name == "min" else ">=", out, a), out, a)
+            return out
+        if name == "abs" and len(args) == 1 and not _is_set(args[0]):
+            a = args[0]
+            return num(abs(a[1])) if _is_num(a) else ite(cmp(">=", a, num(0)), a, ("un", "-", a))
+        if name in ("log2", "ceil_log2") and len(args) == 1:
+            a = args[0]
+            if _is_num(a) and a[1] >= 1:
+                v = a[1].bit_length() - 1
+                return num(v if name == "log2" or a[1] == 1 << v else v + 1)
+            if a == ("var", "p") and self.pow2:
+                return ("log2p",)
+        if name == "is_pow2" and len(args) == 1:
+            a = args[0]
+            if _is_num(a):
+                return TRUE if a[1] >= 1 and a[1] & (a[1] - 1) == 0 else FALSE
+            if a == ("var", "p") and self.pow2:
+                return TRUE
+        raise Refusal(f"{name}() on these arguments", span)
+
+    # ---- statements
+    def phase_body(self, phase: ast.Phase, body: tuple[ast.Stmt, ...], env: dict[str, Any], loops: list[Loop]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Let):
+                env[stmt.name] = self.expr(stmt.value, env)
+            elif isinstance(stmt, ast.Pass):
+                continue
+            elif isinstance(stmt, ast.Assert):
+                self.assertion(stmt, env, TRUE)
+            elif isinstance(stmt, ast.For) and stmt.is_step:
+                loops.append(self.step_loop(phase, stmt, env))
+            elif isinstance(stmt, ast.StepBlock):
+                ops: list[SymOp] = []
+                self.step_body(stmt.body, dict(env), TRUE, ops)
+                loops.append(Loop(phase.name, num(1), tuple(ops), stmt.span))
+            elif isinstance(stmt, ast.Do) and stmt.group is None:
+                proc = self.program.procs[stmt.proc]
+                local = dict(env)
+                local.update(zip(proc.params, [self.expr(a, env) for a in stmt.args], strict=True))
+                self.phase_body(phase, proc.body, local, loops)
+            elif isinstance(stmt, ast.If):
+                conds = [self.expr(c, env) for c, _ in stmt.branches]
+                taken = next((b for c, (_, b) in zip(conds, stmt.branches, strict=True) if c == TRUE), None)
+                if taken is None and all(c == FALSE for c in conds):
+                    taken = stmt.orelse
+                if taken is None:
+                    raise Refusal("a condition around whole steps that depends on the rank or p", stmt.span)
+                self.phase_body(phase, taken, env, loops)
+            else:
+                raise Refusal(f"a {_stmt_word(stmt)} outside a step loop", stmt.span)
+
+    def assertion(self, stmt: ast.Assert, env: Mapping[str, Any], guard: Term) -> None:
+        c = self.expr(stmt.cond, env)
+        if c != TRUE:
+            raise Refusal("an assert that is not true for every p (proved per p only)", stmt.span)
+
+    def step_loop(self, phase: ast.Phase, node: ast.For, env: dict[str, Any]) -> Loop:
+        it = node.iter
+        backwards = False
+        if isinstance(it, ast.Call) and it.func == "reversed" and len(it.args) == 1:
+            backwards, it = True, it.args[0]
+        bounds = self.expr(it, env)
+        if not (isinstance(bounds, tuple) and bounds[0] == "range"):
+            raise Refusal("a step loop over something other than a range lo .. hi", node.iter.span)
+        lo, hi = bounds[1], bounds[2]
+        count = binop("-", hi, lo)
+        count = ite(cmp(">=", count, num(0)), count, num(0)) if not _is_num(count) else num(max(count[1], 0))
+        i = ("var", "i")
+        s = binop("-", binop("-", hi, num(1)), i) if backwards else binop("+", lo, i)
+        local = dict(env)
+        local[node.var] = s
+        ops: list[SymOp] = []
+        self.step_body(node.body, local, TRUE, ops)
+        return Loop(phase.name, count, tuple(ops), node.span)
+
+    def step_body(self, body: tuple[ast.Stmt, ...], env: dict[str, Any], guard: Term, ops: list[SymOp]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Let):
+                env[stmt.name] = self.expr(stmt.value, env)
+            elif isinstance(stmt, ast.Pass):
+                continue
+            elif isinstance(stmt, ast.Assert):
+                self.assertion(stmt, env, guard)
+            elif isinstance(stmt, ast.Send):
+                self.no_codec(stmt.codec, stmt.span)
+                ops.append(
+                    SymOp("send", guard, self.int_(stmt.peer, env), self.chunks(stmt.chunks, env), None, stmt.span)
+                )
+            elif isinstance(stmt, ast.Recv):
+                self.no_codec(stmt.codec, stmt.span)
+                peer = self.int_(stmt.peer, env)
+                ops.append(SymOp("recv", guard, peer, self.chunks(stmt.chunks, env), stmt.action, stmt.span))
+            elif isinstance(stmt, ast.Exchange):
+                self.no_codec(stmt.send_codec or stmt.recv_codec, stmt.span)
+                peer = self.int_(stmt.peer, env)
+                ops.append(SymOp("send", guard, peer, self.chunks(stmt.send, env), None, stmt.send_span))
+                ops.append(SymOp("recv", guard, peer, self.chunks(stmt.recv, env), stmt.action, stmt.recv_span))
+            elif isinstance(stmt, ast.If):
+                rest = guard
+                for cond, branch in stmt.branches:
+                    c = self.expr(cond, env)
+                    if _is_set(c):
+                        raise Refusal("a set as a condition", cond.span)
+                    self.step_body(branch, dict(env), conj(rest, c), ops)
+                    rest = conj(rest, neg(c))
+                self.step_body(stmt.orelse, dict(env), rest, ops)
+            elif isinstance(stmt, ast.For) and not stmt.is_step:
+                values = self.expr(stmt.iter, env)
+                if not _is_set(values):
+                    raise Refusal("a loop inside a step over something that is not a set", stmt.iter.span)
+                for v in _concrete(values, stmt.iter.span):
+                    local = dict(env)
+                    local[stmt.var] = num(v)
+                    self.step_body(stmt.body, local, guard, ops)
+            elif isinstance(stmt, ast.Do) and stmt.group is None:
+                proc = self.program.procs[stmt.proc]
+                local = dict(env)
+                local.update(zip(proc.params, [self.expr(a, env) for a in stmt.args], strict=True))
+                self.step_body(proc.body, local, guard, ops)
+            else:
+                raise Refusal(f"a {_stmt_word(stmt)} inside a step", stmt.span)
+
+    def no_codec(self, codec: ast.CodecRef | None, span: Span) -> None:
+        if codec is not None:
+            raise Refusal("a compressed message", span)
+
+    def int_(self, node: ast.Expr, env: Mapping[str, Any]) -> Term:
+        v = self.expr(node, env)
+        if _is_set(v) or _is_bool(v):
+            raise Refusal("a peer that is not an integer", node.span)
+        return v
+
+    def chunks(self, node: ast.Expr, env: Mapping[str, Any]) -> Term:
+        v = self.expr(node, env)
+        if _is_bool(v):
+            raise Refusal("chunks that are not an integer or a set", node.span)
+        return v if _is_set(v) else ("elts", (v,))
+
+
+def _concrete(values: Term, span: Span) -> list[int]:
+    if values[0] == "range":
+        if not (_is_num(values[1]) and _is_num(values[2])):
+            raise Refusal("a loop inside a step with bounds that depend on the rank or p", span)
+        return list(range(values[1][1], values[2][1]))
+    if not all(_is_num(x) for x in values[1]):
+        raise Refusal("a loop inside a step over a set that depends on the rank or p", span)
+    return sorted({x[1] for x in values[1]})
+
+
+def _member(x: Term, s: Term) -> Term:
+    if s[0] == "range":
+        return conj(cmp("<=", s[1], x), cmp("<", x, s[2]))
+    out = FALSE
+    for e in s[1]:
+        out = disj(out, cmp("==", x, e))
+    return out
+
+
+def member(x: Term, s: Term) -> Term:
+    """The term ``x in s`` for a chunk set ``s``."""
+    return _member(x, s)
+
+
+def _stmt_word(stmt: ast.Stmt) -> str:
+    words = {"Do": "do ... on a group", "Lane": "lane block", "Compress": "compress", "Decompress": "decompress"}
+    name = type(stmt).__name__
+    return words.get(name, name.lower())
+
+
+def _conjuncts(node: ast.Expr) -> list[ast.Expr]:
+    if isinstance(node, ast.BoolOp) and node.op == "and":
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]
+
+
+def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
+    """The symbolic model of ``program`` with ``p`` free; other parameters at ``values`` or their defaults."""
+    if program.hierarchy is not None:
+        raise Refusal("a hierarchy (levels of ranks)", program.hierarchy.span)
+    if program.chunks.weight is not None:
+        raise Refusal("chunk weights", program.chunks.span)
+    values = dict(values or {})
+    ex = _Extractor(program, values)
+    constraints: list[Term] = []
+    fixed: list[tuple[str, int]] = []
+    p_param = program.param("p")
+    if p_param is None:
+        raise Refusal("a program whose p is not a parameter", program.header.span)
+    for param in program.params:
+        if param.type != "int":
+            raise Refusal(f"the parameter {param.name} of type {param.type}", param.type_span)
+        if param.name == "p":
+            continue
+        if param.name in values:
+            v = values[param.name]
+        elif param.default is not None:
+            d = ex.expr(param.default, {})
+            if not _is_num(d):
+                raise Refusal(f"the default of {param.name}, which depends on p", param.default.span)
+            v = d[1]
+        else:
+            raise Refusal(f"the parameter {param.name} has no default: give it with --param", param.span)
+        ex.globals[param.name] = num(v)
+        fixed.append((param.name, v))
+    for param in program.params:
+        if param.constraint is None:
+            continue
+        for c in _conjuncts(param.constraint):
+            if isinstance(c, ast.Call) and c.func == "is_pow2" and len(c.args) == 1 and isinstance(c.args[0], ast.Name):
+                if c.args[0].id == "p":
+                    ex.pow2 = True
+                    continue
+            term = ex.expr(c, {})
+            if term == FALSE:
+                raise Refusal(f"the constraint of {param.name} is false", c.span)
+            if term != TRUE:
+                constraints.append(term)
+    for let in program.lets:
+        try:
+            ex.globals[let.name] = ex.expr(let.value, {})
+        except Refusal as err:
+            ex.globals[let.name] = err  # refused where it is used
+    for a in program.asserts:
+        ex.assertion(a, {}, TRUE)
+    nchunks = ex.expr(program.chunks.count, {})
+    if _is_set(nchunks) or _is_bool(nchunks):
+        raise Refusal("a chunk count that is not an integer", program.chunks.span)
+    loops: list[Loop] = []
+    for phase in program.phases:
+        ex.phase_body(phase, phase.body, {"rank": ("var", "rank")}, loops)
+    root = ex.globals.get("root")
+    return Model(
+        name=program.name,
+        collective=program.collective,
+        pow2=ex.pow2,
+        constraints=tuple(constraints),
+        nchunks=nchunks,
+        root=root if isinstance(root, tuple) and not _is_set(root) else None,
+        loops=tuple(loops),
+        fixed=tuple(fixed),
+        span=program.header.span,
+    )

@@ -1,0 +1,177 @@
+"""`collc check --ranks all`: proofs for every p, counterexamples, and the bounded fallback.
+
+Every "proved" is compared with the per-p checker at rank counts the proof did not learn from, and every
+counterexample with the per-p checker on both sides of it (correct below, wrong at it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from collc.cli import main
+from collc.elaborate import elaborate
+from collc.frontend.program import load_program, parse_program
+from collc.verify.allp import same_steps
+from collc.verify.forall import check_all_p
+from collc.verify.sweep import check_instance
+from collc.verify.symbolic import Refusal, extract
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+PROVED = ["ring_allreduce", "ring_allgather", "ring_reduce_scatter", "recursive_doubling"]
+
+RING = """algorithm {name} : allreduce
+param p : int where p >= 1
+chunks p
+phase reduce_scatter:
+  for step s in 0 .. p - 1:
+    send (rank - s - 1) mod p to ring_next(rank)
+    recv (rank - s - 2) mod p from ring_prev(rank) reduce
+phase allgather:
+  for step s in 0 .. {ag_steps}:
+    send (rank - s) mod p to ring_next(rank)
+    recv {ag_recv} mod p from ring_prev(rank) copy
+"""
+OFF_AT_11 = "(rank - s - 1 + (1 if p == 11 and s == 3 else 0))"
+OFF_AT_100 = "(rank - s - 1 + (1 if p == 100 else 0))"
+RD = """algorithm {name} : allreduce
+param p : int where p >= 1 and is_pow2(p)
+chunks 1
+phase allreduce:
+  for step s in 0 .. log2(p):
+    exchange with rank ^ (1 << {dist}): send 0; recv 0 reduce
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / f"{name}.coll"
+    path.write_text(text)
+    return path
+
+
+def _status(program_path: Path, p: int) -> str:
+    return check_instance(load_program(program_path), {"p": p}).status
+
+
+@pytest.mark.parametrize("name", PROVED)
+def test_examples_are_proved_and_agree_with_the_per_p_checker(name: str) -> None:
+    program = load_program(EXAMPLES / f"{name}.coll")
+    result = check_all_p(program, {}, bound=4)
+    assert result.status == "proved", result.how
+    assert result.invariants and result.checked == 0
+    pow2 = name == "recursive_doubling"
+    for p in (64, 128) if pow2 else (13, 20, 31):  # beyond the instances the invariants were learned from
+        assert check_instance(program, {"p": p}).status == "ok"
+
+
+def test_symbolic_model_has_the_elaborated_ops() -> None:
+    for name in [*PROVED, "pairwise_alltoall"]:
+        program = load_program(EXAMPLES / f"{name}.coll")
+        model = extract(program)
+        sizes = (1, 2, 4, 16) if model.pow2 else (1, 2, 3, 7, 13)
+        for p in sizes:
+            assert same_steps(model, elaborate(program, {"p": p})) is None, (name, p)
+
+
+def test_model_differs_when_the_program_differs() -> None:
+    program = load_program(EXAMPLES / "ring_allreduce.coll")
+    other = load_program(EXAMPLES / "ring_allgather.coll")
+    assert same_steps(extract(other), elaborate(program, {"p": 5})) is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "p_fail"),
+    [
+        # the allgather stops a step early: wrong from p = 2 on
+        ("ring_short", RING.format(name="ring_short", ag_steps="p - 2", ag_recv="(rank - s - 1)"), 2),
+        # a receive off by one at p = 11 only: found by checking p in order
+        ("ring_p11", RING.format(name="ring_p11", ag_steps="p - 1", ag_recv=OFF_AT_11), 11),
+        # the same at p = 100, beyond the bound: z3 names the p, the per-p checker confirms it
+        ("ring_p100", RING.format(name="ring_p100", ag_steps="p - 1", ag_recv=OFF_AT_100), 100),
+        # recursive doubling that repeats distance 1 from step 5 on: wrong from p = 64
+        ("rd_repeat", RD.format(name="rd_repeat", dist="(s if s < 5 else 0)"), 64),
+    ],
+)
+def test_mutants_get_their_smallest_counterexample(tmp_path: Path, name: str, text: str, p_fail: int) -> None:
+    path = _write(tmp_path, name, text)
+    result = check_all_p(load_program(path), {}, bound=24)
+    assert result.status == "counterexample"
+    assert result.failure is not None and result.failure.params["p"] == p_fail
+    assert _status(path, p_fail) == "wrong"
+    smaller = [q for q in range(1, p_fail) if not ("rd" in name and q & (q - 1))]
+    assert all(_status(path, q) == "ok" for q in smaller[-6:])
+
+
+def test_mutant_within_the_learned_range_fails_the_proof(tmp_path: Path) -> None:
+    path = _write(tmp_path, "rd_far", RD.format(name="rd_far", dist="(s + 1)"))
+    result = check_all_p(load_program(path), {}, bound=8)
+    assert result.status == "counterexample" and result.failure is not None
+    assert result.failure.params["p"] == 2  # exchanges with rank ^ 2, which p = 2 does not have
+
+
+def test_unsupported_construct_falls_back_to_a_bounded_check() -> None:
+    result = check_all_p(load_program(EXAMPLES / "swing_bw.coll"), {}, bound=10)
+    assert result.status == "checked" and result.bound == 10 and result.checked == 9
+    assert "ceil_log2" in result.how and result.span is not None and result.span.line == 23
+
+
+def test_refusals_name_the_construct() -> None:
+    cases = {
+        "pipelined_ring_allreduce": "lane",
+        "weighted_striped_ring_allreduce": "chunk weights",
+        "compression/compressed_ring_allreduce": "compressed message",
+    }
+    for name, word in cases.items():
+        with pytest.raises(Refusal) as err:
+            extract(load_program(EXAMPLES / f"{name}.coll"))
+        assert word in err.value.reason and err.value.span is not None
+
+
+def test_recursive_function_of_the_rank_is_refused() -> None:
+    text = """algorithm rec : allreduce
+param p : int where p >= 2
+chunks 1
+fn far(r) = r if r < 1 else far(r - 1)
+phase a:
+  for step s in 0 .. 1:
+    if rank == 0: send 0 to far(rank + 1) + 1
+    if rank == 1: recv 0 from 0 reduce
+"""
+    with pytest.raises(Refusal) as err:
+        extract(parse_program(text, "rec.coll"))
+    assert "recursion of far()" in err.value.reason
+
+
+def test_cli_proved_counterexample_and_json(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(main, ["check", str(EXAMPLES / "ring_allreduce.coll"), "-p", "all"])
+    assert out.exit_code == 0, out.output
+    assert "PROVED for every p" in out.output and "z3" in out.output and "k=1" in out.output
+    path = _write(tmp_path, "ring_p11", RING.format(name="ring_p11", ag_steps="p - 1", ag_recv=OFF_AT_11))
+    out = runner.invoke(main, ["check", str(path), "-p", "all", "--json"])
+    assert out.exit_code == 1, out.output
+    data = json.loads(out.output)
+    assert data["status"] == "counterexample" and data["counterexample"]["params"]["p"] == 11
+    out = runner.invoke(main, ["check", str(EXAMPLES / "swing_bw.coll"), "-p", "all", "--bound", "6"])
+    assert out.exit_code == 0 and "not proved; correct for every allowed p up to 6" in out.output
+    assert "swing_bw.coll:23:" in out.output
+
+
+def test_cli_bad_uses_of_all() -> None:
+    runner = CliRunner()
+    out = runner.invoke(main, ["check", str(EXAMPLES / "ring_allreduce.coll"), "-p", "all", "--param", "k=1..3"])
+    assert out.exit_code == 2 and "one integer value with --ranks all" in out.output
+    out = runner.invoke(main, ["check", str(EXAMPLES / "hierarchical/hier_allreduce_ring.coll"), "-p", "all"])
+    assert out.exit_code == 2 and "has a hierarchy" in out.output
+    out = runner.invoke(main, ["check", str(EXAMPLES / "torus/swing_bw_torus.coll"), "-p", "all"])
+    assert out.exit_code == 2 and "unknown parameter 'p'" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_other_parameters_are_fixed_by_param() -> None:
+    program = load_program(EXAMPLES / "ring_allreduce.coll")
+    result = check_all_p(program, {"k": 2}, bound=4)
+    assert result.status == "proved" and result.fixed == (("k", 2),)
