@@ -595,8 +595,12 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
         failed = None
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
-        solver.add(*zz.domain(model))
-        for what, formula, span in _obligations(zz, model, ct, invs):
+        try:
+            solver.add(*zz.domain(model))
+            obligations = _obligations(zz, model, ct, invs)
+        except z3.Z3Exception as err:  # a term z3 cannot type (an int used as a condition, say)
+            return Proof(False, "", f"the step formulas do not translate to z3 ({err})", model.span, texts)
+        for what, formula, span in obligations:
             solver.push()
             solver.add(z3.Not(formula))
             res = solver.check()
