@@ -25,10 +25,11 @@ from collc.cli.common import (
 )
 from collc.cli.progress import progress_bar
 from collc.diagnostics import CollError
-from collc.ir import ParamValue
-from collc.verify.deadlock import MODELS
+from collc.ir import ParamValue, Schedule
+from collc.verify.deadlock import MODELS, check_step
 from collc.verify.forall import check_all_p
-from collc.verify.sweep import SweepResult, judge, parameter_sets, sweep
+from collc.verify.sweep import InstanceResult, SweepResult, judge, parameter_sets, sweep, symbolic_for
+from collc.verify.vector import check_model
 
 
 @main.command()
@@ -90,6 +91,16 @@ def check(
     check_values(alg, ranges, p, params, dims)
     instances = parameter_sets(ranges, alg.program)
     if len(instances) == 1:
+        if trace is None:
+            fast = _from_model(alg, instances[0], model, as_json)
+            if fast is not None:
+                schedule, result = fast
+                assert result.report is not None
+                if as_json:
+                    click.echo(json.dumps(report.report_json(schedule, result.report, result.deadlock), indent=2))
+                else:
+                    click.echo(report.report_text(schedule, result.report, alg.sources, shown))
+                sys.exit(EXIT_OK)
         with progress_bar(f"elaborating {alg.name}", quiet=as_json) as bar:
             try:
                 schedule = alg.instantiate(**instances[0]).schedule
@@ -132,6 +143,21 @@ def check(
             fail_input(err, alg.sources)
     first = outcome.failures[0] if outcome.failures else None
     sys.exit(EXIT_OK if first is None else EXIT_INPUT if first.status == "error" else EXIT_WRONG)
+
+
+def _from_model(
+    alg: api.Algorithm, params: dict[str, ParamValue], model: str, quiet: bool
+) -> tuple[Schedule, InstanceResult] | None:
+    """A correct instance checked from the program's symbolic model (`collc.verify.vector`), without
+    elaborating every rank; None when that path does not apply or does not find it correct."""
+    symbolic = symbolic_for(alg.program, [params], model)
+    if symbolic is None:
+        return None
+    with progress_bar(f"checking {alg.name} from its step formulas", quiet=quiet):
+        fast = check_model(alg.program, symbolic, params)
+    if fast is None:
+        return None
+    return fast[0], InstanceResult(dict(params), "ok", fast[1], check_step(fast[0], 0), None)
 
 
 def _check_all_p(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from collc import collectives
 from collc.diagnostics import CollError
@@ -225,9 +225,12 @@ def _check_constraint(program: Program, compiler: _Compiler, param: ast.Param, g
             )
 
 
-def elaborate(program: Program, values: Mapping[str, ParamValue]) -> Schedule:
-    """Instantiate ``program`` with parameter ``values`` and collect every rank's steps."""
-    return _guarded(program, values, None)[0]
+def elaborate(
+    program: Program, values: Mapping[str, ParamValue], ranks: Sequence[int] | None = None
+) -> Schedule:
+    """Instantiate ``program`` with parameter ``values`` and collect every rank's steps (only the steps of
+    ``ranks``, when given: every check of the instance still runs, and the steps hold only their ops)."""
+    return _guarded(program, values, None, ranks)[0]
 
 
 def elaborate_sampled(
@@ -245,7 +248,7 @@ def elaborate_sampled(
 
 
 def _guarded(
-    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None
+    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None, ranks: Sequence[int] | None = None
 ) -> tuple[Schedule, tuple[int, ...]]:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
@@ -254,7 +257,7 @@ def _guarded(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _elaborate(program, values, sampler)
+        return _elaborate(program, values, sampler, ranks)
     except RecursionError:
         raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
     finally:
@@ -303,7 +306,7 @@ def _globals(program: Program, values: Mapping[str, ParamValue]) -> tuple[_Compi
 
 
 def _elaborate(
-    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None
+    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None, ranks: Sequence[int] | None
 ) -> tuple[Schedule, tuple[int, ...]]:
     compiler, globals_, emitter = _globals(program, values)
     emitter.sampler = sampler
@@ -346,7 +349,7 @@ def _elaborate(
         phases.append((phase.name, compiler.block(phase.body, local), phase.span))
     probing = sampler is not None and sampler.probing
     phase_span = program.header.span
-    for rank in range(1) if probing else range(p):
+    for rank in range(1) if probing else range(p) if ranks is None else [r for r in ranks if 0 <= r < p]:
         emitter.rank, emitter.counter, emitter.in_step = rank, 0, None
         try:
             for name, body, span in phases:

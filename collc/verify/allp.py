@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from collc.ir import Collective, Schedule, Span
-from collc.verify.symbolic import Loop, Model, Refusal, SymOp, evaluate, member, members
+from collc.verify.symbolic import Loop, Model, Refusal, SymOp, evaluate, evaluate_array, member, members
 
 __all__ = ["Proof", "prove", "sample_sizes"]
 
@@ -218,41 +218,6 @@ def _atoms(bits: bool, k: int) -> list[Any]:
                 atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))
     del zero
     return atoms
-
-
-def _np_eval(t: Any, env: dict[str, np.ndarray]) -> Any:
-    kind = t[0]
-    if kind in ("num", "bool"):
-        return t[1]
-    if kind == "var":
-        return env[t[1]]
-    if kind == "log2p":
-        return env["L"]
-    if kind == "bin":
-        a, b = _np_eval(t[2], env), _np_eval(t[3], env)
-        op = t[1]
-        if op == ">>":
-            return np.right_shift(a, np.clip(b, 0, 62))
-        if op == "<<":
-            return np.left_shift(a, np.clip(b, 0, 62))
-        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "mod": np.mod,
-                "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or}[op](a, b)  # fmt: skip
-    if kind == "cmp":
-        a, b = _np_eval(t[2], env), _np_eval(t[3], env)
-        return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
-                "!=": np.not_equal}[t[1]](a, b)  # fmt: skip
-    if kind == "and":
-        return np.logical_and(_np_eval(t[1], env), _np_eval(t[2], env))
-    if kind == "or":
-        return np.logical_or(_np_eval(t[1], env), _np_eval(t[2], env))
-    if kind == "not":
-        return np.logical_not(_np_eval(t[1], env))
-    if kind == "un":
-        a = _np_eval(t[2], env)
-        return -a if t[1] == "-" else ~a
-    if kind == "ite":
-        return np.where(_np_eval(t[1], env), _np_eval(t[2], env), _np_eval(t[3], env))
-    raise AssertionError(kind)
 
 
 def _data(seqs: dict[int, np.ndarray], loop: Loop) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -584,7 +549,7 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
         invs = []
         for idx, loop in enumerate(model.loops):
             env, labels = _data({p: s[idx] for p, s in states.items()}, loop)
-            truth = np.stack([np.broadcast_to(_np_eval(a, env), labels.shape) for a in atoms])
+            truth = np.stack([np.broadcast_to(evaluate_array(a, env), labels.shape) for a in atoms])
             terms = _learn(atoms, truth, labels)
             if terms is None:
                 return Proof(False, "", f"no invariant of the learned form fits step loop {idx + 1}",
@@ -674,4 +639,3 @@ def _show(t: Any) -> str:
     if kind == "ite":
         return f"({_show(t[2])} if {_show(t[1])} else {_show(t[3])})"
     return str(t)
-

@@ -40,7 +40,7 @@ from collc.verify.findings import lowest as _lowest
 from collc.verify.findings import them as _them
 from collc.verify.races import find_races
 
-__all__ = ["CODES", "CheckReport", "Finding", "Stats", "check"]
+__all__ = ["CODES", "CheckReport", "Finding", "Stats", "bandwidth_bound", "check"]
 
 _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
@@ -682,7 +682,7 @@ def _trace(
         out.add(Finding("postcondition", msg, span, st, r, chunk, exp_text, actual))
 
 
-def _bandwidth_bound(collective: Collective, p: int) -> float:
+def bandwidth_bound(collective: Collective, p: int) -> float:
     """The least fraction of the vector some rank must send (1 for p = 1, to avoid dividing by 0)."""
     if p == 1:
         return 1.0
@@ -788,7 +788,7 @@ def check(
         fan_out_per_step=tuple(fp.fan_out_steps),
         fan_in_per_step=tuple(fp.fan_in_steps),
         latency_deficiency=fp.steps / max(1, (p - 1).bit_length()),
-        bandwidth_deficiency=(sent / vector) / _bandwidth_bound(schedule.collective, p),
+        bandwidth_deficiency=(sent / vector) / bandwidth_bound(schedule.collective, p),
         temp_buffer_steps=fp.temp_buffers,
     )
     return CheckReport(

@@ -22,6 +22,8 @@ from collc.frontend.program import Program
 from collc.ir import ParamValue, Schedule
 from collc.verify.check import CheckReport, Finding, check
 from collc.verify.deadlock import DeadlockReport, check_blocking, check_step
+from collc.verify.symbolic import Model
+from collc.verify.vector import check_model, prepare
 
 SKIPPED = "skipped"  # violates the program's constraints
 UNMATCHED = ("unmatched-send", "unmatched-recv")
@@ -115,8 +117,15 @@ def check_instance(
     *,
     input_bound: float = 1.0,
     tolerance: float | None = None,
+    symbolic: Model | None = None,
 ) -> InstanceResult:
-    """Elaborate and check one instance under execution ``model`` (``input_bound``, ``tolerance``: see `check`)."""
+    """Elaborate and check one instance under execution ``model`` (``input_bound``, ``tolerance``: see `check`).
+    With the program's ``symbolic`` model (`collc.verify.vector.prepare`), a step-model check runs from the
+    model first, and the schedule is elaborated and checked op by op only when that does not find it correct."""
+    if symbolic is not None and model == "step":
+        fast = check_model(program, symbolic, params)
+        if fast is not None:
+            return InstanceResult(dict(params), "ok", fast[1], check_step(fast[0], 0), None)
     try:
         schedule = elaborate(program, params)
     except CollError as err:
@@ -186,9 +195,20 @@ class SweepResult:
 _Limits = dict[str, float | None]  # input_bound and tolerance, as `check` takes them
 
 
-def _worker(args: tuple[Program, dict[str, ParamValue], str, _Limits]) -> InstanceResult:
-    program, params, model, limits = args
-    return check_instance(program, params, model, **limits)  # type: ignore[arg-type]
+def _worker(args: tuple[Program, dict[str, ParamValue], str, _Limits, Model | None]) -> InstanceResult:
+    program, params, model, limits, symbolic = args
+    return check_instance(program, params, model, symbolic=symbolic, **limits)  # type: ignore[arg-type]
+
+
+def symbolic_for(program: Program, instances: Sequence[Mapping[str, ParamValue]], model: str) -> Model | None:
+    """The symbolic model the instances can be checked from (`collc.verify.vector`): only under the step
+    model, and only when they differ in p alone."""
+    if model != "step" or not instances:
+        return None
+    others = [{k: v for k, v in params.items() if k != "p"} for params in instances]
+    if any(o != others[0] for o in others) or any("p" not in params for params in instances):
+        return None
+    return prepare(program, others[0])
 
 
 def sweep(
@@ -210,7 +230,8 @@ def sweep(
     results: list[InstanceResult] = []
     stopped = False
     limits: _Limits = {"input_bound": input_bound, "tolerance": tolerance}
-    for result in _results(program, instances, model, jobs, limits):
+    symbolic = symbolic_for(program, instances, model) if len(instances) > 1 else None
+    for result in _results(program, instances, model, jobs, limits, symbolic):
         results.append(result)
         if on_progress is not None:
             on_progress(len(results), len(instances))
@@ -221,11 +242,16 @@ def sweep(
 
 
 def _results(
-    program: Program, instances: Sequence[dict[str, ParamValue]], model: str, jobs: int, limits: _Limits
+    program: Program,
+    instances: Sequence[dict[str, ParamValue]],
+    model: str,
+    jobs: int,
+    limits: _Limits,
+    symbolic: Model | None,
 ) -> Iterator[InstanceResult]:
     if jobs <= 1 or len(instances) <= 1:
         for params in instances:
-            yield _worker((program, params, model, limits))
+            yield _worker((program, params, model, limits, symbolic))
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         window = 2 * jobs  # instances in flight: results come back in order, failures stop the rest
@@ -233,7 +259,7 @@ def _results(
         it = iter(instances)
         try:
             for params in it:
-                pending.append(pool.submit(_worker, (program, params, model, limits)))
+                pending.append(pool.submit(_worker, (program, params, model, limits, symbolic)))
                 if len(pending) >= window:
                     yield pending.pop(0).result()
             while pending:

@@ -22,11 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import Collective, Span
 
-__all__ = ["Loop", "Model", "Refusal", "SymOp", "evaluate", "extract", "members"]
+__all__ = ["Loop", "Model", "Refusal", "SymOp", "evaluate", "evaluate_array", "extract", "members"]
 
 Term = tuple[Any, ...]
 _MAX_DEPTH = 40  # nested function calls while inlining: deeper means recursion on a symbol
@@ -225,6 +227,42 @@ def evaluate(t: Any, env: Mapping[str, int]) -> Any:
         return evaluate(t[1], env) or evaluate(t[2], env)
     if kind == "not":
         return not evaluate(t[1], env)
+    raise AssertionError(kind)
+
+
+def evaluate_array(t: Any, env: Mapping[str, Any]) -> Any:
+    """`evaluate` with numpy arrays for variables (``L`` is log2 p): one value per element."""
+    kind = t[0]
+    if kind in ("num", "bool"):
+        return t[1]
+    if kind == "var":
+        return env[t[1]]
+    if kind == "log2p":
+        return env["L"]
+    if kind == "bin":
+        a, b = evaluate_array(t[2], env), evaluate_array(t[3], env)
+        op = t[1]
+        if op == ">>":
+            return np.right_shift(a, np.clip(b, 0, 62))
+        if op == "<<":
+            return np.left_shift(a, np.clip(b, 0, 62))
+        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "mod": np.mod,
+                "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or}[op](a, b)  # fmt: skip
+    if kind == "cmp":
+        a, b = evaluate_array(t[2], env), evaluate_array(t[3], env)
+        return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+                "!=": np.not_equal}[t[1]](a, b)  # fmt: skip
+    if kind == "and":
+        return np.logical_and(evaluate_array(t[1], env), evaluate_array(t[2], env))
+    if kind == "or":
+        return np.logical_or(evaluate_array(t[1], env), evaluate_array(t[2], env))
+    if kind == "not":
+        return np.logical_not(evaluate_array(t[1], env))
+    if kind == "un":
+        a = evaluate_array(t[2], env)
+        return -a if t[1] == "-" else ~a
+    if kind == "ite":
+        return np.where(evaluate_array(t[1], env), evaluate_array(t[2], env), evaluate_array(t[3], env))
     raise AssertionError(kind)
 
 

@@ -1,0 +1,331 @@
+"""Checking one instance from the program's symbolic model: each step once, with the ranks as numpy arrays.
+
+The per-op checker (`collc.verify.check`) needs the elaborated schedule, one Python object per operation:
+ring allreduce at p = 16384 has 1.07G of them.  For a program `collc.verify.symbolic` can express, a step
+is a handful of formulas in ``rank``; this module evaluates them for all ranks at once and runs the same
+checks on the resulting arrays: peers and chunks in range, every send matched by a receive of the same
+chunks and every receive by a send, the 64-bit fingerprint of every slot's contributions (the same
+fingerprint scheme as the per-op checker), the postcondition, and the same statistics.
+
+It only ever says "correct": any step it cannot take as arrays (chunk ranges of different widths, the same
+chunk sent twice to one peer, a send of data the slot does not hold) and any instance it finds wrong return
+None, and the caller runs the per-op checker, whose report names the problem.  Before it checks an
+instance it elaborates a few of its ranks (0, 1, p/3, p/2, p-1) with the elaborator, which also
+runs every check of the instance's parameters, and compares their operations with the model's, step by
+step; `prepare` compares the model with whole elaborated schedules for p up to 12.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from collc.collectives import vector_chunks
+from collc.diagnostics import CollError
+from collc.elaborate import elaborate
+from collc.frontend.program import Program
+from collc.ir import Collective, ParamValue, Schedule
+from collc.verify.allp import same_steps, sample_sizes
+from collc.verify.check import CheckReport, Stats, bandwidth_bound
+from collc.verify.symbolic import Model, Refusal, evaluate, evaluate_array, extract
+
+__all__ = ["check_model", "prepare"]
+
+_SEED = 0x5EED_0F_A11
+_PREPARE_UPTO = 12
+_BLOCK_ELEMENTS = 1 << 20  # (iteration, rank) pairs whose formulas are evaluated at once
+
+
+def prepare(program: Program, values: Mapping[str, ParamValue]) -> Model | None:
+    """The symbolic model of ``program`` (other parameters at ``values``) if it has one that equals the
+    elaborated schedules of every allowed p up to 12; None otherwise."""
+    if program.hierarchy is not None or not all(isinstance(v, int) for v in values.values()):
+        return None
+    try:
+        model = extract(program, {k: int(v) for k, v in values.items()})  # type: ignore[arg-type]
+    except Refusal:
+        return None
+    for p in sample_sizes(model, _PREPARE_UPTO):
+        try:
+            schedule = elaborate(program, {**values, "p": p})
+        except CollError:
+            return None
+        if same_steps(model, schedule) is not None:
+            return None
+    return model
+
+
+def _spot_ranks(p: int) -> list[int]:
+    return sorted({r for r in (0, 1, p // 3, p // 2, p - 1) if 0 <= r < p})
+
+
+def _spot_agrees(model: Model, schedule: Schedule, ranks: Sequence[int]) -> bool:
+    """The model's ops of ``ranks`` are the (partially) elaborated schedule's, step by step."""
+    p = schedule.nranks
+    spot = np.asarray(ranks, dtype=np.int64)[None, :]
+    mine = []
+    for loop in model.loops:
+        count = evaluate(loop.count, {"p": p})
+        if count == 0:
+            continue
+        it = np.arange(count, dtype=np.int64)[:, None]
+        env: dict[str, Any] = {"p": p, "i": it, "rank": spot, "L": max(p.bit_length() - 1, 0)}
+        shape = (count, spot.shape[1])
+        rows = []
+        for op in loop.ops:
+            guard = np.broadcast_to(np.asarray(evaluate_array(op.guard, env), dtype=bool), shape)
+            peer = _ints(op.peer, env, shape)
+            if op.chunks[0] == "range":
+                lo = _ints(op.chunks[1], env, shape)
+                hi = _ints(op.chunks[2], env, shape)
+                cols = None
+            else:
+                cols = [_ints(t, env, shape) for t in op.chunks[1]]
+            action = (op.action or "copy") if op.kind == "recv" else None
+            rows.append(
+                (op.kind, action, guard, peer, cols, lo if cols is None else None, hi if cols is None else None)
+            )
+        for i in range(count):
+            ops = []
+            for kind, action, guard, peer, cols, lo, hi in rows:
+                for k, r in enumerate(ranks):
+                    if guard[i, k]:
+                        if cols is None:
+                            a, b = int(lo[i, k]), int(hi[i, k])
+                            bits = ((1 << b) - 1) ^ ((1 << a) - 1) if b > a >= 0 else (0 if b <= a else -1)
+                        else:
+                            cs = [int(c[i, k]) for c in cols]
+                            bits = sum(1 << c for c in set(cs)) if min(cs) >= 0 else -1
+                        ops.append((r, kind, int(peer[i, k]), bits, action))
+            if ops:
+                mine.append(sorted(ops))
+    theirs = [sorted(_op_row(o) for o in step.ops) for step in schedule.steps]
+    return mine == theirs
+
+
+def _ints(t: Any, env: dict[str, Any], shape: tuple[int, int]) -> np.ndarray:
+    return np.broadcast_to(np.asarray(evaluate_array(t, env), dtype=np.int64), shape)
+
+
+def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:
+    action = o.action.value if o.action is not None and o.kind.value == "recv" else None
+    return (o.rank, o.kind.value, o.peer, o.chunks.bits, action)
+
+
+class _Step:
+    """One step's messages for all ranks: send and receive triples, the receives' actions."""
+
+    def __init__(self) -> None:
+        self.s_src: list[np.ndarray] = []
+        self.s_dst: list[np.ndarray] = []
+        self.s_chunk: list[np.ndarray] = []
+        self.r_dst: list[np.ndarray] = []
+        self.r_src: list[np.ndarray] = []
+        self.r_chunk: list[np.ndarray] = []
+        self.r_reduce: list[np.ndarray] = []
+
+
+def _chunk_columns(chunks: Any, env: dict[str, Any], shape: tuple[int, int]) -> list[np.ndarray] | None:
+    """The chunk set of every (iteration, rank) as columns of that shape (None: ranges of unequal widths)."""
+    if chunks[0] == "elts":
+        return [_ints(t, env, shape) for t in chunks[1]]
+    lo = _ints(chunks[1], env, shape)
+    hi = _ints(chunks[2], env, shape)
+    width = hi - lo
+    first = int(width.flat[0]) if width.size else 0
+    if width.size and not (width == first).all():
+        return None
+    return [lo + d for d in range(max(first, 0))]
+
+
+def check_model(
+    program: Program, model: Model, params: Mapping[str, ParamValue]
+) -> tuple[Schedule, CheckReport] | None:
+    """Check the instance ``params`` from ``model``: the partly elaborated schedule (a few ranks' steps, for
+    its header) and a correct report, or None when the per-op checker must decide."""
+    p = params.get("p")
+    if not isinstance(p, int) or p < 1:
+        return None
+    spot = _spot_ranks(p)
+    try:
+        header = elaborate(program, params, ranks=spot)
+    except CollError:
+        return None
+    if not _spot_agrees(model, header, spot):
+        return None
+    n = header.nchunks
+    if p * p * n >= 1 << 62:
+        return None
+    try:
+        stats = _run(model, header, p, n)
+    except Refusal:
+        return None
+    if stats is None:
+        return None
+    report = CheckReport(
+        algorithm=header.algorithm, params=tuple(header.params), nranks=p, ok=True, findings=(), stats=stats
+    )
+    return header, report
+
+
+def _initial(schedule: Schedule, p: int, n: int, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fingerprints, held flags and each chunk's origin (-1: every rank) before the first step."""
+    col = schedule.collective
+    fp = np.zeros((p, n), dtype=np.uint64)
+    held = np.zeros((p, n), dtype=bool)
+    if col in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE):
+        fp[:] = h[:, None]
+        held[:] = True
+        return fp, held, np.full(n, -1, dtype=np.int64)
+    if col is Collective.ALLGATHER:
+        origin = np.arange(n, dtype=np.int64) // (n // p)
+    elif col is Collective.BROADCAST and schedule.root is not None:
+        origin = np.full(n, schedule.root, dtype=np.int64)
+    else:
+        raise Refusal(f"the {col.value} contract", None)
+    cols = np.arange(n)
+    fp[origin, cols] = h[origin]
+    held[origin, cols] = True
+    return fp, held, origin
+
+
+def _required(schedule: Schedule, p: int, n: int) -> np.ndarray:
+    col = schedule.collective
+    need = np.ones((p, n), dtype=bool)
+    if col is Collective.REDUCE_SCATTER:
+        need[:] = np.arange(p)[:, None] == (np.arange(n) // (n // p))[None, :]
+    elif col is Collective.REDUCE:
+        need[:] = False
+        need[schedule.root or 0] = True
+    return need
+
+
+def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
+    h = np.random.default_rng(_SEED).integers(0, 1 << 63, size=p, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    fp, held, origin = _initial(schedule, p, n, h)
+    ranks = np.arange(p, dtype=np.int64)
+    sent = np.zeros(p, dtype=np.int64)
+    received = np.zeros(p, dtype=np.int64)
+    steps = messages = temp = 0
+    fan_out_steps: list[int] = []
+    fan_in_steps: list[int] = []
+    log2p = max(p.bit_length() - 1, 0)
+    for loop in model.loops:
+        count = evaluate(loop.count, {"p": p})
+        block = max(1, min(count, _BLOCK_ELEMENTS // p))
+        for b0 in range(0, count, block):
+            it = np.arange(b0, min(count, b0 + block), dtype=np.int64)[:, None]
+            env: dict[str, Any] = {"p": p, "i": it, "rank": ranks[None, :], "L": log2p}
+            shape = (it.shape[0], p)
+            evaluated = []
+            for op in loop.ops:
+                guard = np.broadcast_to(np.asarray(evaluate_array(op.guard, env), dtype=bool), shape)
+                peer = _ints(op.peer, env, shape)
+                columns = _chunk_columns(op.chunks, env, shape)
+                if columns is None:
+                    return None
+                evaluated.append((op, guard, peer, columns))
+            for row in range(it.shape[0]):
+                st = _Step()
+                for op, guard, peer, columns in evaluated:
+                    g = guard[row]
+                    if not g.any():
+                        continue
+                    me, to = ranks[g], peer[row][g]
+                    for col in columns:
+                        chunk = col[row][g]
+                        if op.kind == "send":
+                            st.s_src.append(me), st.s_dst.append(to), st.s_chunk.append(chunk)
+                        else:
+                            st.r_dst.append(me), st.r_src.append(to), st.r_chunk.append(chunk)
+                            st.r_reduce.append(np.full(me.size, op.action == "reduce"))
+                done = _apply(st, fp, held, p, n)
+                if done is None:
+                    return None
+                if done[0] == 0:
+                    continue
+                steps += 1
+                messages += done[0]
+                fan_out_steps.append(done[1])
+                fan_in_steps.append(done[2])
+                temp += done[3]
+                sent += np.bincount(done[4], minlength=p)
+                received += np.bincount(done[5], minlength=p)
+    need = _required(schedule, p, n)
+    if (origin < 0).all():
+        expected = np.broadcast_to(np.add.reduce(h, dtype=np.uint64), (p, n))
+    else:
+        expected = np.broadcast_to(h[origin][None, :], (p, n))
+    if not (held[need].all() and (fp[need] == expected[need]).all()):
+        return None
+    vector = vector_chunks(schedule.collective, p, n)
+    most_sent, most_received = int(sent.max(initial=0)), int(received.max(initial=0))
+    return Stats(
+        steps=steps,
+        messages=messages,
+        max_chunks_sent=most_sent,
+        max_chunks_received=most_received,
+        max_sent_fraction=most_sent / vector,
+        max_received_fraction=most_received / vector,
+        max_fan_out=max(fan_out_steps, default=0),
+        max_fan_in=max(fan_in_steps, default=0),
+        fan_out_per_step=tuple(fan_out_steps),
+        fan_in_per_step=tuple(fan_in_steps),
+        latency_deficiency=steps / max(1, (p - 1).bit_length()),
+        bandwidth_deficiency=(most_sent / vector) / bandwidth_bound(schedule.collective, p),
+        temp_buffer_steps=temp,
+    )
+
+
+def _apply(
+    st: _Step, fp: np.ndarray, held: np.ndarray, p: int, n: int
+) -> tuple[int, int, int, int, np.ndarray, np.ndarray] | None:
+    """Check and apply one step: (messages, fan-out, fan-in, temp buffers, senders, receivers of every
+    chunk sent), or None when the per-op checker must look at it."""
+    empty = np.zeros(0, dtype=np.int64)
+    cat = lambda xs: np.concatenate(xs) if xs else empty  # noqa: E731
+    s_src, s_dst, s_chunk = cat(st.s_src), cat(st.s_dst), cat(st.s_chunk)
+    r_dst, r_src, r_chunk = cat(st.r_dst), cat(st.r_src), cat(st.r_chunk)
+    r_reduce = np.concatenate(st.r_reduce) if st.r_reduce else np.zeros(0, dtype=bool)
+    if s_src.size == 0 and r_dst.size == 0:
+        return (0, 0, 0, 0, empty, empty)
+    for peer, me, chunk in ((s_dst, s_src, s_chunk), (r_src, r_dst, r_chunk)):
+        if ((peer < 0) | (peer >= p) | (peer == me) | (chunk < 0) | (chunk >= n)).any():
+            return None
+    s_key = np.sort((s_src * p + s_dst) * n + s_chunk)
+    r_key = np.sort((r_src * p + r_dst) * n + r_chunk)
+    if s_key.size != r_key.size or not np.array_equal(s_key, r_key):
+        return None  # unmatched
+    if s_key.size > 1 and (s_key[1:] == s_key[:-1]).any():
+        return None  # a chunk sent twice to one peer: merged by the per-op checker
+    if not held[r_src, r_chunk].all():
+        return None
+    incoming = fp[r_src, r_chunk]
+    copy = ~r_reduce
+    if _has_duplicates(r_dst[copy] * n + r_chunk[copy]):
+        return None  # two copies into one slot
+    fp[r_dst[copy], r_chunk[copy]] = incoming[copy]
+    held[r_dst[copy], r_chunk[copy]] = True
+    into = r_dst[r_reduce] * n + r_chunk[r_reduce]
+    flat = fp.reshape(-1)
+    if _has_duplicates(into):
+        np.add.at(flat, into, incoming[r_reduce])  # several reductions into one slot
+    else:
+        flat[into] += incoming[r_reduce]
+    pairs = s_key // n  # sorted
+    if pairs.size > 1:
+        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+    fan_out = int(np.bincount(pairs // p, minlength=p).max())
+    fan_in = int(np.bincount(pairs % p, minlength=p).max())
+    both = np.intersect1d(s_src * n + s_chunk, r_dst * n + r_chunk)
+    temp = int(np.unique(both // n).size)
+    return (int(pairs.size), fan_out, fan_in, temp, s_src, r_dst)
+
+
+def _has_duplicates(a: np.ndarray) -> bool:
+    if a.size < 2:
+        return False
+    a = np.sort(a)
+    return bool((a[1:] == a[:-1]).any())
