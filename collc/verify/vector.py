@@ -191,15 +191,29 @@ def _initial(schedule: Schedule, p: int, n: int, h: np.ndarray) -> tuple[np.ndar
     return fp, held, origin
 
 
-def _required(schedule: Schedule, p: int, n: int) -> np.ndarray:
+def _postcondition(schedule: Schedule, fp: np.ndarray, held: np.ndarray, h: np.ndarray, origin: np.ndarray) -> bool:
+    """Every slot the collective requires holds its data: checked a block of ranks at a time (no copy of
+    the whole state)."""
+    p, n = fp.shape
     col = schedule.collective
-    need = np.ones((p, n), dtype=bool)
-    if col is Collective.REDUCE_SCATTER:
-        need[:] = np.arange(p)[:, None] == (np.arange(n) // (n // p))[None, :]
-    elif col is Collective.REDUCE:
-        need[:] = False
-        need[schedule.root or 0] = True
-    return need
+    total = np.add.reduce(h, dtype=np.uint64)
+    expected = np.full(n, total, dtype=np.uint64) if (origin < 0).all() else h[origin]
+    unit = n // p if col is Collective.REDUCE_SCATTER else 0
+    block = max(1, _BLOCK_ELEMENTS // max(n, 1))
+    for a in range(0, p, block):
+        b = min(p, a + block)
+        if col is Collective.REDUCE_SCATTER:
+            rows = np.arange(a, b)
+            cols = rows[:, None] * unit + np.arange(unit)[None, :]
+            ok = held[rows[:, None], cols].all() and (fp[rows[:, None], cols] == expected[cols]).all()
+        elif col is Collective.REDUCE:
+            root = schedule.root or 0
+            ok = not a <= root < b or bool(held[root].all() and (fp[root] == expected).all())
+        else:
+            ok = bool(held[a:b].all() and (fp[a:b] == expected[None, :]).all())
+        if not ok:
+            return False
+    return True
 
 
 def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
@@ -253,12 +267,7 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
                 temp += done[3]
                 sent += np.bincount(done[4], minlength=p)
                 received += np.bincount(done[5], minlength=p)
-    need = _required(schedule, p, n)
-    if (origin < 0).all():
-        expected = np.broadcast_to(np.add.reduce(h, dtype=np.uint64), (p, n))
-    else:
-        expected = np.broadcast_to(h[origin][None, :], (p, n))
-    if not (held[need].all() and (fp[need] == expected[need]).all()):
+    if not _postcondition(schedule, fp, held, h, origin):
         return None
     vector = vector_chunks(schedule.collective, p, n)
     most_sent, most_received = int(sent.max(initial=0)), int(received.max(initial=0))
