@@ -114,19 +114,6 @@ def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:
     return (o.rank, o.kind.value, o.peer, o.chunks.bits, action)
 
 
-class _Step:
-    """One step's messages for all ranks: send and receive triples, the receives' actions."""
-
-    def __init__(self) -> None:
-        self.s_src: list[np.ndarray] = []
-        self.s_dst: list[np.ndarray] = []
-        self.s_chunk: list[np.ndarray] = []
-        self.r_dst: list[np.ndarray] = []
-        self.r_src: list[np.ndarray] = []
-        self.r_chunk: list[np.ndarray] = []
-        self.r_reduce: list[np.ndarray] = []
-
-
 def _chunk_columns(chunks: Any, env: dict[str, Any], shape: tuple[int, int]) -> list[np.ndarray] | None:
     """The chunk set of every (iteration, rank) as columns of that shape (None: ranges of unequal widths)."""
     if chunks[0] == "elts":
@@ -228,7 +215,7 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
     log2p = max(p.bit_length() - 1, 0)
     for loop in model.loops:
         count = evaluate(loop.count, {"p": p})
-        block = max(1, min(count, _BLOCK_ELEMENTS // p))
+        block = max(1, min(count, _BLOCK_ELEMENTS // p, ((1 << 62) // (p * p * n)) - 1))
         for b0 in range(0, count, block):
             it = np.arange(b0, min(count, b0 + block), dtype=np.int64)[:, None]
             env: dict[str, Any] = {"p": p, "i": it, "rank": ranks[None, :], "L": log2p}
@@ -241,32 +228,17 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
                 if columns is None:
                     return None
                 evaluated.append((op, guard, peer, columns))
-            for row in range(it.shape[0]):
-                st = _Step()
-                for op, guard, peer, columns in evaluated:
-                    g = guard[row]
-                    if not g.any():
-                        continue
-                    me, to = ranks[g], peer[row][g]
-                    for col in columns:
-                        chunk = col[row][g]
-                        if op.kind == "send":
-                            st.s_src.append(me), st.s_dst.append(to), st.s_chunk.append(chunk)
-                        else:
-                            st.r_dst.append(me), st.r_src.append(to), st.r_chunk.append(chunk)
-                            st.r_reduce.append(np.full(me.size, op.action == "reduce"))
-                done = _apply(st, fp, held, p, n)
-                if done is None:
-                    return None
-                if done[0] == 0:
-                    continue
-                steps += 1
-                messages += done[0]
-                fan_out_steps.append(done[1])
-                fan_in_steps.append(done[2])
-                temp += done[3]
-                sent += np.bincount(done[4], minlength=p)
-                received += np.bincount(done[5], minlength=p)
+            done = _block(evaluated, it.shape[0], fp, held, p, n)
+            if done is None:
+                return None
+            msgs, outs, ins, temps, sent_add, received_add = done
+            steps += len(msgs)
+            messages += sum(msgs)
+            fan_out_steps += outs
+            fan_in_steps += ins
+            temp += sum(temps)
+            sent += sent_add
+            received += received_add
     if not _postcondition(schedule, fp, held, h, origin):
         return None
     vector = vector_chunks(schedule.collective, p, n)
@@ -288,53 +260,107 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
     )
 
 
-def _apply(
-    st: _Step, fp: np.ndarray, held: np.ndarray, p: int, n: int
-) -> tuple[int, int, int, int, np.ndarray, np.ndarray] | None:
-    """Check and apply one step: (messages, fan-out, fan-in, temp buffers, senders, receivers of every
-    chunk sent), or None when the per-op checker must look at it."""
+def _block(
+    evaluated: list[tuple[Any, np.ndarray, np.ndarray, list[np.ndarray]]],
+    nrows: int,
+    fp: np.ndarray,
+    held: np.ndarray,
+    p: int,
+    n: int,
+) -> tuple[list[int], list[int], list[int], list[int], np.ndarray, np.ndarray] | None:
+    """Check and apply ``nrows`` consecutive steps whose ops are evaluated as [row, rank] arrays: per step
+    with ops, its messages, fan-out, fan-in and temporary buffers, and the chunks each rank sent and
+    received; None when the per-op checker must look at them."""
+    cols_s: list[list[np.ndarray]] = [[], [], [], []]  # row, src, dst, chunk
+    cols_r: list[list[np.ndarray]] = [[], [], [], [], []]  # row, dst, src, chunk, reduce
+    for op, guard, peer, columns in evaluated:
+        rows, me = np.nonzero(guard)
+        if rows.size == 0:
+            continue
+        to = peer[rows, me]
+        for col in columns:
+            chunk = col[rows, me]
+            if op.kind == "send":
+                for acc, x in zip(cols_s, (rows, me, to, chunk), strict=True):
+                    acc.append(x)
+            else:
+                for acc, x in zip(
+                    cols_r, (rows, me, to, chunk, np.full(rows.size, op.action == "reduce")), strict=True
+                ):
+                    acc.append(x)
     empty = np.zeros(0, dtype=np.int64)
-    cat = lambda xs: np.concatenate(xs) if xs else empty  # noqa: E731
-    s_src, s_dst, s_chunk = cat(st.s_src), cat(st.s_dst), cat(st.s_chunk)
-    r_dst, r_src, r_chunk = cat(st.r_dst), cat(st.r_src), cat(st.r_chunk)
-    r_reduce = np.concatenate(st.r_reduce) if st.r_reduce else np.zeros(0, dtype=bool)
-    if s_src.size == 0 and r_dst.size == 0:
-        return (0, 0, 0, 0, empty, empty)
-    for peer, me, chunk in ((s_dst, s_src, s_chunk), (r_src, r_dst, r_chunk)):
-        if ((peer < 0) | (peer >= p) | (peer == me) | (chunk < 0) | (chunk >= n)).any():
+    s_row, s_src, s_dst, s_chunk = (np.concatenate(c).astype(np.int64) if c else empty for c in cols_s)
+    r_row, r_dst, r_src, r_chunk = (np.concatenate(c).astype(np.int64) if c else empty for c in cols_r[:4])
+    r_reduce = np.concatenate(cols_r[4]) if cols_r[4] else np.zeros(0, dtype=bool)
+    for peer_, me_, chunk_ in ((s_dst, s_src, s_chunk), (r_src, r_dst, r_chunk)):
+        if ((peer_ < 0) | (peer_ >= p) | (peer_ == me_) | (chunk_ < 0) | (chunk_ >= n)).any():
             return None
-    s_key = np.sort((s_src * p + s_dst) * n + s_chunk)
-    r_key = np.sort((r_src * p + r_dst) * n + r_chunk)
+    s_key = np.sort(((s_row * p + s_src) * p + s_dst) * n + s_chunk)
+    r_key = np.sort(((r_row * p + r_src) * p + r_dst) * n + r_chunk)
     if s_key.size != r_key.size or not np.array_equal(s_key, r_key):
         return None  # unmatched
-    if s_key.size > 1 and (s_key[1:] == s_key[:-1]).any():
+    if _has_duplicates(s_key, presorted=True):
         return None  # a chunk sent twice to one peer: merged by the per-op checker
-    if not held[r_src, r_chunk].all():
-        return None
-    incoming = fp[r_src, r_chunk]
     copy = ~r_reduce
-    if _has_duplicates(r_dst[copy] * n + r_chunk[copy]):
-        return None  # two copies into one slot
-    fp[r_dst[copy], r_chunk[copy]] = incoming[copy]
-    held[r_dst[copy], r_chunk[copy]] = True
-    into = r_dst[r_reduce] * n + r_chunk[r_reduce]
-    flat = fp.reshape(-1)
-    if _has_duplicates(into):
-        np.add.at(flat, into, incoming[r_reduce])  # several reductions into one slot
-    else:
-        flat[into] += incoming[r_reduce]
-    pairs = s_key // n  # sorted
-    if pairs.size > 1:
-        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
-    fan_out = int(np.bincount(pairs // p, minlength=p).max())
-    fan_in = int(np.bincount(pairs % p, minlength=p).max())
-    both = np.intersect1d(s_src * n + s_chunk, r_dst * n + r_chunk)
-    temp = int(np.unique(both // n).size)
-    return (int(pairs.size), fan_out, fan_in, temp, s_src, r_dst)
+    if _has_duplicates((r_row[copy] * p + r_dst[copy]) * n + r_chunk[copy]):
+        return None  # two copies into one slot in one step
+    red_keys = (r_row[r_reduce] * p + r_dst[r_reduce]) * n + r_chunk[r_reduce]
+    several = _has_duplicates(red_keys)  # several reductions into one slot: np.add.at
+    # the data, step by step
+    order = np.argsort(r_row, kind="stable")
+    bounds = np.searchsorted(r_row[order], np.arange(nrows + 1))
+    flat, held_flat = fp.reshape(-1), held.reshape(-1)
+    for t in range(nrows):
+        idx = order[bounds[t] : bounds[t + 1]]
+        if idx.size == 0:
+            continue
+        src_slot = r_src[idx] * n + r_chunk[idx]
+        if not held_flat[src_slot].all():
+            return None
+        incoming = flat[src_slot]
+        dst_slot = r_dst[idx] * n + r_chunk[idx]
+        red = r_reduce[idx]
+        cp = ~red
+        flat[dst_slot[cp]] = incoming[cp]
+        held_flat[dst_slot[cp]] = True
+        if several:
+            np.add.at(flat, dst_slot[red], incoming[red])
+        else:
+            flat[dst_slot[red]] += incoming[red]
+    # statistics per step
+    active = (np.bincount(s_row, minlength=nrows) + np.bincount(r_row, minlength=nrows)) > 0
+    pairs = _distinct(s_key // n)  # (row, src, dst)
+    pair_row = pairs // (p * p)
+    msgs = np.bincount(pair_row, minlength=nrows)
+    fan_out = np.bincount(pairs // p, minlength=nrows * p).reshape(nrows, p).max(axis=1)
+    fan_in = np.bincount(pair_row * p + pairs % p, minlength=nrows * p).reshape(nrows, p).max(axis=1)
+    out_keys = np.sort((s_row * p + s_src) * n + s_chunk)
+    in_keys = np.sort((r_row * p + r_dst) * n + r_chunk)
+    at = np.minimum(np.searchsorted(out_keys, in_keys), max(out_keys.size - 1, 0))
+    both = in_keys[out_keys[at] == in_keys] if out_keys.size else empty
+    busy = _distinct(both // n)  # (row, rank) pairs that receive a chunk they also send (sorted)
+    temps = np.bincount(busy // p, minlength=nrows)
+    rows = np.nonzero(active)[0]
+    return (
+        msgs[rows].tolist(),
+        fan_out[rows].tolist(),
+        fan_in[rows].tolist(),
+        temps[rows].tolist(),
+        np.bincount(s_src, minlength=p),
+        np.bincount(r_dst, minlength=p),
+    )
 
 
-def _has_duplicates(a: np.ndarray) -> bool:
+def _has_duplicates(a: np.ndarray, presorted: bool = False) -> bool:
     if a.size < 2:
         return False
-    a = np.sort(a)
+    if not presorted:
+        a = np.sort(a)
     return bool((a[1:] == a[:-1]).any())
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of a sorted array."""
+    if a.size < 2:
+        return a
+    return a[np.concatenate(([True], a[1:] != a[:-1]))]
