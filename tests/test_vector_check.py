@@ -81,8 +81,8 @@ def test_wrong_instances_go_to_the_op_by_op_checker(tmp_path: Path, rs_steps: st
     with_model = check_instance(program, {"p": wrong_at}, symbolic=model)
     without = check_instance(program, {"p": wrong_at})
     assert with_model.status == "wrong" and with_model.report == without.report
-    outcome = sweep(program, parameter_sets({"p": list(range(2, 17))}, program), jobs=1)
-    smallest = next(p for p in range(2, 17) if check_instance(program, {"p": p}).status != "ok")
+    outcome = sweep(program, parameter_sets({"p": list(range(2, 34))}, program), jobs=1)  # 32: the model path
+    smallest = next(p for p in range(2, 34) if check_instance(program, {"p": p}).status != "ok")
     assert outcome.failures[0].params["p"] == smallest
 
 
@@ -112,10 +112,20 @@ phase a:
 
 def test_cli_single_instance_reads_as_the_op_by_op_report() -> None:
     program_path = EXAMPLES / "ring_allreduce.coll"
-    out = CliRunner().invoke(main, ["check", str(program_path), "-p", "24"])
+    out = CliRunner().invoke(main, ["check", str(program_path), "-p", "70"])
     assert out.exit_code == 0, out.output
-    schedule = elaborate(load_program(program_path), {"p": 24, "k": 1})
+    schedule = elaborate(load_program(program_path), {"p": 70, "k": 1})
     from collc.api import load
 
     expected = report.report_text(schedule, check(schedule), load(str(program_path)).sources)
     assert out.output.strip() == expected.strip()
+
+
+def test_sweeps_use_the_model_only_for_enough_work() -> None:
+    from collc.verify.sweep import symbolic_for
+
+    program = load_program(EXAMPLES / "ring_allreduce.coll")
+    assert symbolic_for(program, [{"p": p} for p in range(2, 9)], "step") is None
+    assert symbolic_for(program, [{"p": 128}], "step") is not None
+    assert symbolic_for(program, [{"p": 128}], "blocking") is None
+    assert symbolic_for(program, [{"p": 128, "k": 1}, {"p": 130, "k": 2}], "step") is None

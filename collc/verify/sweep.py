@@ -26,6 +26,8 @@ from collc.verify.symbolic import Model
 from collc.verify.vector import check_model, prepare
 
 SKIPPED = "skipped"  # violates the program's constraints
+MODEL_MIN_P = 64  # the model path for instances from this p, or for ranges of this many instances
+MODEL_MIN_INSTANCES = 32
 UNMATCHED = ("unmatched-send", "unmatched-recv")
 
 # --------------------------------------------------------------------------
@@ -202,9 +204,14 @@ def _worker(args: tuple[Program, dict[str, ParamValue], str, _Limits, Model | No
 
 def symbolic_for(program: Program, instances: Sequence[Mapping[str, ParamValue]], model: str) -> Model | None:
     """The symbolic model the instances can be checked from (`collc.verify.vector`): only under the step
-    model, and only when they differ in p alone."""
+    model, only when they differ in p alone, and only for enough work (some p >= 64, or 32 instances)."""
     if model != "step" or not instances:
         return None
+    sizes = [params.get("p") for params in instances]
+    if not all(isinstance(x, int) for x in sizes):
+        return None
+    if max(sizes) < MODEL_MIN_P and len(instances) < MODEL_MIN_INSTANCES:  # type: ignore[type-var]
+        return None  # small work: the per-op path costs less than comparing the model with small instances
     others = [{k: v for k, v in params.items() if k != "p"} for params in instances]
     if any(o != others[0] for o in others) or any("p" not in params for params in instances):
         return None
