@@ -43,6 +43,9 @@ phase allgather:
         ("ring_allgather", (1, 4, 7, 20)),
         ("ring_reduce_scatter", (2, 9, 24)),
         ("recursive_doubling", (1, 2, 8, 32, 128)),
+        ("recursive_doubling_any", (3, 6, 64, 100)),  # floor log2 of any p
+        ("binomial_broadcast", (5, 65, 128)),  # ceil log2 of any p, a root
+        ("binomial_reduce", (7, 77)),  # % and // by 2^s
     ],
 )
 def test_reports_equal_the_op_by_op_checker(name: str, sizes: tuple[int, ...]) -> None:

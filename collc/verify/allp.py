@@ -211,6 +211,13 @@ def _atoms(bits: bool, k: int) -> list[Any]:
                 atoms.append(("cmp", "<=", f, rhs))
                 atoms.append(("cmp", "==", f, rhs))
     if bits:
+        i = _V["i"]
+        shifted = [("bin", "<<", ("num", 1), i), ("bin", "<<", ("num", 1), ("bin", "+", i, ("num", 1)))]
+        for f in feats[3:]:
+            for g in shifted:
+                atoms.append(("cmp", "<", f, g))
+                atoms.append(("cmp", ">=", f, g))
+    if bits:
         r, j, i = _V["rank"], _V["j"], _V["i"]
         unit = _V["c"] if k == 1 else ("bin", "//", _V["c"], ("num", k))
         for x, y in ((r, j), (r, unit), (j, unit)):
@@ -374,6 +381,9 @@ class _Z3:
             out.append(self.p <= _P_LIMIT)
         if self.pow2:
             out += [self.L >= 0, self.L <= 30, self.p == self.const(1) << self.L]
+        elif self.bits:  # L = floor(log2 p)
+            one = self.const(1)
+            out += [self.L >= 0, self.L <= 30, one << self.L <= self.p, self.p < one << (self.L + 1)]
         env = {"p": self.p}
         out += [self.term(c, env) for c in model.constraints]
         del z3

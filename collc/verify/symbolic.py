@@ -11,7 +11,7 @@ its line.
 
 Terms are tuples: ``("num", v)``, ``("var", name)``, ``("bin", op, a, b)``, ``("un", op, a)``,
 ``("ite", c, a, b)``, ``("cmp", op, a, b)``, ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``,
-``("log2p",)`` (log2 p, where p is a power of two).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``)
+``("log2p",)`` (floor(log2 p)).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``)
 or ``("elts", (t, ...))``.  `evaluate` gives a term's value at concrete ``p``, ``rank`` and ``i``, with
 the language's integer semantics (floor division, modulo with the divisor's sign).
 """
@@ -329,7 +329,12 @@ class _Extractor:
         if node.op not in _ARITH:
             raise Refusal(f"the operator {node.op!r}", node.span)
         if node.op in ("//", "%", "mod") and not _is_num(b) and b != ("var", "p"):
-            raise Refusal(f"{node.op!r} by a symbol other than p", node.span)
+            e = _log2_of(b)
+            if e is None:
+                raise Refusal(f"{node.op!r} by a symbol other than p or a power of two", node.span)
+            if node.op == "//":  # floor division by 2^e is an arithmetic shift
+                return ("bin", ">>", a, e)
+            return ("bin", "&", a, ("bin", "-", ("bin", "<<", num(1), e), num(1)))
         return binop(node.op, a, b)
 
     def _UnaryOp(self, node: ast.UnaryOp, env: Mapping[str, Any]) -> Any:
@@ -412,8 +417,13 @@ class _Extractor:
             if _is_num(a) and a[1] >= 1:
                 v = a[1].bit_length() - 1
                 return num(v if name == "log2" or a[1] == 1 << v else v + 1)
-            if a == ("var", "p") and self.pow2:
-                return ("log2p",)
+            if a == ("var", "p"):  # floor(log2 p); ceil adds one where p is not a power of two
+                if name == "log2" or self.pow2:
+                    return ("log2p",)
+                exact = cmp("==", ("var", "p"), ("bin", "<<", num(1), ("log2p",)))
+                return ("bin", "+", ("log2p",), ("ite", exact, num(0), num(1)))
+            if a[0] == "bin" and a[1] == "<<" and a[2] == num(1):  # log2(1 << e) = e
+                return a[3]
         if name == "is_pow2" and len(args) == 1:
             a = args[0]
             if _is_num(a):
@@ -539,6 +549,19 @@ class _Extractor:
         if _is_bool(v):
             raise Refusal("chunks that are not an integer or a set", node.span)
         return v if _is_set(v) else ("elts", (v,))
+
+
+def _log2_of(t: Term) -> Term | None:
+    """e where t is 2^e written as ``1 << e`` (times a power of two), else None."""
+    if t[0] == "bin" and t[1] == "<<" and t[2] == num(1):
+        return t[3]
+    if t[0] == "bin" and t[1] == "*":
+        for x, y in ((t[2], t[3]), (t[3], t[2])):
+            if _is_num(x) and x[1] >= 1 and x[1] & (x[1] - 1) == 0:
+                e = _log2_of(y)
+                if e is not None:
+                    return binop("+", e, num(x[1].bit_length() - 1))
+    return None
 
 
 def _concrete(values: Term, span: Span) -> list[int]:
