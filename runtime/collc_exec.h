@@ -209,7 +209,6 @@ struct collc_ctx {
     char **landing; /* where each receive of a step landed */
     struct collc_expect *expect; /* [request]: what each receive of a step expects (collc_run_step) */
     MPI_Count piece;             /* bytes of a piece of a message (collc_pieces); 0: messages go whole */
-    int *idx;          /* MPI_Waitsome's indices */
     double timeout; /* seconds a step may wait for its messages; 0: no limit */
     MPI_Count count; /* the call's vector, in elements (collc_layout_of's count) */
     const struct collc_run *segs; /* this rank's segments (alltoall), else NULL */
@@ -534,7 +533,9 @@ static inline void collc_check_piece(const struct collc_ctx *ctx, int step, int 
 /* Waits for the step's nreq requests (the first nrecv are its receives) within ctx->timeout; ends the job on an
  * MPI error or when the time runs out, naming the peers still waited for.  With `expect`, each receive is checked
  * as it completes to have brought what expect[i] says (collc_check_piece), so that one short piece ends the job
- * even while a later one is still awaited. */
+ * even while a later one is still awaited; without a time limit the requests are then waited for one by one, in
+ * the order posted: MPICH reports an error of MPI_Waitall or MPI_Waitsome (a truncated message) to the handler
+ * of MPI_COMM_WORLD, which ends the job without saying why, and one of MPI_Wait to the private communicator's. */
 static inline void collc_wait(struct collc_ctx *ctx, int step, int nreq, int nrecv,
                               const struct collc_expect *expect)
 {
@@ -552,23 +553,11 @@ static inline void collc_wait(struct collc_ctx *ctx, int step, int nreq, int nre
         if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
         return;
     }
-    if (ctx->timeout <= 0) { /* expect != NULL */
-        while (left > 0) {
-            int out = 0, err = PMPI_Waitsome(nreq, ctx->reqs, &out, ctx->idx, ctx->statuses + nreq);
-            if (err == MPI_ERR_IN_STATUS) {
-                for (int k = 0; k < out; k++) {
-                    int e = ctx->statuses[nreq + k].MPI_ERROR;
-                    if (e != MPI_SUCCESS && e != MPI_ERR_PENDING) collc_mpi_fatal(ctx, step, e, ctx->idx[k], nrecv);
-                }
-            }
-            if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
-            if (out == MPI_UNDEFINED) break;
-            for (int k = 0; k < out; k++) {
-                int i = ctx->idx[k];
-                ctx->statuses[i] = ctx->statuses[nreq + k];
-                if (i < nrecv) collc_check_piece(ctx, step, i, &expect[i]);
-            }
-            left -= out;
+    if (ctx->timeout <= 0) { /* expect != NULL: one request at a time, in the order posted (receives first) */
+        for (int i = 0; i < nreq; i++) {
+            int err = PMPI_Wait(&ctx->reqs[i], &ctx->statuses[i]);
+            if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, i, nrecv);
+            if (i < nrecv) collc_check_piece(ctx, step, i, &expect[i]);
         }
         return;
     }

@@ -475,6 +475,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     char *arena;
     char what[MPI_MAX_OBJECT_NAME + 256] = "";
     int err;
+    collc_read_env();
     if (collc_env.timeout > 0) collc_describe(c, what, sizeof what);
     err = collc_comm_of(c->comm, &cache, collc_env.timeout, what);
     if (err != MPI_SUCCESS) return err;
@@ -498,12 +499,12 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     collc_wire_last = 0;
     ctx->wire = &collc_wire_last;
     chunk = collc_max_chunk(&ctx->layout);
-    /* Arena: requests, statuses (twice: collc_wait's), peers, landings, expected sizes, indices | segment bases |
-       scratch | compression | work, 64-byte aligned.  A message may take collc_pieces_most() requests. */
+    /* Arena: requests, statuses, peers, landings, expected sizes | segment bases | scratch | compression | work,
+       64-byte aligned.  A message may take collc_pieces_most() requests. */
     nreqs = (size_t)s->max_messages * (size_t)collc_pieces_most(ctx->piece);
-    reqs_bytes = nreqs * (sizeof(MPI_Request) + 2 * sizeof(MPI_Status) + 2 * sizeof(int) + sizeof(char *)
+    reqs_bytes = nreqs * (sizeof(MPI_Request) + sizeof(MPI_Status) + sizeof(int) + sizeof(char *)
                           + sizeof(struct collc_expect));
-    reqs_bytes = (reqs_bytes + 64 * 6 + 63) & ~(size_t)63;
+    reqs_bytes = (reqs_bytes + 64 * 5 + 63) & ~(size_t)63;
     base_bytes = ((size_t)ctx->nsegs * sizeof(MPI_Count) + 63) & ~(size_t)63;
     if (s->ncodecs > 0) {
         scratch_bytes = (size_t)s->zscratch(ctx);
@@ -531,14 +532,12 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->reqs = (MPI_Request *)(arena + at);
     at += (nreqs * sizeof(MPI_Request) + 63) & ~(size_t)63;
     ctx->statuses = (MPI_Status *)(arena + at);
-    at += (2 * nreqs * sizeof(MPI_Status) + 63) & ~(size_t)63;
+    at += (nreqs * sizeof(MPI_Status) + 63) & ~(size_t)63;
     ctx->req_peer = (int *)(arena + at);
     at += (nreqs * sizeof(int) + 63) & ~(size_t)63;
     ctx->landing = (char **)(arena + at);
     at += (nreqs * sizeof(char *) + 63) & ~(size_t)63;
     ctx->expect = (struct collc_expect *)(arena + at);
-    at += (nreqs * sizeof(struct collc_expect) + 63) & ~(size_t)63;
-    ctx->idx = (int *)(arena + at);
     ctx->seg_base = (MPI_Count *)(arena + reqs_bytes);
     ctx->scratch = arena + reqs_bytes + base_bytes;
     at = reqs_bytes + base_bytes + scratch_bytes;
