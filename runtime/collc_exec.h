@@ -33,6 +33,21 @@
  * depends on are done, from the same tables.  Schedules with compression
  * points run their steps with collc_zexec.h instead.
  *
+ * Pieces.  An MPI library sends a message up to some size eagerly (MPICH's
+ * shared-memory path: what fits one 8 KiB queue cell) and a larger one by a
+ * rendezvous, a handshake with the receiver first: at 4 ranks on a node that
+ * costs MPICH as much again as the transfer, for messages from about 8 KiB to
+ * about 32 KiB.  So a message of ctx->piece bytes (COLLC_PIECE_BYTES; 0: never)
+ * up to less than COLLC_PIECES_MAX pieces travels as collc_pieces() messages:
+ * pieces of exactly ctx->piece bytes, then one of the rest (possibly empty),
+ * with the message's tag, sent and received in order (MPI matches messages of
+ * one tag between two ranks in the order they were posted).  No whole message
+ * and no last piece is exactly ctx->piece bytes long, and every other piece
+ * is; so when the two ends expect different sizes, the first piece where they
+ * part is shorter or longer than its receive (which reports it) and no piece
+ * is left waiting for one that is never sent.  Each piece is checked as it
+ * arrives.
+ *
  * Faults end the job with one line on stderr ("collc: ... step s: ...") and
  * MPI_Abort, never a hang or wrong data: a message of another size than the
  * schedule expects (the ranks called with different counts or datatypes), an
@@ -167,6 +182,11 @@ struct collc_layout {
     MPI_Count max_chunk;     /* with weights: the most elements of a chunk */
 };
 
+/* What one receive expects: a piece of `piece` bytes of a message of `whole` (the same when it goes whole). */
+struct collc_expect {
+    MPI_Count piece, whole;
+};
+
 /* One call in progress on one rank. */
 struct collc_ctx {
     const struct collc_sched *sched;
@@ -187,6 +207,8 @@ struct collc_ctx {
     MPI_Status *statuses;
     int *req_peer;  /* the peer of each request */
     char **landing; /* where each receive of a step landed */
+    struct collc_expect *expect; /* [request]: what each receive of a step expects (collc_run_step) */
+    MPI_Count piece;             /* bytes of a piece of a message (collc_pieces); 0: messages go whole */
     double timeout; /* seconds a step may wait for its messages; 0: no limit */
     MPI_Count count; /* the call's vector, in elements (collc_layout_of's count) */
     const struct collc_run *segs; /* this rank's segments (alltoall), else NULL */
@@ -405,6 +427,36 @@ static inline void *collc_arena(struct collc_comm *c, size_t bytes)
 }
 
 /* ---------------------------------------------------------------------------
+ * Pieces
+ * ------------------------------------------------------------------------- */
+
+/* The default piece size: below the 8192-byte shared-memory queue cell of MPICH less its header, so that a piece
+ * goes eagerly there; a multiple of 64. */
+#define COLLC_PIECE_BYTES 8064
+/* Messages of COLLC_PIECES_MAX pieces' bytes or more go whole: past there a rendezvous costs less than the pieces. */
+#define COLLC_PIECES_MAX 4
+
+/* The most pieces of one message, with pieces of `piece` bytes (0: none). */
+static inline int collc_pieces_most(MPI_Count piece)
+{
+    return piece > 0 ? COLLC_PIECES_MAX : 1;
+}
+
+/* How many messages carry one of `bytes`: 1 unless it is in [piece, COLLC_PIECES_MAX * piece). */
+static inline int collc_pieces(const struct collc_ctx *ctx, MPI_Count bytes)
+{
+    if (ctx->piece <= 0 || bytes < ctx->piece || bytes / COLLC_PIECES_MAX >= ctx->piece) return 1;
+    return (int)(bytes / ctx->piece) + 1;
+}
+
+/* Bytes of piece j of the n pieces of a message of `bytes` (it starts at j * ctx->piece). */
+static inline MPI_Count collc_piece_len(const struct collc_ctx *ctx, MPI_Count bytes, int n, int j)
+{
+    if (n == 1) return bytes;
+    return j < n - 1 ? ctx->piece : bytes - (MPI_Count)(n - 1) * ctx->piece;
+}
+
+/* ---------------------------------------------------------------------------
  * Faults
  * ------------------------------------------------------------------------- */
 
@@ -435,52 +487,6 @@ static inline void collc_mpi_fatal(const struct collc_ctx *ctx, int step, int er
                                    "with different counts or datatypes)" : "");
 }
 
-/* Waits for the step's nreq requests (the first nrecv are its receives) within ctx->timeout; ends the job on an
- * MPI error or when the time runs out, naming the peers still waited for. */
-static inline void collc_wait(struct collc_ctx *ctx, int step, int nreq, int nrecv)
-{
-    double deadline;
-    int left = nreq;
-    long polls = 0;
-    if (nreq == 0) return;
-    if (ctx->timeout <= 0) {
-        int err = PMPI_Waitall(nreq, ctx->reqs, ctx->statuses);
-        if (err == MPI_ERR_IN_STATUS) {
-            for (int i = 0; i < nreq; i++)
-                if (ctx->statuses[i].MPI_ERROR != MPI_SUCCESS && ctx->statuses[i].MPI_ERROR != MPI_ERR_PENDING)
-                    collc_mpi_fatal(ctx, step, ctx->statuses[i].MPI_ERROR, i, nrecv);
-        }
-        if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
-        return;
-    }
-    deadline = PMPI_Wtime() + ctx->timeout;
-    while (left > 0) {
-        for (int i = 0; i < nreq; i++) {
-            int flag = 0, err;
-            if (ctx->reqs[i] == MPI_REQUEST_NULL) continue;
-            err = PMPI_Test(&ctx->reqs[i], &flag, &ctx->statuses[i]);
-            if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, i, nrecv);
-            if (flag) left--;
-        }
-        if (left == 0) break;
-        if (++polls % 64 == 0) {
-            if (polls > 4096) sched_yield();
-            if (PMPI_Wtime() > deadline) {
-                char peers[512] = "";
-                size_t used = 0;
-                for (int i = 0; i < nreq && used + 16 < sizeof peers; i++)
-                    if (ctx->reqs[i] != MPI_REQUEST_NULL)
-                        used += (size_t)snprintf(peers + used, sizeof peers - used, "%s%s %d", used ? ", " : "",
-                                                 i < nrecv ? "from" : "to", ctx->req_peer[i]);
-                collc_step_fatal(ctx, step,
-                                 "no progress for %g s (COLLC_TIMEOUT) on the messages %s: a rank died or stopped, "
-                                 "or did not call the collective with the same count",
-                                 ctx->timeout, peers);
-            }
-        }
-    }
-}
-
 /* Bytes that arrived with a receive's status. */
 static inline MPI_Count collc_received(const MPI_Status *status)
 {
@@ -504,6 +510,86 @@ static inline void collc_check_received(const struct collc_ctx *ctx, int step, i
                          "received %lld bytes from rank %d, the schedule expects %lld: the ranks called the collective "
                          "with different counts or datatypes",
                          (long long)got, ctx->req_peer[i], (long long)expected);
+}
+
+/* Ends the job unless receive `i` of a step brought what `e` says. */
+static inline void collc_check_piece(const struct collc_ctx *ctx, int step, int i, const struct collc_expect *e)
+{
+    MPI_Count got;
+    if (e->piece == e->whole) {
+        collc_check_received(ctx, step, i, e->piece);
+        return;
+    }
+    got = collc_received(&ctx->statuses[i]);
+    if (got != e->piece)
+        collc_step_fatal(ctx, step,
+                         "received a piece of %lld bytes from rank %d, the schedule expects %lld (of a message of %lld "
+                         "bytes in pieces of %lld): the ranks called the collective with different counts or "
+                         "datatypes, or with different COLLC_PIECE_BYTES",
+                         (long long)got, ctx->req_peer[i], (long long)e->piece, (long long)e->whole,
+                         (long long)ctx->piece);
+}
+
+/* Waits for the step's nreq requests (the first nrecv are its receives) within ctx->timeout; ends the job on an
+ * MPI error or when the time runs out, naming the peers still waited for.  With `expect`, each receive is checked
+ * as it completes to have brought what expect[i] says (collc_check_piece), so that one short piece ends the job
+ * even while a later one is still awaited; without a time limit the requests are then waited for one by one, in
+ * the order posted: MPICH reports an error of MPI_Waitall or MPI_Waitsome (a truncated message) to the handler
+ * of MPI_COMM_WORLD, which ends the job without saying why, and one of MPI_Wait to the private communicator's. */
+static inline void collc_wait(struct collc_ctx *ctx, int step, int nreq, int nrecv,
+                              const struct collc_expect *expect)
+{
+    double deadline;
+    int left = nreq;
+    long polls = 0;
+    if (nreq == 0) return;
+    if (ctx->timeout <= 0 && expect == NULL) {
+        int err = PMPI_Waitall(nreq, ctx->reqs, ctx->statuses);
+        if (err == MPI_ERR_IN_STATUS) {
+            for (int i = 0; i < nreq; i++)
+                if (ctx->statuses[i].MPI_ERROR != MPI_SUCCESS && ctx->statuses[i].MPI_ERROR != MPI_ERR_PENDING)
+                    collc_mpi_fatal(ctx, step, ctx->statuses[i].MPI_ERROR, i, nrecv);
+        }
+        if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
+        return;
+    }
+    if (ctx->timeout <= 0) { /* expect != NULL: one request at a time, in the order posted (receives first) */
+        for (int i = 0; i < nreq; i++) {
+            int err = PMPI_Wait(&ctx->reqs[i], &ctx->statuses[i]);
+            if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, i, nrecv);
+            if (i < nrecv) collc_check_piece(ctx, step, i, &expect[i]);
+        }
+        return;
+    }
+    deadline = PMPI_Wtime() + ctx->timeout;
+    while (left > 0) {
+        for (int i = 0; i < nreq; i++) {
+            int flag = 0, err;
+            if (ctx->reqs[i] == MPI_REQUEST_NULL) continue;
+            err = PMPI_Test(&ctx->reqs[i], &flag, &ctx->statuses[i]);
+            if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, i, nrecv);
+            if (flag) {
+                left--;
+                if (expect != NULL && i < nrecv) collc_check_piece(ctx, step, i, &expect[i]);
+            }
+        }
+        if (left == 0) break;
+        if (++polls % 64 == 0) {
+            if (polls > 4096) sched_yield();
+            if (PMPI_Wtime() > deadline) {
+                char peers[512] = "";
+                size_t used = 0;
+                for (int i = 0; i < nreq && used + 16 < sizeof peers; i++)
+                    if (ctx->reqs[i] != MPI_REQUEST_NULL)
+                        used += (size_t)snprintf(peers + used, sizeof peers - used, "%s%s %d", used ? ", " : "",
+                                                 i < nrecv ? "from" : "to", ctx->req_peer[i]);
+                collc_step_fatal(ctx, step,
+                                 "no progress for %g s (COLLC_TIMEOUT) on the messages %s: a rank died or stopped, "
+                                 "or did not call the collective with the same count",
+                                 ctx->timeout, peers);
+            }
+        }
+    }
 }
 
 /* ---------------------------------------------------------------------------
@@ -537,18 +623,25 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
     char *scratch = ctx->scratch;
     int nreq = 0, nrecv, err = MPI_SUCCESS;
 
-    /* Receives first, so that every send finds its receive posted. */
+    /* Receives first, so that every send finds its receive posted; a message in pieces gets one per piece. */
     for (int i = 0; i < n && err == MPI_SUCCESS; i++) {
         const struct collc_msg *m = &msgs[i];
         MPI_Count bytes = collc_runs_elems(ctx, runs + m->first_run, m->nruns) * ext;
+        char *at;
+        int pieces = collc_pieces(ctx, bytes);
         if (m->kind == COLLC_SEND || bytes == 0) continue;
-        ctx->req_peer[nreq] = m->peer;
         if (m->kind == COLLC_RECV_DIRECT) {
-            char *at = ctx->work + collc_chunk_pos(ctx, runs[m->first_run].lo) * ext;
-            err = collc_irecv(at, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
+            at = ctx->work + collc_chunk_pos(ctx, runs[m->first_run].lo) * ext;
         } else {
-            err = collc_irecv(scratch, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
+            at = scratch;
             scratch += bytes;
+        }
+        for (int j = 0; j < pieces && err == MPI_SUCCESS; j++) {
+            MPI_Count len = collc_piece_len(ctx, bytes, pieces, j);
+            ctx->req_peer[nreq] = m->peer;
+            ctx->expect[nreq].piece = len;
+            ctx->expect[nreq].whole = bytes;
+            err = collc_irecv(at + (MPI_Count)j * ctx->piece, len, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
         }
     }
     nrecv = nreq;
@@ -557,6 +650,7 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
         const struct collc_run *r = runs + m->first_run;
         MPI_Count bytes = collc_runs_elems(ctx, r, m->nruns) * ext;
         const char *from;
+        int pieces = collc_pieces(ctx, bytes);
         if (m->kind != COLLC_SEND || bytes == 0) continue;
         if (m->nruns == 1) {
             from = ctx->work + collc_chunk_pos(ctx, r->lo) * ext;
@@ -570,17 +664,16 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
             from = scratch;
             scratch = to;
         }
-        ctx->req_peer[nreq] = m->peer;
-        err = collc_isend(from, bytes, m->peer, tag, ctx->comm, &ctx->reqs[nreq++]);
+        for (int j = 0; j < pieces && err == MPI_SUCCESS; j++) {
+            ctx->req_peer[nreq] = m->peer;
+            err = collc_isend(from + (MPI_Count)j * ctx->piece, collc_piece_len(ctx, bytes, pieces, j), m->peer, tag,
+                              ctx->comm, &ctx->reqs[nreq++]);
+        }
         *ctx->wire += bytes;
     }
     if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
-    collc_wait(ctx, step, nreq, nrecv);
-    for (int i = 0, r = 0; i < n; i++) { /* every receive brought what the schedule says */
-        const struct collc_msg *m = &msgs[i];
-        MPI_Count bytes = collc_runs_elems(ctx, runs + m->first_run, m->nruns) * ext;
-        if (m->kind != COLLC_SEND && bytes > 0) collc_check_received(ctx, step, r++, bytes);
-    }
+    /* Every receive brought what the schedule says: each piece checked as it arrives. */
+    collc_wait(ctx, step, nreq, nrecv, ctx->expect);
 
     /* Apply what arrived in scratch, in the order it was posted. */
     scratch = ctx->scratch;

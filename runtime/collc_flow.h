@@ -16,6 +16,9 @@
  *                   the work buffer) when it has arrived and its dependencies
  *                   are done; done once applied
  *
+ * A message in pieces (collc_exec.h) posts all of its pieces at once and is
+ * done when the last completes; each received piece is checked as it arrives.
+ *
  * The rank waits with MPI_Waitsome over every request in flight and issues
  * what became ready.  Only accesses to a common chunk are ordered, and in the
  * order of the steps, so the result is the step-by-step result bit for bit
@@ -71,6 +74,8 @@ struct collc_fop {
     int state;     /* enum collc_fop_state */
     int scratch;   /* it needs scratch: a receive that is not direct, a send of several runs */
     int queued;    /* in the ready queue */
+    int pieces;    /* messages it travels as (collc_pieces) */
+    int left;      /* of them, not yet completed */
 };
 
 /* The dataflow state of one call, in the arena. */
@@ -83,8 +88,9 @@ struct collc_fstate {
     int *stack;             /* ops to finish */
     int *sq;                /* the ops needing scratch, in table order */
     int *deferred;          /* ready ops held back by the tag window */
-    MPI_Request *reqs;      /* the requests in flight */
-    int *req_op;            /* ... and their ops */
+    MPI_Request *reqs;      /* the requests in flight (a message in pieces: one per piece) */
+    int *req_op;            /* ... their ops */
+    int *req_piece;         /* ... and pieces */
     int *idx;               /* MPI_Waitsome's indices */
     MPI_Status *statuses;
 };
@@ -105,24 +111,32 @@ static inline size_t collc_flow_round(size_t bytes)
     return (bytes + 63) & ~(size_t)63;
 }
 
-/* Arena bytes of the dataflow state (collc_shim.h's collc_begin), scratch ring excluded. */
-static inline size_t collc_flow_bytes(const struct collc_sched *s, int rank)
+/* Ints of the dataflow state of n messages with e dependencies: succ_first, succ, ready, stack, sq, deferred, and
+ * per request (at most `most` per message) req_op, req_piece, idx. */
+static inline size_t collc_flow_ints(int n, int e, int most)
+{
+    return (size_t)(n + 1) + (size_t)e + 4 * (size_t)n + 3 * (size_t)n * (size_t)most;
+}
+
+/* Arena bytes of the dataflow state (collc_shim.h's collc_begin) with messages in pieces of `piece` bytes, scratch
+ * ring excluded. */
+static inline size_t collc_flow_bytes(const struct collc_sched *s, int rank, MPI_Count piece)
 {
     int n, e;
-    size_t ints;
+    size_t nreqs;
     collc_flow_counts(s, rank, &n, &e);
-    ints = (size_t)(n + 1) + (size_t)e + 6 * (size_t)n;
+    nreqs = (size_t)n * (size_t)collc_pieces_most(piece);
     return collc_flow_round(sizeof(struct collc_fstate)) + collc_flow_round((size_t)n * sizeof(struct collc_fop))
-         + collc_flow_round(ints * sizeof(int)) + collc_flow_round((size_t)n * sizeof(MPI_Request))
-         + collc_flow_round((size_t)n * sizeof(MPI_Status));
+         + collc_flow_round(collc_flow_ints(n, e, collc_pieces_most(piece)) * sizeof(int)) + collc_flow_round(nreqs * sizeof(MPI_Request))
+         + collc_flow_round(nreqs * sizeof(MPI_Status));
 }
 
 /* Lays the dataflow state out at `mem` (collc_flow_bytes of it). */
-static inline struct collc_fstate *collc_flow_layout(const struct collc_sched *s, int rank, char *mem)
+static inline struct collc_fstate *collc_flow_layout(const struct collc_sched *s, int rank, MPI_Count piece, char *mem)
 {
     struct collc_fstate *fs = (struct collc_fstate *)mem;
     int n, e, *ints;
-    size_t at = collc_flow_round(sizeof *fs);
+    size_t at = collc_flow_round(sizeof *fs), nreqs;
     collc_flow_counts(s, rank, &n, &e);
     fs->n = n;
     fs->ops = (struct collc_fop *)(mem + at);
@@ -134,11 +148,13 @@ static inline struct collc_fstate *collc_flow_layout(const struct collc_sched *s
     fs->stack = fs->ready + n;
     fs->sq = fs->stack + n;
     fs->deferred = fs->sq + n;
+    nreqs = (size_t)n * (size_t)collc_pieces_most(piece);
     fs->req_op = fs->deferred + n;
-    fs->idx = fs->req_op + n;
-    at += collc_flow_round(((size_t)(n + 1) + (size_t)e + 6 * (size_t)n) * sizeof(int));
+    fs->req_piece = fs->req_op + nreqs;
+    fs->idx = fs->req_piece + nreqs;
+    at += collc_flow_round(collc_flow_ints(n, e, collc_pieces_most(piece)) * sizeof(int));
     fs->reqs = (MPI_Request *)(mem + at);
-    at += collc_flow_round((size_t)n * sizeof(MPI_Request));
+    at += collc_flow_round(nreqs * sizeof(MPI_Request));
     fs->statuses = (MPI_Status *)(mem + at);
     return fs;
 }
@@ -179,14 +195,14 @@ static inline int collc_flow_window(const struct collc_fstate *fs, int low, int 
     return low >= fs->n || fs->ops[i].m->step - fs->ops[low].m->step < 32768;
 }
 
-/* Posts op i (its dependencies are done, its scratch, if any, taken). */
+/* Posts op i (its dependencies are done, its scratch, if any, taken): one request per piece. */
 static inline void collc_flow_post(struct collc_ctx *ctx, int i, int *nactive)
 {
     struct collc_fstate *fs = ctx->fs;
     struct collc_fop *op = &fs->ops[i];
     const struct collc_msg *m = op->m;
     const int tag = m->step % 32768;
-    int err;
+    int err = MPI_SUCCESS;
     if (m->kind == COLLC_SEND) {
         if (op->scratch) { /* pack the runs */
             char *to = op->buf;
@@ -196,10 +212,18 @@ static inline void collc_flow_post(struct collc_ctx *ctx, int i, int *nactive)
                 to += len;
             }
         }
-        err = collc_isend(op->buf, op->bytes, m->peer, tag, ctx->comm, &fs->reqs[*nactive]);
         *ctx->wire += op->bytes;
-    } else {
-        err = collc_irecv(op->buf, op->bytes, m->peer, tag, ctx->comm, &fs->reqs[*nactive]);
+    }
+    for (int j = 0; j < op->pieces && err == MPI_SUCCESS; j++) {
+        char *at = op->buf + (MPI_Count)j * ctx->piece;
+        MPI_Count len = collc_piece_len(ctx, op->bytes, op->pieces, j);
+        if (m->kind == COLLC_SEND)
+            err = collc_isend(at, len, m->peer, tag, ctx->comm, &fs->reqs[*nactive]);
+        else
+            err = collc_irecv(at, len, m->peer, tag, ctx->comm, &fs->reqs[*nactive]);
+        fs->req_op[*nactive] = i;
+        fs->req_piece[*nactive] = j;
+        ++*nactive;
     }
     if (err != MPI_SUCCESS) {
         char text[MPI_MAX_ERROR_STRING] = "";
@@ -208,8 +232,7 @@ static inline void collc_flow_post(struct collc_ctx *ctx, int i, int *nactive)
         collc_step_fatal(ctx, m->step, "MPI error on the message %s rank %d: %s", m->kind == COLLC_SEND ? "to" : "from",
                          m->peer, text);
     }
-    fs->req_op[*nactive] = i;
-    ++*nactive;
+    op->left = op->pieces;
     op->state = COLLC_F_ACTIVE;
 }
 
@@ -348,6 +371,8 @@ static inline int collc_run_flow(struct collc_ctx *ctx)
             op->need = m->ndeps;
             op->state = COLLC_F_WAIT;
             op->queued = 0;
+            op->pieces = collc_pieces(ctx, op->bytes);
+            op->left = 0;
             op->scratch = m->kind == COLLC_RECV || (m->kind == COLLC_SEND && m->nruns > 1);
             op->buf = m->kind == COLLC_RECV || op->scratch ? NULL
                                                              : ctx->work + collc_chunk_pos(ctx, op->runs[0].lo) * ctx->extent;
@@ -414,15 +439,26 @@ static inline int collc_run_flow(struct collc_ctx *ctx)
         for (int k = 0; k < outcount; k++) {
             int i = fs->req_op[fs->idx[k]];
             struct collc_fop *op = &fs->ops[i];
-            if (op->m->kind == COLLC_SEND) {
-                err = collc_flow_finish(ctx, i, &ndone, &rq_tail);
-            } else {
+            if (op->m->kind != COLLC_SEND) { /* each piece checked as it arrives */
                 MPI_Count got = collc_received(&fs->statuses[k]);
-                if (got != op->bytes)
+                MPI_Count want = collc_piece_len(ctx, op->bytes, op->pieces, fs->req_piece[fs->idx[k]]);
+                if (got != want && op->pieces == 1)
                     collc_step_fatal(ctx, op->m->step,
                                      "received %lld bytes from rank %d, the schedule expects %lld: the ranks called "
                                      "the collective with different counts or datatypes",
                                      (long long)got, op->m->peer, (long long)op->bytes);
+                if (got != want)
+                    collc_step_fatal(ctx, op->m->step,
+                                     "received a piece of %lld bytes from rank %d, the schedule expects %lld (of a "
+                                     "message of %lld bytes in pieces of %lld): the ranks called the collective with "
+                                     "different counts or datatypes, or with different COLLC_PIECE_BYTES",
+                                     (long long)got, op->m->peer, (long long)want, (long long)op->bytes,
+                                     (long long)ctx->piece);
+            }
+            if (--op->left > 0) continue;
+            if (op->m->kind == COLLC_SEND) {
+                err = collc_flow_finish(ctx, i, &ndone, &rq_tail);
+            } else {
                 err = MPI_SUCCESS;
                 if (op->m->kind == COLLC_RECV_DIRECT) {
                     err = collc_flow_finish(ctx, i, &ndone, &rq_tail);
@@ -442,6 +478,7 @@ static inline int collc_run_flow(struct collc_ctx *ctx)
                 if (fs->reqs[a] != MPI_REQUEST_NULL) {
                     fs->reqs[kept] = fs->reqs[a];
                     fs->req_op[kept] = fs->req_op[a];
+                    fs->req_piece[kept] = fs->req_piece[a];
                     kept++;
                 }
             nactive = kept;

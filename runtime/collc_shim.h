@@ -107,6 +107,7 @@ static struct {
     int steps; /* COLLC_ISSUE=steps: issue step by step, not by dataflow */
     double timeout;
     MPI_Count small_below; /* COLLC_SMALL_BYTES; -1 when unset */
+    MPI_Count piece;       /* COLLC_PIECE_BYTES, else its default (collc_exec.h) */
     int noted[COLLC_NREASONS];
 } collc_env;
 
@@ -169,6 +170,10 @@ static inline void collc_read_env(void)
         collc_env.timeout = value;
     }
     collc_env.small_below = collc_bytes_setting("COLLC_SMALL_BYTES");
+    {
+        MPI_Count piece = collc_bytes_setting("COLLC_PIECE_BYTES");
+        collc_env.piece = piece >= 0 ? piece : COLLC_PIECE_BYTES;
+    }
 }
 
 /* ---------------------------------------------------------------------------
@@ -465,11 +470,12 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
 {
     const struct collc_sched *s = c->sched;
     struct collc_comm *cache;
-    size_t reqs_bytes, base_bytes, scratch_bytes, zbytes = 0, flow_bytes = 0, work_bytes, at;
+    size_t nreqs, reqs_bytes, base_bytes, scratch_bytes, zbytes = 0, flow_bytes = 0, work_bytes, at;
     MPI_Count chunk;
     char *arena;
     char what[MPI_MAX_OBJECT_NAME + 256] = "";
     int err;
+    collc_read_env();
     if (collc_env.timeout > 0) collc_describe(c, what, sizeof what);
     err = collc_comm_of(c->comm, &cache, collc_env.timeout, what);
     if (err != MPI_SUCCESS) return err;
@@ -482,6 +488,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->op = c->op;
     ctx->extent = c->extent;
     ctx->timeout = collc_env.timeout;
+    ctx->piece = s->ncodecs > 0 ? 0 : collc_env.piece; /* compression points: messages go whole (collc_zexec.h) */
     ctx->count = count;
     ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->dt, c->op) : NULL;
     ctx->layout = collc_sched_layout(s, count);
@@ -492,9 +499,12 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     collc_wire_last = 0;
     ctx->wire = &collc_wire_last;
     chunk = collc_max_chunk(&ctx->layout);
-    /* Arena: requests, statuses, peers, landings | segment bases | scratch | compression | work, 64-byte aligned. */
-    reqs_bytes = (size_t)s->max_messages * (sizeof(MPI_Request) + sizeof(MPI_Status) + sizeof(int) + sizeof(char *));
-    reqs_bytes = (reqs_bytes + 64 * 4 + 63) & ~(size_t)63;
+    /* Arena: requests, statuses, peers, landings, expected sizes | segment bases | scratch | compression | work,
+       64-byte aligned.  A message may take collc_pieces_most() requests. */
+    nreqs = (size_t)s->max_messages * (size_t)collc_pieces_most(ctx->piece);
+    reqs_bytes = nreqs * (sizeof(MPI_Request) + sizeof(MPI_Status) + sizeof(int) + sizeof(char *)
+                          + sizeof(struct collc_expect));
+    reqs_bytes = (reqs_bytes + 64 * 5 + 63) & ~(size_t)63;
     base_bytes = ((size_t)ctx->nsegs * sizeof(MPI_Count) + 63) & ~(size_t)63;
     if (s->ncodecs > 0) {
         scratch_bytes = (size_t)s->zscratch(ctx);
@@ -510,7 +520,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     } else if (s->flow != NULL && !collc_env.steps) {
         ctx->flow = 1;
         scratch_bytes = (size_t)(s->flow_scratch[c->rank] * chunk * c->extent);
-        flow_bytes = collc_flow_bytes(s, c->rank);
+        flow_bytes = collc_flow_bytes(s, c->rank, ctx->piece);
     } else {
         scratch_bytes = (size_t)(s->scratch_chunks[c->rank] * chunk * c->extent);
     }
@@ -520,12 +530,14 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     if (arena == NULL) return COLLC_ERR_NOMEM;
     at = 0;
     ctx->reqs = (MPI_Request *)(arena + at);
-    at += ((size_t)s->max_messages * sizeof(MPI_Request) + 63) & ~(size_t)63;
+    at += (nreqs * sizeof(MPI_Request) + 63) & ~(size_t)63;
     ctx->statuses = (MPI_Status *)(arena + at);
-    at += ((size_t)s->max_messages * sizeof(MPI_Status) + 63) & ~(size_t)63;
+    at += (nreqs * sizeof(MPI_Status) + 63) & ~(size_t)63;
     ctx->req_peer = (int *)(arena + at);
-    at += ((size_t)s->max_messages * sizeof(int) + 63) & ~(size_t)63;
+    at += (nreqs * sizeof(int) + 63) & ~(size_t)63;
     ctx->landing = (char **)(arena + at);
+    at += (nreqs * sizeof(char *) + 63) & ~(size_t)63;
+    ctx->expect = (struct collc_expect *)(arena + at);
     ctx->seg_base = (MPI_Count *)(arena + reqs_bytes);
     ctx->scratch = arena + reqs_bytes + base_bytes;
     at = reqs_bytes + base_bytes + scratch_bytes;
@@ -543,7 +555,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
         for (int i = 0; i < s->nchunks; i++) ctx->zsize[i] = -1;
     }
     if (ctx->flow) {
-        ctx->fs = collc_flow_layout(s, c->rank, arena + at);
+        ctx->fs = collc_flow_layout(s, c->rank, ctx->piece, arena + at);
         at += flow_bytes;
     }
     ctx->work = work != NULL ? work : arena + at;

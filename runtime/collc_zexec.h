@@ -341,7 +341,7 @@ static inline int collc_run_zstep(struct collc_ctx *ctx, int step, const struct 
         *ctx->wire += bytes;
     }
     if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
-    collc_wait(ctx, step, nreq, nrecv);
+    collc_wait(ctx, step, nreq, nrecv, NULL);
     for (int i = 0, r = 0; i < n; i++) {
         const struct collc_msg *m = &msgs[i];
         MPI_Count room = collc_zmsg_bytes(ctx, m, runs);

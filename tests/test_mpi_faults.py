@@ -49,20 +49,26 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def job(
-    built: dict[str, Path], backend: str, name: str, mode: str, timeout: float | None = 3
+    built: dict[str, Path],
+    backend: str,
+    name: str,
+    mode: str,
+    timeout: float | None = 3,
+    count: int = COUNT,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, float]:
-    extra = {"COLLC_SHIM_COMPRESS": "1"}  # the compressed library's MPI_Allreduce runs the schedule only when asked
+    extra = {"COLLC_SHIM_COMPRESS": "1", **(env or {})}  # the compressed library runs the schedule only when asked
     if timeout:
         extra["COLLC_TIMEOUT"] = str(timeout)
     env = mpi_env(4, {**os.environ, **extra})
     env.pop("LD_PRELOAD", None)
     if backend == "mpi-c":
         cmd = [str(mpiexec()), "-n", "4", "-genv", "LD_PRELOAD", str(built[f"mpi-c/{name}"]), str(built["program"]),
-               mode, str(COUNT)]  # fmt: skip
+               mode, str(count)]  # fmt: skip
     else:
         module = mpi_py.module_name(name)
         cmd = [str(mpiexec()), "-n", "4", sys.executable, str(HERE / "mpi" / "faults.py"), str(built["py"]), module,
-               mode, str(COUNT)]  # fmt: skip
+               mode, str(count)]  # fmt: skip
     start = time.monotonic()
     proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=LIMIT)
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start
@@ -107,6 +113,29 @@ def test_a_rank_with_another_count_ends_the_job(built: dict[str, Path], backend:
     assert rc != 0 and "done" not in out
     assert "the ranks called the collective with different counts or datatypes" in out, out[-3000:]
     assert seconds < LIMIT / 2
+
+
+# Messages in pieces (runtime/collc_exec.h) of 1000 bytes: the ring's messages are `count` bytes (float32, p=4), and
+# rank 1's are 8 bytes longer ("count") or shorter ("short").  2008 = 1000 + 1000 + 8, 2000 = 1000 + 1000 + an empty
+# last piece, 1992 = 1000 + 992, 2016 = 1000 + 1000 + 16: every way the pieces of two sizes can part, among them
+# one size a whole number of pieces.  No COLLC_TIMEOUT: the first piece that differs must end the job by itself.
+# Step by step every rank names the fault; by dataflow, a rank whose MPI_Waitsome meets a truncated piece is ended
+# by MPICH itself (it reports the error to MPI_COMM_WORLD's handler), possibly before another rank's line is out.
+@pytest.mark.parametrize("issue", ["dataflow", "steps"])
+@pytest.mark.parametrize(("mode", "count"), [("count", 2008), ("short", 2008), ("count", 2000), ("short", 2000)])
+def test_a_rank_with_another_count_in_pieces_ends_the_job(
+    built: dict[str, Path], mode: str, count: int, issue: str
+) -> None:
+    env = {"COLLC_PIECE_BYTES": "1000", "COLLC_ISSUE": issue}
+    rc, out, seconds = job(built, "mpi-c", "ring_allreduce", "ok", timeout=None, count=count, env=env)
+    assert rc == 0 and "done" in out, out[-3000:]  # the same sizes in pieces pass
+    rc, out, seconds = job(built, "mpi-c", "ring_allreduce", mode, timeout=None, count=count, env=env)
+    assert rc != 0 and "done" not in out
+    assert seconds < LIMIT / 2
+    named = "the ranks called the collective with different counts or datatypes" in out
+    assert named or (issue == "dataflow" and "Fatal error in internal_Waitsome" in out), out[-3000:]
+    if named:
+        assert "received a piece of" in out or "Message truncated" in out, out[-3000:]
 
 
 @pytest.mark.parametrize("backend", ["mpi-c", "mpi-py"])
