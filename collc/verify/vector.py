@@ -10,13 +10,14 @@ fingerprint scheme as the per-op checker), the postcondition, and the same stati
 It only ever says "correct": any step it cannot take as arrays (chunk ranges of different widths, the same
 chunk sent twice to one peer, a send of data the slot does not hold) and any instance it finds wrong return
 None, and the caller runs the per-op checker, whose report names the problem.  Before it checks an
-instance it elaborates a few of its ranks (0, 1, p/3, p/2, p-1) with the elaborator, which also
+instance it elaborates a few of its ranks (0, 1, p/2, p-1) with the elaborator, which also
 runs every check of the instance's parameters, and compares their operations with the model's, step by
-step; `prepare` compares the model with whole elaborated schedules for p up to 12.
+step; `prepare` compares the model with whole elaborated schedules for p up to 10.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from collc.collectives import vector_chunks
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.frontend.program import Program
-from collc.ir import Collective, ParamValue, Schedule
+from collc.ir import Action, Collective, OpKind, ParamValue, Schedule
 from collc.verify.allp import same_steps, sample_sizes
 from collc.verify.check import CheckReport, Stats, bandwidth_bound
 from collc.verify.symbolic import Model, Refusal, evaluate, evaluate_array, extract
@@ -34,13 +35,13 @@ from collc.verify.symbolic import Model, Refusal, evaluate, evaluate_array, extr
 __all__ = ["check_model", "prepare"]
 
 _SEED = 0x5EED_0F_A11
-_PREPARE_UPTO = 12
+_PREPARE_UPTO = 10
 _BLOCK_ELEMENTS = 1 << 20  # (iteration, rank) pairs whose formulas are evaluated at once
 
 
 def prepare(program: Program, values: Mapping[str, ParamValue]) -> Model | None:
     """The symbolic model of ``program`` (other parameters at ``values``) if it has one that equals the
-    elaborated schedules of every allowed p up to 12; None otherwise."""
+    elaborated schedules of every allowed p up to 10; None otherwise."""
     if program.hierarchy is not None or not all(isinstance(v, int) for v in values.values()):
         return None
     try:
@@ -58,7 +59,7 @@ def prepare(program: Program, values: Mapping[str, ParamValue]) -> Model | None:
 
 
 def _spot_ranks(p: int) -> list[int]:
-    return sorted({r for r in (0, 1, p // 3, p // 2, p - 1) if 0 <= r < p})
+    return sorted({r for r in (0, 1, p // 2, p - 1) if 0 <= r < p})
 
 
 def _spot_agrees(model: Model, schedule: Schedule, ranks: Sequence[int]) -> bool:
@@ -110,8 +111,10 @@ def _ints(t: Any, env: dict[str, Any], shape: tuple[int, int]) -> np.ndarray:
 
 
 def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:
-    action = o.action.value if o.action is not None and o.kind.value == "recv" else None
-    return (o.rank, o.kind.value, o.peer, o.chunks.bits, action)
+    if o.kind is OpKind.SEND:
+        return (o.rank, "send", o.peer, o.chunks.bits, None)
+    action = "reduce" if o.action is Action.REDUCE else "copy" if o.action is Action.COPY else None
+    return (o.rank, "recv", o.peer, o.chunks.bits, action)
 
 
 def _chunk_columns(chunks: Any, env: dict[str, Any], shape: tuple[int, int]) -> list[np.ndarray] | None:
@@ -206,6 +209,7 @@ def _postcondition(schedule: Schedule, fp: np.ndarray, held: np.ndarray, h: np.n
 def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
     h = np.random.default_rng(_SEED).integers(0, 1 << 63, size=p, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
     fp, held, origin = _initial(schedule, p, n, h)
+    all_held = bool((origin < 0).all())  # every slot holds data from the start (and keeps it)
     ranks = np.arange(p, dtype=np.int64)
     sent = np.zeros(p, dtype=np.int64)
     received = np.zeros(p, dtype=np.int64)
@@ -228,7 +232,7 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
                 if columns is None:
                     return None
                 evaluated.append((op, guard, peer, columns))
-            done = _block(evaluated, it.shape[0], fp, held, p, n)
+            done = _block(evaluated, it.shape[0], fp, held, p, n, all_held)
             if done is None:
                 return None
             msgs, outs, ins, temps, sent_add, received_add = done
@@ -267,6 +271,7 @@ def _block(
     held: np.ndarray,
     p: int,
     n: int,
+    all_held: bool,
 ) -> tuple[list[int], list[int], list[int], list[int], np.ndarray, np.ndarray] | None:
     """Check and apply ``nrows`` consecutive steps whose ops are evaluated as [row, rank] arrays: per step
     with ops, its messages, fan-out, fan-in and temporary buffers, and the chunks each rank sent and
@@ -289,8 +294,8 @@ def _block(
                 ):
                     acc.append(x)
     empty = np.zeros(0, dtype=np.int64)
-    s_row, s_src, s_dst, s_chunk = (np.concatenate(c).astype(np.int64) if c else empty for c in cols_s)
-    r_row, r_dst, r_src, r_chunk = (np.concatenate(c).astype(np.int64) if c else empty for c in cols_r[:4])
+    s_row, s_src, s_dst, s_chunk = (_joined(c) for c in cols_s)
+    r_row, r_dst, r_src, r_chunk = (_joined(c) for c in cols_r[:4])
     r_reduce = np.concatenate(cols_r[4]) if cols_r[4] else np.zeros(0, dtype=bool)
     for peer_, me_, chunk_ in ((s_dst, s_src, s_chunk), (r_src, r_dst, r_chunk)):
         if ((peer_ < 0) | (peer_ >= p) | (peer_ == me_) | (chunk_ < 0) | (chunk_ >= n)).any():
@@ -301,32 +306,48 @@ def _block(
         return None  # unmatched
     if _has_duplicates(s_key, presorted=True):
         return None  # a chunk sent twice to one peer: merged by the per-op checker
+    in_slot = r_row * p + r_dst  # (row, receiver)
+    one_in = in_slot.size == 0 or int(np.bincount(in_slot).max()) <= 1  # at most one chunk into a rank per step
     copy = ~r_reduce
-    if _has_duplicates((r_row[copy] * p + r_dst[copy]) * n + r_chunk[copy]):
+    if not one_in and _has_duplicates((r_row[copy] * p + r_dst[copy]) * n + r_chunk[copy]):
         return None  # two copies into one slot in one step
-    red_keys = (r_row[r_reduce] * p + r_dst[r_reduce]) * n + r_chunk[r_reduce]
-    several = _has_duplicates(red_keys)  # several reductions into one slot: np.add.at
+    several = not one_in and _has_duplicates((r_row[r_reduce] * p + r_dst[r_reduce]) * n + r_chunk[r_reduce])
     # the data, step by step
     order = np.argsort(r_row, kind="stable")
-    bounds = np.searchsorted(r_row[order], np.arange(nrows + 1))
+    bounds = np.searchsorted(r_row[order], np.arange(nrows + 1)).tolist()
+    spans = [(a, b) for a, b in itertools.pairwise(bounds) if a != b]
+    src_slot = (r_src * n + r_chunk)[order]
+    dst_slot = (r_dst * n + r_chunk)[order]
+    red_sorted = r_reduce[order]
     flat, held_flat = fp.reshape(-1), held.reshape(-1)
-    for t in range(nrows):
-        idx = order[bounds[t] : bounds[t + 1]]
-        if idx.size == 0:
-            continue
-        src_slot = r_src[idx] * n + r_chunk[idx]
-        if not held_flat[src_slot].all():
-            return None
-        incoming = flat[src_slot]
-        dst_slot = r_dst[idx] * n + r_chunk[idx]
-        red = r_reduce[idx]
-        cp = ~red
-        flat[dst_slot[cp]] = incoming[cp]
-        held_flat[dst_slot[cp]] = True
-        if several:
-            np.add.at(flat, dst_slot[red], incoming[red])
-        else:
-            flat[dst_slot[red]] += incoming[red]
+    check_held = not all_held
+    if not red_sorted.any():  # copies only
+        for a, b in spans:
+            src = src_slot[a:b]
+            if check_held and not held_flat[src].all():
+                return None
+            dst = dst_slot[a:b]
+            flat[dst] = flat[src]
+            held_flat[dst] = True
+    elif red_sorted.all() and not several:  # reductions only, one per slot
+        for a, b in spans:
+            src = src_slot[a:b]
+            if check_held and not held_flat[src].all():
+                return None
+            flat[dst_slot[a:b]] += flat[src]
+    else:
+        for a, b in spans:
+            src, dst, red = src_slot[a:b], dst_slot[a:b], red_sorted[a:b]
+            if check_held and not held_flat[src].all():
+                return None
+            incoming = flat[src]
+            cp = ~red
+            flat[dst[cp]] = incoming[cp]
+            held_flat[dst[cp]] = True
+            if several:
+                np.add.at(flat, dst[red], incoming[red])
+            else:
+                flat[dst[red]] += incoming[red]
     # statistics per step
     active = (np.bincount(s_row, minlength=nrows) + np.bincount(r_row, minlength=nrows)) > 0
     pairs = _distinct(s_key // n)  # (row, src, dst)
@@ -334,11 +355,18 @@ def _block(
     msgs = np.bincount(pair_row, minlength=nrows)
     fan_out = np.bincount(pairs // p, minlength=nrows * p).reshape(nrows, p).max(axis=1)
     fan_in = np.bincount(pair_row * p + pairs % p, minlength=nrows * p).reshape(nrows, p).max(axis=1)
-    out_keys = np.sort((s_row * p + s_src) * n + s_chunk)
-    in_keys = np.sort((r_row * p + r_dst) * n + r_chunk)
-    at = np.minimum(np.searchsorted(out_keys, in_keys), max(out_keys.size - 1, 0))
-    both = in_keys[out_keys[at] == in_keys] if out_keys.size else empty
-    busy = _distinct(both // n)  # (row, rank) pairs that receive a chunk they also send (sorted)
+    out_slot = s_row * p + s_src
+    if one_in and (out_slot.size == 0 or int(np.bincount(out_slot).max()) <= 1):  # one chunk each way at most
+        out_chunk = np.full(nrows * p, -1, dtype=np.int64)
+        in_chunk = np.full(nrows * p, -2, dtype=np.int64)
+        out_chunk[out_slot], in_chunk[in_slot] = s_chunk, r_chunk
+        busy = np.nonzero(out_chunk == in_chunk)[0]  # (row, rank) pairs that receive a chunk they also send
+    else:
+        out_keys = np.sort(out_slot * n + s_chunk)
+        in_keys = np.sort(in_slot * n + r_chunk)
+        at = np.minimum(np.searchsorted(out_keys, in_keys), max(out_keys.size - 1, 0))
+        both = in_keys[out_keys[at] == in_keys] if out_keys.size else empty
+        busy = _distinct(both // n)
     temps = np.bincount(busy // p, minlength=nrows)
     rows = np.nonzero(active)[0]
     return (
@@ -357,6 +385,12 @@ def _has_duplicates(a: np.ndarray, presorted: bool = False) -> bool:
     if not presorted:
         a = np.sort(a)
     return bool((a[1:] == a[:-1]).any())
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(parts).astype(np.int64, copy=False)
 
 
 def _distinct(a: np.ndarray) -> np.ndarray:
