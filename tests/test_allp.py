@@ -175,3 +175,13 @@ def test_other_parameters_are_fixed_by_param() -> None:
     program = load_program(EXAMPLES / "ring_allreduce.coll")
     result = check_all_p(program, {"k": 2}, bound=4)
     assert result.status == "proved" and result.fixed == (("k", 2),)
+
+
+@pytest.mark.slow
+def test_binomial_broadcast_is_proved_for_root_zero() -> None:
+    program = load_program(EXAMPLES / "binomial_broadcast.coll")
+    result = check_all_p(program, {"root": 0}, bound=4)
+    assert result.status == "proved", result.how
+    assert "every p < 2^31" in result.how  # bit operations: proved over machine integers
+    for p in (17, 100):
+        assert check_instance(program, {"p": p, "root": 0}).status == "ok"

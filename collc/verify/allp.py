@@ -182,7 +182,7 @@ def same_steps(model: Model, schedule: Schedule) -> str | None:
 _V = {name: ("var", name) for name in ("p", "i", "rank", "c", "j", "n")}
 
 
-def _features(bits: bool, k: int) -> list[Any]:
+def _features(bits: bool, k: int, root: int | None) -> list[Any]:
     r, c, j, i, p = _V["rank"], _V["c"], _V["j"], _V["i"], _V["p"]
     unit = c if k == 1 else ("bin", "//", c, ("num", k))
     base = {"r": r, "u": unit, "j": j}
@@ -191,11 +191,14 @@ def _features(bits: bool, k: int) -> list[Any]:
         for b in "ruj":
             if a != b:
                 feats.append(("bin", "mod", ("bin", "-", base[a], base[b]), p))
+    if root:  # distances from the root
+        for x in (r, j):
+            feats.append(("bin", "mod", ("bin", "-", x, ("num", root)), p))
     return feats
 
 
-def _atoms(bits: bool, k: int) -> list[Any]:
-    feats = _features(bits, k)
+def _atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
+    feats = _features(bits, k, root)
     zero = ("num", 0)
     atoms: list[Any] = []
     for f in feats:
@@ -531,7 +534,7 @@ def _pairs(xs: list[Any]) -> list[tuple[Any, Any]]:
     return [(a, b) for n_, a in enumerate(xs) for b in xs[n_ + 1 :]]
 
 
-def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms: int = 20000) -> Proof:
+def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms: int = 60000) -> Proof:
     """Try to prove ``model`` correct for every p its constraints allow."""
     note = on_note or (lambda _: None)
     try:
@@ -546,7 +549,7 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
     data_p += extra
     if not data_p:
         return Proof(False, "", "no p up to 64 satisfies the constraints", model.span, ())
-    atoms = _atoms(bits, ct.unit)
+    atoms = _atoms(bits, ct.unit, ct.root)
     zz = _Z3(bits, model.pow2)
     states: dict[int, list[np.ndarray]] = {}
     for _round in range(_ROUNDS):
