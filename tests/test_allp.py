@@ -115,7 +115,7 @@ def test_mutant_within_the_learned_range_fails_the_proof(tmp_path: Path) -> None
 def test_unsupported_construct_falls_back_to_a_bounded_check() -> None:
     result = check_all_p(load_program(EXAMPLES / "swing_bw.coll"), {}, bound=10)
     assert result.status == "checked" and result.bound == 10 and result.checked == 9
-    assert "ceil_log2" in result.how and result.span is not None and result.span.line == 23
+    assert "ceil_log2" in result.how and result.span is not None and result.span.line == 12  # let L = ceil_log2(n)
 
 
 def test_refusals_name_the_construct() -> None:
@@ -157,7 +157,7 @@ def test_cli_proved_counterexample_and_json(tmp_path: Path) -> None:
     assert data["status"] == "counterexample" and data["counterexample"]["params"]["p"] == 11
     out = runner.invoke(main, ["check", str(EXAMPLES / "swing_bw.coll"), "-p", "all", "--bound", "6"])
     assert out.exit_code == 0 and "not proved; correct for every allowed p up to 6" in out.output
-    assert "swing_bw.coll:23:" in out.output
+    assert "swing_bw.coll:12:" in out.output
 
 
 def test_cli_bad_uses_of_all() -> None:
@@ -182,6 +182,34 @@ def test_binomial_broadcast_is_proved_for_root_zero() -> None:
     program = load_program(EXAMPLES / "binomial_broadcast.coll")
     result = check_all_p(program, {"root": 0}, bound=4)
     assert result.status == "proved", result.how
-    assert "every p < 2^31" in result.how  # bit operations: proved over machine integers
+    assert "64-bit integers" in result.how  # bit operations: proved over machine integers
     for p in (17, 100):
         assert check_instance(program, {"p": p, "root": 0}).status == "ok"
+
+
+# Programs the per-p checker finds wrong (or cannot evaluate) for a reason the proof must also see:
+# name -> (the smallest failing p, a word of the proof's reason or None when it only falls back).
+REVIEWED = {
+    "d_conflict": (4, "a copy and a reduction land in one slot"),  # write-conflict
+    "e_dup": (2, "sent twice"),  # duplicate-transfer
+    "f_redempty": (2, "slot without data"),  # reduce-into-empty (allgather)
+    "k_redempty": (2, "slot without data"),
+    "a_modneg": (13, None),  # `1 mod -2` is 1 (mod takes |divisor|); differs only from p = 13
+    "c_chunks": (128, "number of chunks is at least 1"),
+    "g_contract": (17, "number of chunks is 1 * p"),  # 2 * p chunks from p = 17
+    "j_setcmp": (2, "comparison of sets"),  # refused, not a traceback
+    "o_smallest": (3, None),  # z3 names p = 20; p = 3 fails too and is the answer
+}
+DATA = Path(__file__).resolve().parent / "data" / "allp"
+
+
+@pytest.mark.parametrize("name", sorted(REVIEWED))
+def test_reviewed_programs_are_not_proved(name: str) -> None:
+    p_fail, word = REVIEWED[name]
+    program = load_program(DATA / f"{name}.coll")
+    result = check_all_p(program, {}, bound=24)
+    assert result.status == "counterexample" and result.failure is not None
+    assert result.failure.params["p"] == p_fail
+    if word is not None:
+        assert word in result.how
+    assert check_instance(program, {"p": p_fail}).status != "ok"  # the per-p checker agrees

@@ -132,3 +132,22 @@ def test_sweeps_use_the_model_only_for_enough_work() -> None:
     assert symbolic_for(program, [{"p": 128}], "step") is not None
     assert symbolic_for(program, [{"p": 128}], "blocking") is None
     assert symbolic_for(program, [{"p": 128, "k": 1}, {"p": 130, "k": 2}], "step") is None
+
+
+DATA = Path(__file__).resolve().parent / "data" / "allp"
+
+
+@pytest.mark.parametrize(("name", "p"), [("d_conflict", 64), ("k_redempty", 64), ("a_modneg", 128), ("h_shift", 64)])
+def test_model_path_never_accepts_what_the_checker_rejects(name: str, p: int) -> None:
+    program = load_program(DATA / f"{name}.coll")
+    reference = check_instance(program, {"p": p})
+    assert reference.status in ("wrong", "error")
+    model = prepare(program, {})
+    if model is not None:
+        assert check_model(program, model, {"p": p}) is None
+    assert check_instance(program, {"p": p}, symbolic=model).status == reference.status
+
+
+def test_formulas_that_grow_exponentially_are_refused() -> None:
+    program = load_program(DATA / "n_blowup.coll")
+    assert prepare(program, {}) is None  # refused at extraction, quickly, instead of evaluated for ever

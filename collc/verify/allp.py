@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from collc.elaborate.emitter import MAX_SLOTS
 from collc.ir import Collective, Schedule, Span
 from collc.verify.symbolic import Loop, Model, Refusal, SymOp, evaluate, evaluate_array, member, members
 
@@ -43,7 +44,7 @@ _MAX_ATOMS = 5  # comparisons per disjunct
 _ROUNDS = 3  # learn, prove, add the counterexample's instance, again
 _MAX_P_DATA = 48  # largest instance whose states are learned from
 _BITS = 64
-_P_LIMIT = (1 << 31) - 1
+_P_LIMIT = MAX_SLOTS  # p x chunks <= 2^28: no instance of any program has more ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,9 +380,7 @@ class _Z3:
 
     def domain(self, model: Model) -> list[Any]:
         z3 = self.z3
-        out = [self.p >= 1]
-        if self.bits:
-            out.append(self.p <= _P_LIMIT)
+        out = [self.p >= 1, self.p <= self.const(_P_LIMIT)]
         if self.pow2:
             out += [self.L >= 0, self.L <= 30, self.p == self.const(1) << self.L]
         elif self.bits:  # L = floor(log2 p)
@@ -427,6 +426,13 @@ def _obligations(zz: _Z3, model: Model, ct: _Contract, loops_inv: Sequence[Any])
     rng = lambda x, hi: z3.And(x >= 0, x < hi)  # noqa: E731
     base = [rng(r, p), rng(q, p), rng(c, nch), rng(j, p)]
     out: list[tuple[str, Any, Span | None]] = []
+    out.append(("the number of chunks is at least 1", nch >= 1, model.span))
+    if model.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+        out.append((f"the number of chunks is {ct.k} * p", nch == kk * p, model.span))
+    for t in model.lets:  # global and phase-level values: the elaborator computes every one
+        out.append(
+            ("a value stays within 62 bits", z3.Implies(rng(r, p), _safe(zz, t, {"p": p, "rank": r})), model.span)
+        )
     if not model.loops:
         out.append(("the postcondition with no steps", z3.Implies(z3.And(*base, required), init == full), model.span))
         return out
@@ -489,6 +495,30 @@ def _obligations(zz: _Z3, model: Model, ct: _Contract, loops_inv: Sequence[Any])
         after = cur
         for o in reversed(copies):
             after = z3.If(applies[id(o)], inv(idx, i, peers[id(o)], c, j, n), after)
+        safety = [(g, t, loop.span) for g, t in loop.lets]
+        safety += [(o.guard, t, o.span) for o in loop.ops for t in (o.peer, *_set_terms(o.chunks))]
+        for g, t, where in safety:
+            cond = z3.Implies(z3.And(*dom, zz.term(g, env_r)), _safe(zz, t, env_r))
+            out.append(("a value stays within 62 bits and shift counts within 0..62", cond, where))
+        for a_, b_ in _pairs(sends):  # check.py: duplicate-transfer
+            both = z3.And(_to(zz, a_, env_r, q, c), _to(zz, b_, env_r, q, c))
+            out.append(
+                ("one chunk is sent twice to one peer in one step", z3.Implies(z3.And(*dom), z3.Not(both)), b_.span)
+            )
+        for a_, b_ in _pairs(recvs):
+            both = z3.And(_to(zz, a_, env_r, q, c), _to(zz, b_, env_r, q, c))
+            out.append(("one chunk is received twice from one peer", z3.Implies(z3.And(*dom), z3.Not(both)), b_.span))
+        for a_ in copies:  # check.py: write-conflict
+            for b_ in reduces:
+                both = z3.And(applies[id(a_)], applies[id(b_)])
+                out.append(("a copy and a reduction land in one slot", z3.Implies(z3.And(*dom), z3.Not(both)), b_.span))
+        if not ct.reduction:  # check.py: reduce-into-empty (after the step's copies)
+            held_after = inv(idx, i, r, c, origin, n)
+            for o in reversed(copies):
+                held_after = z3.If(applies[id(o)], inv(idx, i, peers[id(o)], c, origin, n), held_after)
+            for o in reduces:
+                cond = z3.Implies(z3.And(*dom, applies[id(o)]), held_after)
+                out.append(("a reduction lands in a slot without data", cond, o.span))
         for a_, b_ in _pairs(copies):
             out.append(
                 (
@@ -522,6 +552,39 @@ def _obligations(zz: _Z3, model: Model, ct: _Contract, loops_inv: Sequence[Any])
     end = inv(pidx, pn, r, c, j, pn)
     out.append(("the postcondition at the end", z3.Implies(z3.And(*base, required), end == full), model.loops[-1].span))
     return out
+
+
+def _set_terms(chunks: Any) -> tuple[Any, ...]:
+    return (chunks[1], chunks[2]) if chunks[0] == "range" else tuple(chunks[1])
+
+
+def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
+    """The elaborator can compute ``t``: every shift count in 0..62, every product and shift within 62 bits
+    (both branches of a condition, so possibly stricter than the elaborator)."""
+    z3 = zz.z3
+    conds: list[Any] = []
+    limit = zz.const(1 << 62)
+
+    def walk(x: Any) -> None:
+        if not isinstance(x, tuple) or x[0] in ("num", "bool", "var", "log2p"):
+            return
+        for y in x[1:]:
+            walk(y)
+        if x[0] != "bin" or x[1] not in ("<<", ">>", "*"):
+            return
+        a, b = zz.term(x[2], env), zz.term(x[3], env)
+        if x[1] in ("<<", ">>"):
+            conds.append(z3.And(b >= 0, b <= 62))
+        if x[1] == "*" and zz.bits:
+            conds.append(z3.And(z3.BVMulNoOverflow(a, b, True), z3.BVMulNoUnderflow(a, b)))
+        if x[1] == "<<" and zz.bits:
+            conds.append((a << b) >> b == a)
+        if x[1] in ("*", "<<"):
+            v = zz.term(x, env)
+            conds.append(z3.And(v > -limit, v < limit))
+
+    walk(t)
+    return z3.And(True, *conds)
 
 
 def _to(zz: _Z3, o: SymOp, env: dict[str, Any], other: Any, c: Any) -> Any:
@@ -590,9 +653,10 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             failed = (what, span, pv, res)
             break
         if failed is None:
-            arith = "64-bit integers, every p < 2^31" if bits else "unbounded integers"
+            arith = "64-bit integers" if bits else "integers"
             how = (f"induction over the steps of {len(model.loops)} loop(s), invariants learned from p in "
-                   f"{data_p[0]}..{data_p[-1]} and proved with z3 ({arith})")  # fmt: skip
+                   f"{data_p[0]}..{data_p[-1]} and proved with z3 ({arith}, every p up to 2^28, the most ranks an "
+                "instance can have)")  # fmt: skip
             return Proof(True, how, "", None, texts)
         what, span, pv, res = failed
         retry = pv is not None and pv <= _MAX_P_DATA and pv not in data_p and pv in sample_sizes(model, pv)

@@ -6,7 +6,8 @@ Three outcomes, each plain:
   formulas, checked by z3), after the symbolic model was compared op by op with the elaborated schedules
   of the small instances it learns from;
 - a **counterexample** p: the smallest p at which the per-p checker finds the program wrong (a p z3
-  reports is tried first, then p = 1 .. bound in order), with that instance's usual report;
+  reports is tried first, then p = 1 .. bound in order, below it where it failed), with that instance's
+  usual report;
 - **checked up to** the bound: every allowed p up to it is correct, and the reason no proof was found
   (a construct the symbolic model cannot express, with its line, or an obligation z3 did not discharge).
 """
@@ -82,6 +83,12 @@ def check_all_p(
             result = _instance(program, values, proof.counterexample, model)
             checked += 1
             if result.status not in ("ok", SKIPPED):
+                for p in range(1, min(bound + 1, proof.counterexample)):  # a smaller one, if there is
+                    smaller = _instance(program, values, p, model)
+                    checked += smaller.status != SKIPPED
+                    if smaller.status not in ("ok", SKIPPED):
+                        result = smaller
+                        break
                 return AllP("counterexample", reason, span, proof.invariants, fixed, 0, checked, result)
     for p in range(1, bound + 1):
         result = _instance(program, values, p, model)

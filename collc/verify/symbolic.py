@@ -32,6 +32,9 @@ __all__ = ["Loop", "Model", "Refusal", "SymOp", "evaluate", "evaluate_array", "e
 
 Term = tuple[Any, ...]
 _MAX_DEPTH = 40  # nested function calls while inlining: deeper means recursion on a symbol
+_MAX_NODES = 20000  # distinct nodes of one op's formulas: beyond, the model refuses the program
+_MAX_SHIFT = 62
+_LIMIT = 1 << 62  # |values| the model and its proof allow (the elaborator's limit is 2^63)
 
 
 class Refusal(Exception):
@@ -62,6 +65,7 @@ class Loop:
     count: Term
     ops: tuple[SymOp, ...]
     span: Span
+    lets: tuple[tuple[Term, Term], ...] = ()  # (guard, value) of every `let` in the body: evaluated, must not fail
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,7 @@ class Model:
     loops: tuple[Loop, ...]
     fixed: tuple[tuple[str, int], ...]  # parameters other than p, at their values
     span: Span
+    lets: tuple[Term, ...] = ()  # global and phase-level values (in p and rank), loop counts: must not fail
 
     def bits(self) -> bool:
         """Whether any term uses bit operations (the proof then works on machine integers)."""
@@ -123,7 +128,7 @@ _ARITH = {
     "*": lambda a, b: a * b,
     "//": lambda a, b: a // b,
     "%": lambda a, b: a % b,
-    "mod": lambda a, b: a % b,
+    "mod": lambda a, b: a % abs(b),
     "^": lambda a, b: a ^ b,
     "&": lambda a, b: a & b,
     "|": lambda a, b: a | b,
@@ -144,9 +149,14 @@ def binop(op: str, a: Term, b: Term) -> Term:
     if _is_num(a) and _is_num(b):
         if op in ("//", "%", "mod") and b[1] == 0:
             raise Refusal("division by zero", None)
-        if op in ("<<", ">>") and b[1] < 0:
-            raise Refusal("negative shift", None)
-        return num(_ARITH[op](a[1], b[1]))
+        if op in ("<<", ">>") and not 0 <= b[1] <= _MAX_SHIFT:
+            raise Refusal("a shift count outside 0..62", None)
+        value = _ARITH[op](a[1], b[1])
+        if not -_LIMIT <= value < _LIMIT:
+            raise Refusal("a constant beyond 62 bits", None)
+        return num(value)
+    if op in ("//", "%", "mod") and _is_num(b) and b[1] <= 0:
+        raise Refusal(f"{op!r} by a constant that is not positive", None)
     if op == "+" and _is_num(b) and b[1] == 0:
         return a
     if op == "*" and _is_num(b) and b[1] == 1:
@@ -213,7 +223,12 @@ def evaluate(t: Any, env: Mapping[str, int]) -> Any:
         return env["p"].bit_length() - 1
     if kind == "bin":
         a, b = evaluate(t[2], env), evaluate(t[3], env)
-        return _ARITH[t[1]](a, b)
+        if t[1] in ("<<", ">>") and not 0 <= b <= _MAX_SHIFT:
+            raise Refusal(f"a shift count of {b}", None)
+        value = _ARITH[t[1]](a, b)
+        if not -_LIMIT <= value < _LIMIT:
+            raise Refusal(f"a value beyond 62 bits ({value})", None)
+        return value
     if kind == "un":
         a = evaluate(t[2], env)
         return -a if t[1] == "-" else ~a
@@ -230,8 +245,10 @@ def evaluate(t: Any, env: Mapping[str, int]) -> Any:
     raise AssertionError(kind)
 
 
-def evaluate_array(t: Any, env: Mapping[str, Any]) -> Any:
-    """`evaluate` with numpy arrays for variables (``L`` is log2 p): one value per element."""
+def evaluate_array(t: Any, env: Mapping[str, Any], strict: bool = False) -> Any:
+    """`evaluate` with numpy arrays for variables (``L`` is log2 p): one value per element.  With ``strict``,
+    a shift count outside 0..62 or a value beyond 62 bits anywhere (both branches of a condition included)
+    raises `Refusal`; without, shift counts are clipped (for learning, where any value will do)."""
     kind = t[0]
     if kind in ("num", "bool"):
         return t[1]
@@ -240,29 +257,35 @@ def evaluate_array(t: Any, env: Mapping[str, Any]) -> Any:
     if kind == "log2p":
         return env["L"]
     if kind == "bin":
-        a, b = evaluate_array(t[2], env), evaluate_array(t[3], env)
+        a, b = evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict)
         op = t[1]
-        if op == ">>":
-            return np.right_shift(a, np.clip(b, 0, 62))
-        if op == "<<":
-            return np.left_shift(a, np.clip(b, 0, 62))
+        if op in ("<<", ">>"):
+            if strict and np.any((np.asarray(b) < 0) | (np.asarray(b) > _MAX_SHIFT)):
+                raise Refusal("a shift count outside 0..62", None)
+            b = np.clip(b, 0, _MAX_SHIFT)
+        if strict and op in ("*", "<<"):
+            big = np.asarray(a).astype(np.float64) * (np.exp2(b) if op == "<<" else np.asarray(b, dtype=np.float64))
+            if np.any(np.abs(big) >= _LIMIT):
+                raise Refusal("a value beyond 62 bits", None)
         return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "mod": np.mod,
-                "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or}[op](a, b)  # fmt: skip
+                "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
+                ">>": np.right_shift}[op](a, b)  # fmt: skip
     if kind == "cmp":
-        a, b = evaluate_array(t[2], env), evaluate_array(t[3], env)
+        a, b = evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict)
         return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
                 "!=": np.not_equal}[t[1]](a, b)  # fmt: skip
     if kind == "and":
-        return np.logical_and(evaluate_array(t[1], env), evaluate_array(t[2], env))
+        return np.logical_and(evaluate_array(t[1], env, strict), evaluate_array(t[2], env, strict))
     if kind == "or":
-        return np.logical_or(evaluate_array(t[1], env), evaluate_array(t[2], env))
+        return np.logical_or(evaluate_array(t[1], env, strict), evaluate_array(t[2], env, strict))
     if kind == "not":
-        return np.logical_not(evaluate_array(t[1], env))
+        return np.logical_not(evaluate_array(t[1], env, strict))
     if kind == "un":
-        a = evaluate_array(t[2], env)
+        a = evaluate_array(t[2], env, strict)
         return -a if t[1] == "-" else ~a
     if kind == "ite":
-        return np.where(evaluate_array(t[1], env), evaluate_array(t[2], env), evaluate_array(t[3], env))
+        c = evaluate_array(t[1], env, strict)
+        return np.where(c, evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict))
     raise AssertionError(kind)
 
 
@@ -285,6 +308,8 @@ class _Extractor:
         self.fixed = dict(fixed)
         self.pow2 = False
         self.depth = 0
+        self.outer: list[Term] = []  # values outside step loops (and loop counts) that must evaluate
+        self.inner: list[tuple[Term, Term]] = []  # the current loop's lets, with their guards
 
     # ---- expressions
     def expr(self, node: ast.Expr, env: Mapping[str, Any]) -> Any:
@@ -361,6 +386,8 @@ class _Extractor:
                 term = _member(a, b)
                 out = conj(out, term if op == "in" else neg(term))
             elif op in _CMP:
+                if _is_set(a) or _is_set(b) or _is_bool(a) != _is_bool(b):
+                    raise Refusal("a comparison of sets or of a condition with a number", node.span)
                 out = conj(out, cmp(op, a, b))
             else:
                 raise Refusal(f"the comparison {op!r}", node.span)
@@ -437,6 +464,7 @@ class _Extractor:
         for stmt in body:
             if isinstance(stmt, ast.Let):
                 env[stmt.name] = self.expr(stmt.value, env)
+                self.outer.extend(_value_terms(env[stmt.name]))
             elif isinstance(stmt, ast.Pass):
                 continue
             elif isinstance(stmt, ast.Assert):
@@ -445,8 +473,9 @@ class _Extractor:
                 loops.append(self.step_loop(phase, stmt, env))
             elif isinstance(stmt, ast.StepBlock):
                 ops: list[SymOp] = []
+                self.inner = []
                 self.step_body(stmt.body, dict(env), TRUE, ops)
-                loops.append(Loop(phase.name, num(1), tuple(ops), stmt.span))
+                loops.append(Loop(phase.name, num(1), tuple(ops), stmt.span, tuple(self.inner)))
             elif isinstance(stmt, ast.Do) and stmt.group is None:
                 proc = self.program.procs[stmt.proc]
                 local = dict(env)
@@ -484,13 +513,16 @@ class _Extractor:
         local = dict(env)
         local[node.var] = s
         ops: list[SymOp] = []
+        self.inner = []
+        self.outer.append(count)
         self.step_body(node.body, local, TRUE, ops)
-        return Loop(phase.name, count, tuple(ops), node.span)
+        return Loop(phase.name, count, tuple(ops), node.span, tuple(self.inner))
 
     def step_body(self, body: tuple[ast.Stmt, ...], env: dict[str, Any], guard: Term, ops: list[SymOp]) -> None:
         for stmt in body:
             if isinstance(stmt, ast.Let):
                 env[stmt.name] = self.expr(stmt.value, env)
+                self.inner.extend((guard, t) for t in _value_terms(env[stmt.name]))
             elif isinstance(stmt, ast.Pass):
                 continue
             elif isinstance(stmt, ast.Assert):
@@ -549,6 +581,28 @@ class _Extractor:
         if _is_bool(v):
             raise Refusal("chunks that are not an integer or a set", node.span)
         return v if _is_set(v) else ("elts", (v,))
+
+
+def _value_terms(v: Any) -> list[Term]:
+    """The integer and condition terms of a value (a set's bounds or elements)."""
+    if not isinstance(v, tuple):
+        return []
+    if v[0] == "range":
+        return [v[1], v[2]]
+    if v[0] == "elts":
+        return list(v[1])
+    return [v]
+
+
+def _tree_size(t: Any, memo: dict[int, int] | None = None) -> int:
+    """Nodes of ``t`` as a tree (shared subterms counted each time they occur)."""
+    memo = {} if memo is None else memo
+    if not isinstance(t, tuple):
+        return 1
+    got = memo.get(id(t))
+    if got is None:
+        got = memo[id(t)] = 1 + sum(_tree_size(x, memo) for x in t[1:] if isinstance(x, tuple))
+    return got
 
 
 def _log2_of(t: Term) -> Term | None:
@@ -642,11 +696,9 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
                 raise Refusal(f"the constraint of {param.name} is false", c.span)
             if term != TRUE:
                 constraints.append(term)
-    for let in program.lets:
-        try:
-            ex.globals[let.name] = ex.expr(let.value, {})
-        except Refusal as err:
-            ex.globals[let.name] = err  # refused where it is used
+    for let in program.lets:  # the elaborator evaluates every one of them: so must the model
+        ex.globals[let.name] = ex.expr(let.value, {})
+        ex.outer.extend(_value_terms(ex.globals[let.name]))
     for a in program.asserts:
         ex.assertion(a, {}, TRUE)
     nchunks = ex.expr(program.chunks.count, {})
@@ -656,6 +708,10 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
     for phase in program.phases:
         ex.phase_body(phase, phase.body, {"rank": ("var", "rank")}, loops)
     root = ex.globals.get("root")
+    for t in [*ex.outer, *(x for loop in loops for op in loop.ops for x in _terms(op)),
+              *(x for loop in loops for pair in loop.lets for x in pair)]:  # fmt: skip
+        if _tree_size(t) > _MAX_NODES:
+            raise Refusal("formulas too large for the symbolic model", program.header.span)
     return Model(
         name=program.name,
         collective=program.collective,
@@ -666,4 +722,5 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
         loops=tuple(loops),
         fixed=tuple(fixed),
         span=program.header.span,
+        lets=tuple(ex.outer),
     )

@@ -107,7 +107,7 @@ def _spot_agrees(model: Model, schedule: Schedule, ranks: Sequence[int]) -> bool
 
 
 def _ints(t: Any, env: dict[str, Any], shape: tuple[int, int]) -> np.ndarray:
-    return np.broadcast_to(np.asarray(evaluate_array(t, env), dtype=np.int64), shape)
+    return np.broadcast_to(np.asarray(evaluate_array(t, env, strict=True), dtype=np.int64), shape)
 
 
 def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:
@@ -217,6 +217,8 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
     fan_out_steps: list[int] = []
     fan_in_steps: list[int] = []
     log2p = max(p.bit_length() - 1, 0)
+    for value in model.lets:
+        evaluate_array(value, {"p": p, "rank": ranks, "L": log2p}, strict=True)
     for loop in model.loops:
         count = evaluate(loop.count, {"p": p})
         block = max(1, min(count, _BLOCK_ELEMENTS // p, ((1 << 62) // (p * p * n)) - 1))
@@ -224,9 +226,11 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
             it = np.arange(b0, min(count, b0 + block), dtype=np.int64)[:, None]
             env: dict[str, Any] = {"p": p, "i": it, "rank": ranks[None, :], "L": log2p}
             shape = (it.shape[0], p)
+            for _guard, value in loop.lets:  # values the elaborator computes: they must not fail
+                evaluate_array(value, env, strict=True)
             evaluated = []
             for op in loop.ops:
-                guard = np.broadcast_to(np.asarray(evaluate_array(op.guard, env), dtype=bool), shape)
+                guard = np.broadcast_to(np.asarray(evaluate_array(op.guard, env, strict=True), dtype=bool), shape)
                 peer = _ints(op.peer, env, shape)
                 columns = _chunk_columns(op.chunks, env, shape)
                 if columns is None:
@@ -308,9 +312,8 @@ def _block(
         return None  # a chunk sent twice to one peer: merged by the per-op checker
     in_slot = r_row * p + r_dst  # (row, receiver)
     one_in = in_slot.size == 0 or int(np.bincount(in_slot).max()) <= 1  # at most one chunk into a rank per step
-    copy = ~r_reduce
-    if not one_in and _has_duplicates((r_row[copy] * p + r_dst[copy]) * n + r_chunk[copy]):
-        return None  # two copies into one slot in one step
+    if not one_in and _has_duplicates((r_row * p + r_dst) * n + r_chunk):
+        return None  # two receives into one slot in one step (copies, or a copy and a reduction)
     several = not one_in and _has_duplicates((r_row[r_reduce] * p + r_dst[r_reduce]) * n + r_chunk[r_reduce])
     # the data, step by step
     order = np.argsort(r_row, kind="stable")
@@ -332,7 +335,7 @@ def _block(
     elif red_sorted.all() and not several:  # reductions only, one per slot
         for a, b in spans:
             src = src_slot[a:b]
-            if check_held and not held_flat[src].all():
+            if check_held and not (held_flat[src].all() and held_flat[dst_slot[a:b]].all()):
                 return None
             flat[dst_slot[a:b]] += flat[src]
     else:
@@ -344,6 +347,8 @@ def _block(
             cp = ~red
             flat[dst[cp]] = incoming[cp]
             held_flat[dst[cp]] = True
+            if check_held and not held_flat[dst[red]].all():
+                return None  # a reduction into a slot without data
             if several:
                 np.add.at(flat, dst[red], incoming[red])
             else:
