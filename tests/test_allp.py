@@ -15,10 +15,9 @@ from click.testing import CliRunner
 from collc.cli import main
 from collc.elaborate import elaborate
 from collc.frontend.program import load_program, parse_program
-from collc.verify.allp import same_steps
 from collc.verify.forall import check_all_p
 from collc.verify.sweep import check_instance
-from collc.verify.symbolic import Refusal, extract
+from collc.verify.symbolic import Refusal, extract, same_steps
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PROVED = ["ring_allreduce", "ring_allgather", "ring_reduce_scatter", "recursive_doubling"]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from collc.elaborate.emitter import MAX_SLOTS
-from collc.ir import Collective, Schedule, Span
+from collc.ir import Collective, Span
 from collc.verify.symbolic import Loop, Model, Refusal, SymOp, evaluate, evaluate_array, member, members
 
 __all__ = ["Proof", "prove", "sample_sizes"]
@@ -152,28 +152,6 @@ def _states(model: Model, ct: _Contract, p: int) -> list[np.ndarray] | None:
             seq.append(state)
         out.append(np.stack(seq))
     return out
-
-
-def same_steps(model: Model, schedule: Schedule) -> str | None:
-    """Whether the model's ops at ``schedule.nranks`` are the schedule's, step by step (a message if not)."""
-    p = schedule.nranks
-    mine = []
-    for loop in model.loops:
-        for i in range(evaluate(loop.count, {"p": p})):
-            at = _ops_at(loop, p, i)
-            ops = sorted((r, k, q, tuple(sorted(c)), (a or "copy") if k == "recv" else None) for r, k, q, c, a in at)
-            if ops:
-                mine.append(ops)
-    theirs = []
-    for step in schedule.steps:
-        ops = sorted(
-            (op.rank, op.kind.value.lower(), op.peer, tuple(sorted(op.chunks)), op.action.value if op.action else None)
-            for op in step.ops
-        )
-        theirs.append([(r, k, q, c, a if k == "recv" else None) for r, k, q, c, a in ops])
-    if mine != theirs:
-        return f"the symbolic model and the elaborated schedule differ at p={p}"
-    return None
 
 
 # --------------------------------------------------------------------------

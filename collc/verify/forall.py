@@ -21,9 +21,9 @@ from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.frontend.program import Program
 from collc.ir import ParamValue, Span
-from collc.verify.allp import Proof, prove, same_steps, sample_sizes
+from collc.verify.allp import Proof, prove, sample_sizes
 from collc.verify.sweep import SKIPPED, InstanceResult, check_instance
-from collc.verify.symbolic import Model, Refusal, extract
+from collc.verify.symbolic import Model, Refusal, extract, same_steps
 
 __all__ = ["AllP", "check_all_p"]
 

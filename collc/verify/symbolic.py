@@ -18,7 +18,7 @@ the language's integer semantics (floor division, modulo with the divisor's sign
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +26,9 @@ import numpy as np
 
 from collc.frontend import ast
 from collc.frontend.program import Program
-from collc.ir import Collective, Span
+from collc.ir import Action, Collective, OpKind, Schedule, Span
 
-__all__ = ["Loop", "Model", "Refusal", "SymOp", "evaluate", "evaluate_array", "extract", "members"]
+__all__ = ["Loop", "Model", "Refusal", "SymOp", "evaluate", "evaluate_array", "extract", "members", "same_steps"]
 
 Term = tuple[Any, ...]
 _MAX_DEPTH = 40  # nested function calls while inlining: deeper means recursion on a symbol
@@ -724,3 +724,62 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
         span=program.header.span,
         lets=tuple(ex.outer),
     )
+
+
+def same_steps(model: Model, schedule: Schedule, ranks: Sequence[int] | None = None) -> str | None:
+    """None when the model's ops of ``ranks`` (default: every rank) are the (partially) elaborated schedule's,
+    step by step; otherwise a message saying where they differ."""
+    p = schedule.nranks
+    ranks = list(range(p)) if ranks is None else list(ranks)
+    spot = np.asarray(ranks, dtype=np.int64)[None, :]
+    mine = []
+    for loop in model.loops:
+        count = evaluate(loop.count, {"p": p})
+        if count == 0:
+            continue
+        it = np.arange(count, dtype=np.int64)[:, None]
+        env: dict[str, Any] = {"p": p, "i": it, "rank": spot, "L": max(p.bit_length() - 1, 0)}
+        shape = (count, spot.shape[1])
+        rows = []
+        for op in loop.ops:
+            guard = np.broadcast_to(np.asarray(evaluate_array(op.guard, env), dtype=bool), shape)
+            peer = _ints(op.peer, env, shape)
+            if op.chunks[0] == "range":
+                lo = _ints(op.chunks[1], env, shape)
+                hi = _ints(op.chunks[2], env, shape)
+                cols = None
+            else:
+                cols = [_ints(t, env, shape) for t in op.chunks[1]]
+            action = (op.action or "copy") if op.kind == "recv" else None
+            rows.append(
+                (op.kind, action, guard, peer, cols, lo if cols is None else None, hi if cols is None else None)
+            )
+        for i in range(count):
+            ops = []
+            for kind, action, guard, peer, cols, lo, hi in rows:
+                for k, r in enumerate(ranks):
+                    if guard[i, k]:
+                        if cols is None:
+                            a, b = int(lo[i, k]), int(hi[i, k])
+                            bits = ((1 << b) - 1) ^ ((1 << a) - 1) if b > a >= 0 else (0 if b <= a else -1)
+                        else:
+                            cs = [int(c[i, k]) for c in cols]
+                            bits = sum(1 << c for c in set(cs)) if min(cs) >= 0 else -1
+                        ops.append((r, kind, int(peer[i, k]), bits, action))
+            if ops:
+                mine.append(sorted(ops))
+    theirs = [sorted(_op_row(o) for o in step.ops) for step in schedule.steps]
+    if mine != theirs:
+        return f"the symbolic model and the elaborated schedule differ at p={p}"
+    return None
+
+
+def _ints(t: Any, env: Mapping[str, Any], shape: tuple[int, int]) -> np.ndarray:
+    return np.broadcast_to(np.asarray(evaluate_array(t, env), dtype=np.int64), shape)
+
+
+def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:
+    if o.kind is OpKind.SEND:
+        return (o.rank, "send", o.peer, o.chunks.bits, None)
+    action = "reduce" if o.action is Action.REDUCE else "copy" if o.action is Action.COPY else None
+    return (o.rank, "recv", o.peer, o.chunks.bits, action)

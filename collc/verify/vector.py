@@ -18,7 +18,7 @@ step; `prepare` compares the model with whole elaborated schedules for p up to 1
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,10 +27,10 @@ from collc.collectives import vector_chunks
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.frontend.program import Program
-from collc.ir import Action, Collective, OpKind, ParamValue, Schedule
-from collc.verify.allp import same_steps, sample_sizes
+from collc.ir import Collective, ParamValue, Schedule
+from collc.verify.allp import sample_sizes
 from collc.verify.check import CheckReport, Stats, bandwidth_bound
-from collc.verify.symbolic import Model, Refusal, evaluate, evaluate_array, extract
+from collc.verify.symbolic import Model, Refusal, evaluate, evaluate_array, extract, same_steps
 
 __all__ = ["check_model", "prepare"]
 
@@ -62,59 +62,8 @@ def _spot_ranks(p: int) -> list[int]:
     return sorted({r for r in (0, 1, p // 2, p - 1) if 0 <= r < p})
 
 
-def _spot_agrees(model: Model, schedule: Schedule, ranks: Sequence[int]) -> bool:
-    """The model's ops of ``ranks`` are the (partially) elaborated schedule's, step by step."""
-    p = schedule.nranks
-    spot = np.asarray(ranks, dtype=np.int64)[None, :]
-    mine = []
-    for loop in model.loops:
-        count = evaluate(loop.count, {"p": p})
-        if count == 0:
-            continue
-        it = np.arange(count, dtype=np.int64)[:, None]
-        env: dict[str, Any] = {"p": p, "i": it, "rank": spot, "L": max(p.bit_length() - 1, 0)}
-        shape = (count, spot.shape[1])
-        rows = []
-        for op in loop.ops:
-            guard = np.broadcast_to(np.asarray(evaluate_array(op.guard, env), dtype=bool), shape)
-            peer = _ints(op.peer, env, shape)
-            if op.chunks[0] == "range":
-                lo = _ints(op.chunks[1], env, shape)
-                hi = _ints(op.chunks[2], env, shape)
-                cols = None
-            else:
-                cols = [_ints(t, env, shape) for t in op.chunks[1]]
-            action = (op.action or "copy") if op.kind == "recv" else None
-            rows.append(
-                (op.kind, action, guard, peer, cols, lo if cols is None else None, hi if cols is None else None)
-            )
-        for i in range(count):
-            ops = []
-            for kind, action, guard, peer, cols, lo, hi in rows:
-                for k, r in enumerate(ranks):
-                    if guard[i, k]:
-                        if cols is None:
-                            a, b = int(lo[i, k]), int(hi[i, k])
-                            bits = ((1 << b) - 1) ^ ((1 << a) - 1) if b > a >= 0 else (0 if b <= a else -1)
-                        else:
-                            cs = [int(c[i, k]) for c in cols]
-                            bits = sum(1 << c for c in set(cs)) if min(cs) >= 0 else -1
-                        ops.append((r, kind, int(peer[i, k]), bits, action))
-            if ops:
-                mine.append(sorted(ops))
-    theirs = [sorted(_op_row(o) for o in step.ops) for step in schedule.steps]
-    return mine == theirs
-
-
 def _ints(t: Any, env: dict[str, Any], shape: tuple[int, int]) -> np.ndarray:
     return np.broadcast_to(np.asarray(evaluate_array(t, env, strict=True), dtype=np.int64), shape)
-
-
-def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:
-    if o.kind is OpKind.SEND:
-        return (o.rank, "send", o.peer, o.chunks.bits, None)
-    action = "reduce" if o.action is Action.REDUCE else "copy" if o.action is Action.COPY else None
-    return (o.rank, "recv", o.peer, o.chunks.bits, action)
 
 
 def _chunk_columns(chunks: Any, env: dict[str, Any], shape: tuple[int, int]) -> list[np.ndarray] | None:
@@ -143,7 +92,7 @@ def check_model(
         header = elaborate(program, params, ranks=spot)
     except CollError:
         return None
-    if not _spot_agrees(model, header, spot):
+    if same_steps(model, header, spot) is not None:
         return None
     n = header.nchunks
     if p * p * n >= 1 << 62:
@@ -312,9 +261,8 @@ def _block(
         return None  # a chunk sent twice to one peer: merged by the per-op checker
     in_slot = r_row * p + r_dst  # (row, receiver)
     one_in = in_slot.size == 0 or int(np.bincount(in_slot).max()) <= 1  # at most one chunk into a rank per step
-    if not one_in and _has_duplicates((r_row * p + r_dst) * n + r_chunk):
-        return None  # two receives into one slot in one step (copies, or a copy and a reduction)
-    several = not one_in and _has_duplicates((r_row[r_reduce] * p + r_dst[r_reduce]) * n + r_chunk[r_reduce])
+    if not one_in and _has_duplicates(in_slot * n + r_chunk):
+        return None  # two receives into one slot in one step: from here on, every slot is written once at most
     # the data, step by step
     order = np.argsort(r_row, kind="stable")
     bounds = np.searchsorted(r_row[order], np.arange(nrows + 1)).tolist()
@@ -332,7 +280,7 @@ def _block(
             dst = dst_slot[a:b]
             flat[dst] = flat[src]
             held_flat[dst] = True
-    elif red_sorted.all() and not several:  # reductions only, one per slot
+    elif red_sorted.all():  # reductions only
         for a, b in spans:
             src = src_slot[a:b]
             if check_held and not (held_flat[src].all() and held_flat[dst_slot[a:b]].all()):
@@ -349,10 +297,7 @@ def _block(
             held_flat[dst[cp]] = True
             if check_held and not held_flat[dst[red]].all():
                 return None  # a reduction into a slot without data
-            if several:
-                np.add.at(flat, dst[red], incoming[red])
-            else:
-                flat[dst[red]] += incoming[red]
+            flat[dst[red]] += incoming[red]
     # statistics per step
     active = (np.bincount(s_row, minlength=nrows) + np.bincount(r_row, minlength=nrows)) > 0
     pairs = _distinct(s_key // n)  # (row, src, dst)
