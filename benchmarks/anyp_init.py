@@ -26,7 +26,7 @@ from collc.backends import mpi_c_anyp, tables
 from collc.backends.csource import c_ident
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-MSG_BYTES, RUN_BYTES = 28, 20  # sizeof(struct collc_msg), sizeof(struct collc_run) on x86_64
+MSG_BYTES, RUN_BYTES, DEP_BYTES = 28, 20, 4  # sizeof(struct collc_msg), sizeof(struct collc_run), a dependency
 
 
 def c_rank_ms(library: Path, algorithm: str, p: int, rank: int) -> tuple[float, int]:
@@ -41,8 +41,10 @@ def c_rank_ms(library: Path, algorithm: str, p: int, rank: int) -> tuple[float, 
     if n < 0 or n > len(buf):
         raise SystemExit(f"{algorithm} p={p} rank {rank}: {buf.value.decode()}")
     lines = [line.split() for line in buf.raw[:n].decode().splitlines()[1:]]
-    msgs = [parts for parts in lines if parts[1] not in ("scratch", "max_messages")]
-    return elapsed, len(msgs) * MSG_BYTES + sum(len(parts) - 4 for parts in msgs) * RUN_BYTES
+    msgs = [parts for parts in lines if parts[1] not in ("scratch", "max_messages", "flow_scratch")]
+    runs = sum(len(parts) - 6 for parts in msgs)  # "rank step kind peer RUN ... after DEPS"
+    deps = sum(0 if parts[-1] == "-" else parts[-1].count(",") + 1 for parts in msgs)
+    return elapsed, len(msgs) * MSG_BYTES + runs * RUN_BYTES + deps * DEP_BYTES
 
 
 def python_s(alg: collc.Algorithm, p: int) -> float:
@@ -58,7 +60,12 @@ def main() -> None:
     parser.add_argument("--python-max", nargs="+", default=["ring_allreduce=1024", "swing_bw=4096"],
                         help="ALG=P: the largest p the Python baseline runs for ALG")  # fmt: skip
     args = parser.parse_args()
-    python_max = {k: int(v) for k, _, v in (item.partition("=") for item in args.python_max)}
+    python_max: dict[str, int] = {}
+    for item in args.python_max:
+        name, _, value = item.partition("=")
+        if not value.isdigit():
+            parser.error(f"--python-max takes ALG=P with P a number, not {item!r}")
+        python_max[name] = int(value)
     print(f"# any-p init: {sys.platform}, python {sys.version.split()[0]}; C: one rank's tables (median of ranks "
           "0, p/2, p-1); Python: elaboration + tables of all ranks, and that / p")  # fmt: skip
     print(f"{'algorithm':<16} {'p':>6} {'C ms/rank':>10} {'table bytes':>12} {'Python s (all)':>15} "

@@ -6,7 +6,10 @@
  * communicator of p ranks, the calling rank runs those functions for itself
  * (rank = its rank, p = the communicator's size): the program's ops become
  * the same per-rank message tables collc builds in Python
- * (collc/backends/tables.py), and the step executor (collc_exec.h) runs them.
+ * (collc/backends/tables.py), with what each message waits for
+ * (collc/backends/dataflow.py), and the runtime runs them as it runs
+ * precomputed tables: by dataflow (collc_flow.h), or step by step
+ * (collc_exec.h) with COLLC_ISSUE=steps.
  *
  * This header holds what the generated code needs:
  *
@@ -22,6 +25,7 @@
  * - the table builder: the rank's ops, step by step, become one message per
  *   (step, peer) with its chunks merged into ascending runs, receives tagged
  *   copy or reduce, "direct" receives, and the scratch space a step needs;
+ *   then each message's dependencies and the dataflow run's scratch space;
  * - the cache of built schedules, per (p, rank), and the agreement on a
  *   communicator's first call: every rank of it learns whether all ranks could
  *   build their tables (one PMPI_Allreduce, and a PMPI_Bcast of the reason when
@@ -219,6 +223,11 @@ struct collc_av_tables {
     int max_messages;  /* most messages in one step */
     int64_t scratch;   /* most chunks one step moves through scratch */
     int receives;      /* whether the rank receives at all */
+    /* Dataflow issue (collc_flow.h), from collc_av_flow_of: what each message waits for, msgs[i].first_dep ..
+       into deps, and the chunks of scratch space the run uses (collc/backends/dataflow.py's flow_scratch). */
+    int *deps;
+    int64_t ndeps, capdeps;
+    int64_t flow_scratch;
 };
 
 /* The union of the runs of ops[i] for i in idx[0 .. n-1] whose kind is in `kinds` (a bit mask). */
@@ -310,6 +319,89 @@ static inline void collc_av_tables_of(struct collc_av *X, struct collc_av_tables
     }
 }
 
+/* Consecutive steps of a rank whose scratch space a dataflow run may hold at once (dataflow.SCRATCH_WINDOW). */
+#define COLLC_AV_SCRATCH_WINDOW 8
+
+/* Message i waits for message d (once: mark[d] == i once it does). */
+static inline void collc_av_dep(struct collc_av *X, struct collc_av_tables *t, int *mark, int i, int d)
+{
+    if (mark[d] == i) return;
+    mark[d] = i;
+    t->deps = (int *)collc_av_grow(X, t->deps, &t->capdeps, t->ndeps + 1, sizeof(int));
+    t->deps[t->ndeps++] = d;
+}
+
+/* The dependencies of the rank's messages (t, in table order) for dataflow issue, as collc/backends/dataflow.py's
+ * rank_ops computes them: a message waits for the last earlier receive of each of its chunks, and a receive also
+ * for every send of them since; each list ascending, without repeats.  Then the scratch its dataflow run uses: the
+ * most that COLLC_AV_SCRATCH_WINDOW consecutive steps of the rank move through scratch, plus the most one does. */
+static inline void collc_av_flow_of(struct collc_av *X, struct collc_av_tables *t)
+{
+    struct node {
+        int op, next;
+    } *nodes;
+    int64_t nsent = 0, nnodes = 0, most = 0, windowed = 0, nsteps = 0;
+    int *writer = (int *)collc_av_alloc(X, (size_t)(X->nchunks + 1) * sizeof(int));
+    int *head = (int *)collc_av_alloc(X, (size_t)(X->nchunks + 1) * sizeof(int));
+    int *mark = (int *)collc_av_alloc(X, (size_t)(t->nmsgs + 1) * sizeof(int));
+    int64_t *need = (int64_t *)collc_av_alloc(X, (size_t)(t->nmsgs + 1) * sizeof(int64_t));
+    for (int c = 0; c < X->nchunks; c++) writer[c] = -1, head[c] = -1;
+    for (int64_t i = 0; i < t->nmsgs; i++) {
+        mark[i] = -1;
+        if (t->msgs[i].kind == COLLC_SEND)
+            for (int k = 0; k < t->msgs[i].nruns; k++)
+                nsent += t->runs[t->msgs[i].first_run + k].hi - t->runs[t->msgs[i].first_run + k].lo;
+    }
+    nodes = (struct node *)collc_av_alloc(X, (size_t)(nsent + 1) * sizeof *nodes);
+    t->ndeps = 0;
+    t->deps = (int *)collc_av_grow(X, t->deps, &t->capdeps, 1, sizeof(int)); /* never NULL */
+    for (int i = 0; i < (int)t->nmsgs; i++) {
+        struct collc_msg *m = &t->msgs[i];
+        const int send = m->kind == COLLC_SEND;
+        int64_t first = t->ndeps;
+        for (int k = 0; k < m->nruns; k++) {
+            const struct collc_run *r = &t->runs[m->first_run + k];
+            for (int c = r->lo; c < r->hi; c++) {
+                if (writer[c] >= 0) collc_av_dep(X, t, mark, i, writer[c]);
+                if (send) {
+                    nodes[nnodes].op = i, nodes[nnodes].next = head[c];
+                    head[c] = (int)nnodes++;
+                } else {
+                    for (int n = head[c]; n >= 0; n = nodes[n].next) collc_av_dep(X, t, mark, i, nodes[n].op);
+                    head[c] = -1;
+                    writer[c] = i;
+                }
+            }
+        }
+        for (int64_t a = first + 1; a < t->ndeps; a++) { /* ascending (insertion: the lists are short) */
+            int x = t->deps[a];
+            int64_t b = a;
+            while (b > first && t->deps[b - 1] > x) t->deps[b] = t->deps[b - 1], b--;
+            t->deps[b] = x;
+        }
+        m->first_dep = (int)first, m->ndeps = (int)(t->ndeps - first);
+    }
+    /* Scratch per step of the rank (as the table builder counts it), then the window. */
+    for (int64_t a = 0; a < t->nmsgs;) {
+        int64_t b = a, chunks = 0;
+        while (b < t->nmsgs && t->msgs[b].step == t->msgs[a].step) b++;
+        for (int64_t i = a; i < b; i++) {
+            const struct collc_msg *m = &t->msgs[i];
+            if (m->kind == COLLC_RECV_DIRECT || (m->kind == COLLC_SEND && m->nruns < 2)) continue;
+            for (int k = 0; k < m->nruns; k++) chunks += t->runs[m->first_run + k].hi - t->runs[m->first_run + k].lo;
+        }
+        need[nsteps++] = chunks;
+        if (chunks > most) most = chunks;
+        a = b;
+    }
+    for (int64_t a = 0, sum = 0; a < nsteps; a++) {
+        sum += need[a];
+        if (a >= COLLC_AV_SCRATCH_WINDOW) sum -= need[a - COLLC_AV_SCRATCH_WINDOW];
+        if (sum > windowed) windowed = sum;
+    }
+    t->flow_scratch = nsteps > 0 ? windowed + most : 0;
+}
+
 /* ---------------------------------------------------------------------------
  * An instance: the program's globals for one p, and each rank's run
  * ------------------------------------------------------------------------- */
@@ -383,6 +475,10 @@ struct collc_anyp_sched {
     struct collc_av_tables t;
     int *scratch_chunks;       /* [p]: only `rank`'s entry is set */
     unsigned char *receives;   /* [p]: likewise */
+    struct collc_flow flow;    /* dataflow issue: the rank's rows as one phase */
+    struct collc_span *spans;  /* [p]: the flow's rows per rank (only `rank`'s) */
+    int *flow_ops;             /* [p]: likewise */
+    int *flow_scratch;         /* [p]: likewise */
     char why[400];             /* why it could not be built ("" when it could) */
     struct collc_anyp_sched *next;
 };
@@ -417,7 +513,11 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
     e->p = p, e->rank = rank;
     e->scratch_chunks = (int *)calloc((size_t)p, sizeof(int));
     e->receives = (unsigned char *)calloc((size_t)p, 1);
-    if (e->scratch_chunks == NULL || e->receives == NULL) {
+    e->spans = (struct collc_span *)calloc((size_t)p, sizeof *e->spans);
+    e->flow_ops = (int *)calloc((size_t)p, sizeof(int));
+    e->flow_scratch = (int *)calloc((size_t)p, sizeof(int));
+    if (e->scratch_chunks == NULL || e->receives == NULL || e->spans == NULL || e->flow_ops == NULL ||
+        e->flow_scratch == NULL) {
         snprintf(e->why, sizeof e->why, "out of memory");
     } else if (a->build(p, rank, &e->t, &nchunks, &root, e->why, sizeof e->why) == 0) {
         e->why[0] = '\0';
@@ -430,6 +530,13 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
         e->s.receives = e->receives;
         e->s.run = collc_anyp_run;
         e->s.for_size = NULL;
+        /* Dataflow issue (collc_flow.h), as for a library with precomputed tables. */
+        e->spans[rank].first = 0, e->spans[rank].n = (int)e->t.nmsgs;
+        e->flow.msgs = e->t.msgs, e->flow.runs = e->t.runs, e->flow.ranks = e->spans, e->flow.deps = e->t.deps;
+        e->flow_ops[rank] = (int)e->t.nmsgs;
+        e->flow_scratch[rank] = (int)e->t.flow_scratch;
+        e->s.flow = &e->flow, e->s.nflow = 1;
+        e->s.flow_ops = e->flow_ops, e->s.flow_scratch = e->flow_scratch;
     } else if (e->why[0] == '\0') {
         snprintf(e->why, sizeof e->why, "the tables could not be built");
     }

@@ -84,6 +84,9 @@ def _compare(alg: collc.Algorithm, library: Path, p: int) -> None:
         assert got[rank].scratch == max((dataflow.step_scratch(rs) for rs in want.ranks[rank]), default=0)
         most = max((len(rs.sends) + len(rs.recvs) for rs in want.ranks[rank]), default=0)
         assert got[rank].max_messages == most
+        # Dataflow issue: what each message waits for, and the run's scratch space.
+        assert got[rank].deps == tuple(op.deps for op in dataflow.rank_ops(want, rank)), f"{alg.name} p={p} {rank}"
+        assert got[rank].flow_scratch == dataflow.flow_scratch(want.ranks[rank])
 
 
 def _table_params() -> list[object]:
@@ -135,18 +138,29 @@ SHIM_CASES = [  # (MPI collective, example, p, in the normal suite)
 ]
 
 
-@pytest.mark.parametrize(
-    ("collective", "name", "p"),
-    [pytest.param(c, n, p, marks=() if fast else pytest.mark.slow, id=f"{n}-p{p}") for c, n, p, fast in SHIM_CASES],
-)
+def _shim_params() -> list[object]:
+    """Every case by dataflow (the default) and step by step (COLLC_ISSUE=steps); step order in the normal suite
+    for swing_bw at 4 ranks only."""
+    out: list[object] = []
+    for c, n, p, fast in SHIM_CASES:
+        for issue in ("dataflow", "steps"):
+            normal = fast and (issue == "dataflow" or (n, p) == ("swing_bw", 4))
+            out.append(pytest.param(c, n, p, issue, marks=() if normal else pytest.mark.slow, id=f"{n}-p{p}-{issue}"))
+    return out
+
+
+@pytest.mark.parametrize(("collective", "name", "p", "issue"), _shim_params())
 def test_one_library_runs_the_op_matrix_at_any_size(
     collective: str,
     name: str,
     p: int,
+    issue: str,
     built: dict[str, Path],
     matrix: Path,  # noqa: F811
 ) -> None:
-    run = mpirun(p, [matrix, collective, "--list", "1"], preload=built[name], env={"COLLC_SHIM_LOG": "1"})
+    """Both issue orders (the dependencies the library computes are compared with the Python ones above)."""
+    env = {"COLLC_SHIM_LOG": "1", "COLLC_ISSUE": issue}
+    run = mpirun(p, [matrix, collective, "--list", "1"], preload=built[name], env=env)
     assert_every_call_ran(run, p, name)
 
 

@@ -147,11 +147,15 @@ def generate(
 
 @dataclass(frozen=True, slots=True)
 class RankTables:
-    """The tables a library computes for one rank: its messages by raw step counter, and its scratch need."""
+    """The tables a library computes for one rank: its messages by raw step counter, its scratch need, and for
+    dataflow issue what each message waits for (indices of its earlier messages in table order: per step its sends,
+    then its receives) and the scratch space of the run."""
 
     steps: tuple[tables.RankStep, ...]
     scratch: int
     max_messages: int
+    deps: tuple[tuple[int, ...], ...]
+    flow_scratch: int
 
 
 def anyp_tables(library: Path, algorithm: str, p: int) -> tuple[int, list[RankTables]]:
@@ -177,15 +181,18 @@ def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
     nchunks = int(lines[0].split()[1])
     msgs: list[dict[int, tuple[list[tables.Message], list[tables.Message]]]] = [{} for _ in range(p)]
     extra: list[dict[str, int]] = [{} for _ in range(p)]
+    deps: list[list[tuple[int, ...]]] = [[] for _ in range(p)]
     for line in lines[1:]:
         parts = line.split()
         rank = int(parts[0])
-        if parts[1] in ("scratch", "max_messages"):
+        if parts[1] in ("scratch", "max_messages", "flow_scratch"):
             extra[rank][parts[1]] = int(parts[2])
             continue
         step, kind, peer = int(parts[1]), parts[2], int(parts[3])
+        assert parts[-2] == "after", line
+        deps[rank].append(() if parts[-1] == "-" else tuple(int(d) for d in parts[-1].split(",")))
         runs = []
-        for item in parts[4:]:
+        for item in parts[4:-2]:
             span, _, action = item.partition(":")
             lo, _, hi = span.partition("-")
             runs.append(tables.Run(int(lo), int(hi), action == "r"))
@@ -197,5 +204,13 @@ def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
     out = []
     for rank in range(p):
         steps = tuple(tables.RankStep(s, tuple(a), tuple(b)) for s, (a, b) in sorted(msgs[rank].items()))
-        out.append(RankTables(steps, extra[rank].get("scratch", 0), extra[rank].get("max_messages", 0)))
+        out.append(
+            RankTables(
+                steps,
+                extra[rank].get("scratch", 0),
+                extra[rank].get("max_messages", 0),
+                tuple(deps[rank]),
+                extra[rank].get("flow_scratch", 0),
+            )
+        )
     return nchunks, out
