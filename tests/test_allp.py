@@ -170,6 +170,7 @@ def test_cli_bad_uses_of_all() -> None:
     assert "Traceback" not in out.output
 
 
+@pytest.mark.slow
 def test_other_parameters_are_fixed_by_param() -> None:
     program = load_program(EXAMPLES / "ring_allreduce.coll")
     result = check_all_p(program, {"k": 2}, bound=4)
@@ -177,13 +178,76 @@ def test_other_parameters_are_fixed_by_param() -> None:
 
 
 @pytest.mark.slow
-def test_binomial_broadcast_is_proved_for_root_zero() -> None:
+@pytest.mark.parametrize("root", [0, 3])
+def test_binomial_broadcast_is_proved(root: int) -> None:
+    """Root 0, and a root whose distances (r - root) mod p need the remainder by a symbolic p."""
     program = load_program(EXAMPLES / "binomial_broadcast.coll")
-    result = check_all_p(program, {"root": 0}, bound=4)
+    result = check_all_p(program, {"root": root}, bound=4)
     assert result.status == "proved", result.how
     assert "64-bit integers" in result.how  # bit operations: proved over machine integers
     for p in (17, 100):
-        assert check_instance(program, {"p": p, "root": 0}).status == "ok"
+        assert check_instance(program, {"p": p, "root": root}).status == "ok"
+
+
+@pytest.mark.slow
+def test_swing_latency_optimal_is_proved_for_every_p() -> None:
+    """Swing's peers r +- rho(s) (a power of -2 and an exact division by 3) on the largest power of two, the
+    other ranks folded onto it: the contribution sets are the ranks at a distance of s negabinary digits."""
+    program = load_program(EXAMPLES / "swing_lat.coll")
+    result = check_all_p(program, {}, bound=4)
+    assert result.status == "proved", result.how
+    assert "64-bit integers" in result.how and any("2863311530" in inv for inv in result.invariants)
+    for p in (100, 128, 129):  # beyond the instances the invariants were learned from
+        assert check_instance(program, {"p": p}).status == "ok"
+
+
+@pytest.mark.slow
+def test_swing_mutant_gets_its_smallest_counterexample(tmp_path: Path) -> None:
+    """rho(5) instead of rho(4) at the fifth step: the same peers modulo 32 (-21 = 11 mod 32), so only from p = 64
+    on (p = 33..63 fold onto 32) is a contribution counted twice."""
+    text = (EXAMPLES / "swing_lat.coll").read_text().replace("algorithm swing_lat", "algorithm swing_skip")
+    text = text.replace('include "lib/fold.coll"', f'include "{EXAMPLES / "lib" / "fold.coll"}"')
+    text = text.replace("swing_peer_n(rank, s, q)", "swing_peer_n(rank, s if s < 4 else s + 1, q)")
+    path = _write(tmp_path, "swing_skip", text)
+    result = check_all_p(load_program(path), {}, bound=24)
+    assert result.status == "counterexample" and result.failure is not None
+    assert result.failure.params["p"] == 64
+    assert _status(path, 64) == "wrong" and all(_status(path, q) == "ok" for q in (32, 33, 48, 63))
+
+
+POWER = """algorithm power : allreduce
+param p : int where p >= 2
+chunks 1
+phase a:
+  for step s in 0 .. 1:
+    let x = ({expr}) mod p
+    if rank == 0: send 0 to 1 + x - x
+    if rank == 1: recv 0 from 0 reduce
+"""
+
+
+def test_powers_of_a_symbol_and_exact_division_in_the_model() -> None:
+    """``b ** e`` for b = +-2^k and ``/`` by a constant evaluate as the elaborator does; an inexact ``/`` and other
+    bases are refused."""
+    from collc.values import binop as lang_binop
+    from collc.verify.symbolic import evaluate
+
+    for base in (2, -2, 4, -8):
+        text = POWER.format(expr=f"({base}) ** p")
+        model = extract(parse_program(text, "power.coll"))
+        (_, let), = model.loops[0].lets
+        for p in range(2, 12):
+            assert same_steps(model, elaborate(parse_program(text, "power.coll"), {"p": p})) is None
+            assert evaluate(let, {"p": p, "rank": 0, "i": 0}) == lang_binop("mod", lang_binop("**", base, p), p)
+    text = POWER.format(expr="(1 - (-2) ** (p + 1)) / 3")
+    (_, let), = extract(parse_program(text, "power.coll")).loops[0].lets
+    for p in range(2, 12):
+        assert evaluate(let, {"p": p, "rank": 0, "i": 0}) == ((1 - (-2) ** (p + 1)) // 3) % p
+    with pytest.raises(Refusal, match="not exact"):
+        evaluate(("bin", "/", ("var", "p"), ("num", 3)), {"p": 4})
+    for bad, word in (("3 ** p", "power of a symbol"), ("p / p", "positive constant")):
+        with pytest.raises(Refusal, match=word):
+            extract(parse_program(POWER.format(expr=bad), "power.coll"))
 
 
 # Programs the per-p checker finds wrong (or cannot evaluate) for a reason the proof must also see:

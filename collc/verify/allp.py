@@ -173,7 +173,28 @@ def _features(bits: bool, k: int, root: int | None) -> list[Any]:
     if root:  # distances from the root
         for x in (r, j):
             feats.append(("bin", "mod", ("bin", "-", x, ("num", root)), p))
+    if bits:  # the largest power of two <= p, where schedules fold the ranks beyond it
+        feats.append(_POW2_FLOOR)
     return feats
+
+
+_POW2_FLOOR = ("bin", "<<", ("num", 1), ("log2p",))
+_NEGABINARY = ("num", 0xAAAAAAAA)  # ((y + M) ^ M) is y in base -2, for |y| < 2^30
+
+
+def _swing_distance(x: Any, y: Any) -> Any:
+    """The negabinary digits of the distance from rank x to rank y on the ring of Q = 2^floor(log2 p) ranks,
+    mirrored for odd x: ``nb((y - x) mod Q)`` for even x, ``nb((x - y) mod Q)`` for odd x (y taken mod Q).
+
+    Swing's peers are x + rho(s) for even x and x - rho(s) for odd x, rho(s) = 1, -1, 3, -5, 11, ... (the
+    negabinary repunits), so after s steps of exchanges x holds exactly the ranks y whose distance has s
+    negabinary digits: this feature below 2^s.
+    """
+    mask = ("bin", "-", _POW2_FLOOR, ("num", 1))
+    vy = ("bin", "&", y, mask)
+    even = ("cmp", "==", ("bin", "&", x, ("num", 1)), ("num", 0))
+    dist = ("ite", even, ("bin", "-", vy, x), ("bin", "-", x, vy))
+    return ("bin", "&", ("bin", "^", ("bin", "+", dist, _NEGABINARY), _NEGABINARY), mask)
 
 
 def _atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
@@ -205,6 +226,9 @@ def _atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
         for x, y in ((r, j), (r, unit), (j, unit)):
             for sh in (i, ("bin", "+", i, ("num", 1)), ("bin", "-", ("log2p",), i)):
                 atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))
+        for x, y in ((r, j), (r, unit)):  # Swing's contribution sets
+            for sh in (i, ("bin", "+", i, ("num", 1))):
+                atoms.append(("cmp", "<", _swing_distance(x, y), ("bin", "<<", ("num", 1), sh)))
     del zero
     return atoms
 
@@ -266,6 +290,25 @@ def _learn(atoms: list[Any], truth: np.ndarray, labels: np.ndarray) -> list[list
     return terms
 
 
+def _size(t: Any) -> int:
+    return 1 + sum(_size(x) for x in t[1:] if isinstance(x, tuple)) if isinstance(t, tuple) else 0
+
+
+def _simplest(atoms: list[Any], truth: np.ndarray, terms: list[list[int]]) -> list[list[int]]:
+    """``terms`` with each atom replaced by the smallest atom true at exactly the same points (``r == j`` rather
+    than ``(r - j) mod p == 0``): the same fit to the data, and formulas z3 finds easier."""
+    by_row: dict[bytes, int] = {}
+    for a in sorted({a for term in terms for a in term}):
+        by_row.setdefault(np.packbits(truth[a]).tobytes(), a)
+    best = {key: a for key, a in by_row.items()}
+    for b in sorted(range(len(atoms)), key=lambda x: _size(atoms[x])):
+        key = np.packbits(truth[b]).tobytes()
+        if key in by_row and _size(atoms[b]) < _size(atoms[best[key]]):
+            best[key] = b
+    swap = {a: best[np.packbits(truth[a]).tobytes()] for term in terms for a in term}
+    return [[swap[a] for a in term] for term in terms]
+
+
 def _dnf(atoms: list[Any], terms: list[list[int]]) -> Any:
     out: Any = ("bool", False)
     for term in terms:
@@ -289,6 +332,7 @@ class _Z3:
         mk = (lambda n: z3.BitVec(n, _BITS)) if bits else z3.Int
         self.p, self.L = mk("p"), mk("log2p")
         self.mk = mk
+        self.fresh = 0  # unknowns made so far (`mod`)
 
     def const(self, v: int) -> Any:
         return self.z3.BitVecVal(v, _BITS) if self.bits else self.z3.IntVal(v)
@@ -311,10 +355,14 @@ class _Z3:
                 return a - b
             if op == "*":
                 return a * b
+            if op in ("//", "/") and self.bits and t[3][0] == "num" and t[3][1] > 0:
+                return self._divide(a, t[3][1], exact=op == "/")
             if op == "//":
                 if self.bits:
                     q = a / b
                     return z3.If(z3.And(z3.SRem(a, b) != 0, (a < 0) != (b < 0)), q - 1, q)
+                return a / b
+            if op == "/":  # exact (the safety obligation says so): truncating and floor division agree
                 return a / b
             if op == "mod":
                 return self.mod(a, b, t[3])
@@ -343,14 +391,34 @@ class _Z3:
             return z3.Not(self.term(t[1], env))
         raise AssertionError(kind)
 
+    def _divide(self, a: Any, d: int, exact: bool) -> Any:
+        """``a // d`` or an exact ``a / d`` for a constant d > 0 over 64-bit integers, without a divider circuit:
+        an arithmetic shift for the power of two in d, then, for an exact division, a product with the inverse of
+        d's odd part modulo 2^64 (exact: the safety obligation says so); a floor division by another d stays z3's."""
+        k = (d & -d).bit_length() - 1
+        odd = d >> k
+        if exact:
+            shifted = a >> self.const(k) if k else a
+            return shifted if odd == 1 else shifted * self.const(pow(odd, -1, 1 << _BITS) - (1 << _BITS))
+        if odd == 1:
+            return a >> self.const(k)
+        q = a / self.const(d)
+        return self.z3.If(self.z3.And(self.z3.SRem(a, self.const(d)) != 0, a < 0), q - 1, q)
+
     def mod(self, a: Any, b: Any, bt: Any) -> Any:
         z3 = self.z3
         if bt[0] == "num":
+            m = abs(bt[1])
+            if self.bits and m & (m - 1) == 0:  # a mod 2^k is its low k bits (two's complement)
+                return a & self.const(m - 1)
             return a % b
         if self.pow2:
             return a & (self.p - 1)
-        # a mod p for a in [-3p, 4p) without nonlinear arithmetic; the rest through z3's own modulo
-        out = a % b
+        # a mod p for a in [-3p, 4p) without nonlinear arithmetic.  Beyond that, a fresh unknown: an obligation
+        # proved for every value of it holds for the true remainder too (and one that needs the true remainder
+        # there is simply not proved), while z3 no longer has to reason about division by a symbol.
+        self.fresh += 1
+        out = self.mk(f"mod{self.fresh}")
         for kk in range(3, -4, -1):
             lo, hi = self.const(kk) * b, self.const(kk + 1) * b
             out = z3.If(z3.And(lo <= a, a < hi), a - lo, out)
@@ -537,8 +605,8 @@ def _set_terms(chunks: Any) -> tuple[Any, ...]:
 
 
 def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
-    """The elaborator can compute ``t``: every shift count in 0..62, every product and shift within 62 bits
-    (both branches of a condition, so possibly stricter than the elaborator)."""
+    """The elaborator can compute ``t``: every shift count in 0..62, every product and shift within 62 bits, every
+    exact division '/' exact (both branches of a condition, so possibly stricter than the elaborator)."""
     z3 = zz.z3
     conds: list[Any] = []
     limit = zz.const(1 << 62)
@@ -548,9 +616,11 @@ def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
             return
         for y in x[1:]:
             walk(y)
-        if x[0] != "bin" or x[1] not in ("<<", ">>", "*"):
+        if x[0] != "bin" or x[1] not in ("<<", ">>", "*", "/"):
             return
         a, b = zz.term(x[2], env), zz.term(x[3], env)
+        if x[1] == "/":  # the elaborator refuses an inexact '/'
+            conds.append(z3.SRem(a, b) == 0 if zz.bits else a % b == 0)
         if x[1] in ("<<", ">>"):
             conds.append(z3.And(b >= 0, b <= 62))
         if x[1] == "*" and zz.bits:
@@ -608,11 +678,11 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             if terms is None:
                 return Proof(False, "", f"no invariant of the learned form fits step loop {idx + 1}",
                              loop.span, ())  # fmt: skip
-            invs.append(_dnf(atoms, terms))
+            invs.append(_dnf(atoms, _simplest(atoms, truth, terms)))
         texts = tuple(_show(t) for t in invs)
         note(f"invariants from p in {data_p}: " + "; ".join(texts))
         failed = None
-        solver = z3.Solver()
+        solver = _solver(z3, bits)
         solver.set("timeout", timeout_ms)
         try:
             solver.add(*zz.domain(model))
@@ -646,6 +716,14 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
         why = "z3 could not decide" if res != z3.sat else f"it fails at p={pv} for the learned invariant"
         return Proof(False, "", f"{what}: {why}", span, texts, counterexample=pv if res == z3.sat else None)
     return Proof(False, "", "the learned invariants were not inductive", model.span, ())
+
+
+def _solver(z3: Any, bits: bool) -> Any:
+    """z3's solver for the obligations: over 64-bit integers, straight to a SAT problem (simplify, solve the
+    equations, bit-blast: several times faster than the default solver on Swing's negabinary formulas)."""
+    if bits:
+        return z3.Then("simplify", "solve-eqs", "bit-blast", "sat").solver()
+    return z3.Solver()
 
 
 def _smallest_p(zz: _Z3, solver: Any, bits: bool) -> int:

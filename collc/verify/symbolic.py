@@ -127,6 +127,7 @@ _ARITH = {
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
     "//": lambda a, b: a // b,
+    "/": lambda a, b: _exact(a, b),
     "%": lambda a, b: a % b,
     "mod": lambda a, b: a % abs(b),
     "^": lambda a, b: a ^ b,
@@ -143,6 +144,13 @@ _CMP = {
     "==": lambda a, b: a == b,
     "!=": lambda a, b: a != b,
 }
+
+
+def _exact(a: int, b: int) -> int:
+    q, r = divmod(a, b)
+    if r:
+        raise Refusal(f"{a} / {b} is not exact", None)
+    return q
 
 
 def binop(op: str, a: Term, b: Term) -> Term:
@@ -267,7 +275,10 @@ def evaluate_array(t: Any, env: Mapping[str, Any], strict: bool = False) -> Any:
             big = np.asarray(a).astype(np.float64) * (np.exp2(b) if op == "<<" else np.asarray(b, dtype=np.float64))
             if np.any(np.abs(big) >= _LIMIT):
                 raise Refusal("a value beyond 62 bits", None)
-        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "mod": np.mod,
+        if strict and op == "/" and np.any(np.mod(a, b) != 0):
+            raise Refusal("an exact division '/' that is not exact", None)
+        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "/": np.floor_divide,
+                "mod": np.mod,
                 "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
                 ">>": np.right_shift}[op](a, b)  # fmt: skip
     if kind == "cmp":
@@ -348,9 +359,15 @@ class _Extractor:
         if node.op == "**":
             if _is_num(a) and _is_num(b) and b[1] >= 0:
                 return num(a[1] ** b[1])
-            raise Refusal("a power of a symbol", node.span)
-        if node.op == "/":
-            raise Refusal("exact division '/'", node.span)
+            return _power(a, b, node.span)
+        if node.op == "/":  # exact division by a constant; the proof obliges the dividend to be a multiple
+            if not _is_num(b) or b[1] <= 0:
+                raise Refusal("exact division '/' by something other than a positive constant", node.span)
+            if _is_num(a):
+                if a[1] % b[1]:
+                    raise Refusal(f"{a[1]} / {b[1]} is not exact", node.span)
+                return num(a[1] // b[1])
+            return a if b[1] == 1 else ("bin", "/", a, b)
         if node.op not in _ARITH:
             raise Refusal(f"the operator {node.op!r}", node.span)
         if node.op in ("//", "%", "mod") and not _is_num(b) and b != ("var", "p"):
@@ -603,6 +620,20 @@ def _tree_size(t: Any, memo: dict[int, int] | None = None) -> int:
     if got is None:
         got = memo[id(t)] = 1 + sum(_tree_size(x, memo) for x in t[1:] if isinstance(x, tuple))
     return got
+
+
+def _power(a: Term, b: Term, span: Span) -> Term:
+    """``a ** b`` for a constant base +-2^k (k >= 1) and an exponent that is a formula: a shift, with the sign of
+    an odd power of a negative base.  The shift's count k * b must be in 0..62 (the proof's safety obligation),
+    which also excludes the negative exponents the elaborator refuses."""
+    if not _is_num(a) or abs(a[1]) < 2 or abs(a[1]) & (abs(a[1]) - 1):
+        raise Refusal("a power of a symbol (only constant bases +-2^k, k >= 1, with a symbolic exponent)", span)
+    k = abs(a[1]).bit_length() - 1
+    magnitude = ("bin", "<<", num(1), b if k == 1 else ("bin", "*", num(k), b))
+    if a[1] > 0:
+        return magnitude
+    odd = cmp("==", ("bin", "mod", b, num(2)), num(1))
+    return ("ite", odd, ("un", "-", magnitude), magnitude)
 
 
 def _log2_of(t: Term) -> Term | None:
