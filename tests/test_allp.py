@@ -165,6 +165,8 @@ def test_cli_bad_uses_of_all() -> None:
     assert out.exit_code == 2 and "one integer value with --ranks all" in out.output
     out = runner.invoke(main, ["check", str(EXAMPLES / "hierarchical/hier_allreduce_ring.coll"), "-p", "all"])
     assert out.exit_code == 2 and "has a hierarchy" in out.output
+    out = runner.invoke(main, ["check", str(EXAMPLES / "ring_allreduce.coll"), "-p", "all", "--solver-time", "0"])
+    assert out.exit_code == 2 and "--solver-time" in out.output
     out = runner.invoke(main, ["check", str(EXAMPLES / "torus/swing_bw_torus.coll"), "-p", "all"])
     assert out.exit_code == 2 and "unknown parameter 'p'" in out.output
     assert "Traceback" not in out.output
@@ -213,6 +215,40 @@ def test_swing_mutant_gets_its_smallest_counterexample(tmp_path: Path) -> None:
     assert result.status == "counterexample" and result.failure is not None
     assert result.failure.params["p"] == 64
     assert _status(path, 64) == "wrong" and all(_status(path, q) == "ok" for q in (32, 33, 48, 63))
+
+
+def _rows(schedule: object) -> list[list[tuple[object, ...]]]:
+    return [
+        sorted((o.rank, o.kind.value, o.peer, o.chunks.bits, str(o.action)) for o in step.ops)
+        for step in schedule.steps  # type: ignore[attr-defined]
+    ]
+
+
+def test_swing_blocks_in_closed_form_are_swing_bws_and_have_a_model() -> None:
+    """swing_bw_pow2 reads each block's step off negabinary digits; swing_bw follows the peers through the
+    later steps (the prelude's recursion): the same schedule at every power of two.  Its comprehension
+    {c for c in 0 .. p if ...} is a set with a condition in the model, op for op the elaborated one."""
+    closed = load_program(EXAMPLES / "swing_bw_pow2.coll")
+    recursive = load_program(EXAMPLES / "swing_bw.coll")
+    for p in (2, 4, 8, 16, 32, 64):
+        assert _rows(elaborate(closed, {"p": p})) == _rows(elaborate(recursive, {"p": p})), p
+    model = extract(closed)
+    assert model.pow2 and any(op.chunks[0] == "where" for loop in model.loops for op in loop.ops)
+    for p in (2, 4, 8, 16):
+        assert same_steps(model, elaborate(closed, {"p": p})) is None
+    with pytest.raises(Refusal, match="elements are not its variable"):
+        extract(load_program(EXAMPLES / "bruck_allgather.coll"))
+
+
+@pytest.mark.slow
+def test_swing_bandwidth_optimal_is_proved_for_every_power_of_two() -> None:
+    """The reduce-scatter's invariant keeps, for a block sent at step t, the partial sum of step t: the proof's
+    hardest obligation takes z3 about 100 s on a 2-core machine, hence the longer limit."""
+    program = load_program(EXAMPLES / "swing_bw_pow2.coll")
+    result = check_all_p(program, {}, bound=4, solver_seconds=600)
+    assert result.status == "proved", result.how
+    for p in (128, 256):
+        assert check_instance(program, {"p": p}).status == "ok"
 
 
 POWER = """algorithm power : allreduce

@@ -182,6 +182,17 @@ _POW2_FLOOR = ("bin", "<<", ("num", 1), ("log2p",))
 _NEGABINARY = ("num", 0xAAAAAAAA)  # ((y + M) ^ M) is y in base -2, for |y| < 2^30
 
 
+def _swing_leaves(x: Any, y: Any) -> Any:
+    """2^s for the step s at which rank x sends block y in Swing's reduce-scatter on Q = 2^floor(log2 p) ranks
+    (Q/2 for y = x): s + 1 is the number of lowest digits of `_swing_distance` equal to the lowest one, so with
+    those digits turned to 0 and Q added, the lowest set bit is 2^(s+1)."""
+    mask = ("bin", "-", _POW2_FLOOR, ("num", 1))
+    d = _swing_distance(x, y)
+    odd = ("cmp", "==", ("bin", "&", d, ("num", 1)), ("num", 1))
+    z = ("bin", "|", ("ite", odd, ("bin", "^", d, mask), d), _POW2_FLOOR)
+    return ("bin", ">>", ("bin", "&", z, ("un", "-", z)), ("num", 1))
+
+
 def _swing_distance(x: Any, y: Any) -> Any:
     """The negabinary digits of the distance from rank x to rank y on the ring of Q = 2^floor(log2 p) ranks,
     mirrored for odd x: ``nb((y - x) mod Q)`` for even x, ``nb((x - y) mod Q)`` for odd x (y taken mod Q).
@@ -229,6 +240,10 @@ def _atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
         for x, y in ((r, j), (r, unit)):  # Swing's contribution sets
             for sh in (i, ("bin", "+", i, ("num", 1))):
                 atoms.append(("cmp", "<", _swing_distance(x, y), ("bin", "<<", ("num", 1), sh)))
+        leave = _swing_leaves(r, unit)  # Swing's blocks: the partial sums a rank keeps of those it sent
+        atoms.append(("cmp", "<", _swing_distance(r, j), leave))
+        for sh in (i, ("bin", "-", ("log2p",), i)):
+            atoms.append(("cmp", ">=", leave, ("bin", "<<", ("num", 1), sh)))
     del zero
     return atoms
 
@@ -601,7 +616,11 @@ def _obligations(zz: _Z3, model: Model, ct: _Contract, loops_inv: Sequence[Any])
 
 
 def _set_terms(chunks: Any) -> tuple[Any, ...]:
-    return (chunks[1], chunks[2]) if chunks[0] == "range" else tuple(chunks[1])
+    if chunks[0] == "range":
+        return (chunks[1], chunks[2])
+    if chunks[0] == "where":  # its bounds, and the set itself for its condition (`_safe`)
+        return (chunks[2], chunks[3], chunks)
+    return tuple(chunks[1])
 
 
 def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
@@ -613,6 +632,12 @@ def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
 
     def walk(x: Any) -> None:
         if not isinstance(x, tuple) or x[0] in ("num", "bool", "var", "log2p"):
+            return
+        if x[0] == "where":  # {v for v in lo .. hi if cond}: cond is evaluated for every v in the range
+            _, name, lo, hi, cond = x
+            v = zz.mk(name)
+            inside = z3.And(zz.term(lo, env) <= v, v < zz.term(hi, env))
+            conds.append(z3.Implies(inside, _safe(zz, cond, {**env, name: v})))
             return
         for y in x[1:]:
             walk(y)
@@ -713,7 +738,8 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             data_p.append(pv)
             data_p.sort()
             continue
-        why = "z3 could not decide" if res != z3.sat else f"it fails at p={pv} for the learned invariant"
+        why = (f"z3 could not decide it in {timeout_ms // 1000} s (--solver-time)" if res != z3.sat
+               else f"it fails at p={pv} for the learned invariant")  # fmt: skip
         return Proof(False, "", f"{what}: {why}", span, texts, counterexample=pv if res == z3.sat else None)
     return Proof(False, "", "the learned invariants were not inductive", model.span, ())
 

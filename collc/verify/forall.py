@@ -52,8 +52,10 @@ def check_all_p(
     bound: int = 64,
     model: str = "step",
     on_note: Callable[[str], None] | None = None,
+    solver_seconds: int = 60,
 ) -> AllP:
-    """Prove ``program`` for every p, or check p = 1 .. ``bound``; other parameters at ``values`` or defaults."""
+    """Prove ``program`` for every p, or check p = 1 .. ``bound``; other parameters at ``values`` or defaults;
+    z3 spends at most ``solver_seconds`` on each obligation."""
     note = on_note or (lambda _: None)
     fixed: tuple[tuple[str, int], ...] = ()
     proof: Proof | None = None
@@ -72,7 +74,7 @@ def check_all_p(
             reason = mismatch
         else:
             try:
-                proof = prove(sym, on_note=note)
+                proof = prove(sym, on_note=note, timeout_ms=1000 * solver_seconds)
             except Refusal as err:
                 reason, span = f"the proof cannot handle {err.reason}", err.span or sym.span
     if proof is not None and proof.proved:

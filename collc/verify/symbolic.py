@@ -5,14 +5,15 @@
 receives and exchanges under conditions; functions and procedures are inlined, loops that are not step
 loops are unrolled when their bounds are numbers.  The result, a `Model`, holds per loop the ops of one
 iteration as terms over ``rank`` and the loop's iteration ``i``.  What it cannot express (a recursive
-function of ``rank``, a set computed by a comprehension, compression, lanes, groups, a hierarchy, a
-parameter other than ``p`` without a default) stops extraction with a `Refusal` naming the construct and
-its line.
+function of ``rank``, a set computed by a comprehension other than a filter of a range, compression, lanes,
+groups, a hierarchy, a parameter other than ``p`` without a default) stops extraction with a `Refusal`
+naming the construct and its line.
 
 Terms are tuples: ``("num", v)``, ``("var", name)``, ``("bin", op, a, b)``, ``("un", op, a)``,
 ``("ite", c, a, b)``, ``("cmp", op, a, b)``, ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``,
-``("log2p",)`` (floor(log2 p)).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``)
-or ``("elts", (t, ...))``.  `evaluate` gives a term's value at concrete ``p``, ``rank`` and ``i``, with
+``("log2p",)`` (floor(log2 p)).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``),
+``("elts", (t, ...))`` or ``("where", x, lo, hi, cond)`` (``{x for x in lo .. hi if cond}``, the
+variable ``("var", x)`` bound in ``cond``).  `evaluate` gives a term's value at concrete ``p``, ``rank`` and ``i``, with
 the language's integer semantics (floor division, modulo with the divisor's sign).
 """
 
@@ -217,7 +218,18 @@ def ite(c: Term, a: Any, b: Any) -> Any:
 
 
 def _is_set(v: Any) -> bool:
-    return isinstance(v, tuple) and v[0] in ("range", "elts")
+    return isinstance(v, tuple) and v[0] in ("range", "elts", "where")
+
+
+def substitute(t: Any, name: str, value: Term) -> Any:
+    """``t`` with the variable ``name`` replaced by ``value``."""
+    if not isinstance(t, tuple):
+        return t
+    if t == ("var", name):
+        return value
+    if t[0] in ("num", "bool", "var", "log2p"):
+        return t
+    return (t[0], *(substitute(x, name, value) for x in t[1:]))
 
 
 def evaluate(t: Any, env: Mapping[str, int]) -> Any:
@@ -297,6 +309,8 @@ def evaluate_array(t: Any, env: Mapping[str, Any], strict: bool = False) -> Any:
     if kind == "ite":
         c = evaluate_array(t[1], env, strict)
         return np.where(c, evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict))
+    if kind == "where":
+        raise Refusal("a set by comprehension, as an array", None)
     raise AssertionError(kind)
 
 
@@ -304,6 +318,9 @@ def members(chunks: Term, env: Mapping[str, int]) -> set[int]:
     """The chunk ids of a chunk set at concrete values."""
     if chunks[0] == "range":
         return set(range(evaluate(chunks[1], env), evaluate(chunks[2], env)))
+    if chunks[0] == "where":
+        _, name, lo, hi, cond = chunks
+        return {x for x in range(evaluate(lo, env), evaluate(hi, env)) if evaluate(cond, {**env, name: x})}
     return {evaluate(x, env) for x in chunks[1]}
 
 
@@ -321,6 +338,7 @@ class _Extractor:
         self.depth = 0
         self.outer: list[Term] = []  # values outside step loops (and loop counts) that must evaluate
         self.inner: list[tuple[Term, Term]] = []  # the current loop's lets, with their guards
+        self.bound = 0  # comprehension variables named so far
 
     # ---- expressions
     def expr(self, node: ast.Expr, env: Mapping[str, Any]) -> Any:
@@ -417,6 +435,29 @@ class _Extractor:
         if c == FALSE:
             return self.expr(node.orelse, env)
         return ite(c, self.expr(node.then, env), self.expr(node.orelse, env))
+
+    def _Comprehension(self, node: ast.Comprehension, env: Mapping[str, Any]) -> Term:
+        """``{x for x in lo .. hi if cond ...}``: a range filtered by a condition on its element."""
+        if len(node.clauses) != 1 or node.func != "set":
+            raise Refusal("a comprehension other than {x for x in lo .. hi if ...}", node.span)
+        clause = node.clauses[0]
+        if not (isinstance(node.elt, ast.Name) and node.elt.id == clause.var):
+            raise Refusal("a comprehension whose elements are not its variable", node.span)
+        bounds = self.expr(clause.iter, env)
+        if not (isinstance(bounds, tuple) and bounds[0] == "range"):
+            raise Refusal("a comprehension over something other than a range lo .. hi", clause.iter.span)
+        self.bound += 1
+        name = f"{clause.var}#{self.bound}"
+        local = {**env, clause.var: ("var", name)}
+        cond = TRUE
+        for c in clause.conds:
+            term = self.expr(c, local)
+            if not _is_bool(term):
+                raise Refusal("a comprehension's condition that is not a comparison", c.span)
+            cond = conj(cond, term)
+        if cond == FALSE:
+            return ("elts", ())
+        return ("where", name, bounds[1], bounds[2], cond)
 
     def _SetLit(self, node: ast.SetLit, env: Mapping[str, Any]) -> Term:
         elts = [self.expr(x, env) for x in node.elts]
@@ -608,6 +649,8 @@ def _value_terms(v: Any) -> list[Term]:
         return [v[1], v[2]]
     if v[0] == "elts":
         return list(v[1])
+    if v[0] == "where":  # its bounds, and the set itself for the condition (with its variable bound)
+        return [v[2], v[3], v]
     return [v]
 
 
@@ -662,6 +705,9 @@ def _concrete(values: Term, span: Span) -> list[int]:
 def _member(x: Term, s: Term) -> Term:
     if s[0] == "range":
         return conj(cmp("<=", s[1], x), cmp("<", x, s[2]))
+    if s[0] == "where":
+        _, name, lo, hi, cond = s
+        return conj(conj(cmp("<=", lo, x), cmp("<", x, hi)), substitute(cond, name, x))
     out = FALSE
     for e in s[1]:
         out = disj(out, cmp("==", x, e))
@@ -775,24 +821,30 @@ def same_steps(model: Model, schedule: Schedule, ranks: Sequence[int] | None = N
         for op in loop.ops:
             guard = np.broadcast_to(np.asarray(evaluate_array(op.guard, env), dtype=bool), shape)
             peer = _ints(op.peer, env, shape)
+            sparse = op.chunks[0] == "where"  # every candidate a column of its own, -1 where it is not in the set
             if op.chunks[0] == "range":
                 lo = _ints(op.chunks[1], env, shape)
                 hi = _ints(op.chunks[2], env, shape)
                 cols = None
+            elif sparse:
+                cols = _where_columns(op.chunks, env, shape)
             else:
                 cols = [_ints(t, env, shape) for t in op.chunks[1]]
             action = (op.action or "copy") if op.kind == "recv" else None
             rows.append(
-                (op.kind, action, guard, peer, cols, lo if cols is None else None, hi if cols is None else None)
-            )
+                (op.kind, action, guard, peer, cols, lo if cols is None else None, hi if cols is None else None,
+                 sparse)
+            )  # fmt: skip
         for i in range(count):
             ops = []
-            for kind, action, guard, peer, cols, lo, hi in rows:
+            for kind, action, guard, peer, cols, lo, hi, sparse in rows:
                 for k, r in enumerate(ranks):
                     if guard[i, k]:
                         if cols is None:
                             a, b = int(lo[i, k]), int(hi[i, k])
                             bits = ((1 << b) - 1) ^ ((1 << a) - 1) if b > a >= 0 else (0 if b <= a else -1)
+                        elif sparse:
+                            bits = sum(1 << int(c[i, k]) for c in cols if c[i, k] >= 0)
                         else:
                             cs = [int(c[i, k]) for c in cols]
                             bits = sum(1 << c for c in set(cs)) if min(cs) >= 0 else -1
@@ -807,6 +859,17 @@ def same_steps(model: Model, schedule: Schedule, ranks: Sequence[int] | None = N
 
 def _ints(t: Any, env: Mapping[str, Any], shape: tuple[int, int]) -> np.ndarray:
     return np.broadcast_to(np.asarray(evaluate_array(t, env), dtype=np.int64), shape)
+
+
+def _where_columns(chunks: Term, env: Mapping[str, Any], shape: tuple[int, int]) -> list[np.ndarray]:
+    """A set by comprehension as columns: column x holds x where x is in the set, -1 where it is not."""
+    _, name, lo_t, hi_t, cond = chunks
+    lo, hi = _ints(lo_t, env, shape), _ints(hi_t, env, shape)
+    out = []
+    for x in range(int(lo.min(initial=0)), int(hi.max(initial=0))):
+        inside = np.broadcast_to(np.asarray(evaluate_array(cond, {**env, name: x}), dtype=bool), shape)
+        out.append(np.where(inside & (lo <= x) & (x < hi), x, -1))
+    return out
 
 
 def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:

@@ -67,7 +67,10 @@ def _ints(t: Any, env: dict[str, Any], shape: tuple[int, int]) -> np.ndarray:
 
 
 def _chunk_columns(chunks: Any, env: dict[str, Any], shape: tuple[int, int]) -> list[np.ndarray] | None:
-    """The chunk set of every (iteration, rank) as columns of that shape (None: ranges of unequal widths)."""
+    """The chunk set of every (iteration, rank) as columns of that shape (None: ranges of unequal widths, sets by
+    comprehension)."""
+    if chunks[0] == "where":
+        return None
     if chunks[0] == "elts":
         return [_ints(t, env, shape) for t in chunks[1]]
     lo = _ints(chunks[1], env, shape)
