@@ -251,6 +251,19 @@ def test_swing_bandwidth_optimal_is_proved_for_every_power_of_two() -> None:
         assert check_instance(program, {"p": p}).status == "ok"
 
 
+@pytest.mark.slow
+def test_swing_bandwidth_optimal_mutant_gets_its_smallest_counterexample(tmp_path: Path) -> None:
+    """rho(s + 1) for rho(s) from step 5 on: the same peers modulo 64 at p = 64 (step 5 is the last), so the
+    first p it is wrong at is 128, beyond the instances the invariants are learned from (up to 32)."""
+    text = (EXAMPLES / "swing_bw_pow2.coll").read_text().replace("algorithm swing_bw_pow2", "algorithm swing_bw_skip")
+    text = text.replace("swing_peer(rank, s)", "swing_peer(rank, s if s < 5 else s + 1)")
+    path = _write(tmp_path, "swing_bw_skip", text)
+    result = check_all_p(load_program(path), {}, bound=4, solver_seconds=600)
+    assert result.status == "counterexample" and result.failure is not None
+    assert result.failure.params["p"] == 128
+    assert _status(path, 128) == "wrong" and _status(path, 64) == "ok"
+
+
 POWER = """algorithm power : allreduce
 param p : int where p >= 2
 chunks 1
