@@ -137,7 +137,11 @@ def test_sweeps_use_the_model_only_for_enough_work() -> None:
 DATA = Path(__file__).resolve().parent / "data" / "allp"
 
 
-@pytest.mark.parametrize(("name", "p"), [("d_conflict", 64), ("k_redempty", 64), ("a_modneg", 128), ("h_shift", 64)])
+@pytest.mark.parametrize(
+    ("name", "p"),
+    [("d_conflict", 64), ("k_redempty", 64), ("a_modneg", 128), ("h_shift", 64), ("g_vec", 64), ("g_vecshift", 64),
+     ("g_bits", 64)],
+)
 def test_model_path_never_accepts_what_the_checker_rejects(name: str, p: int) -> None:
     program = load_program(DATA / f"{name}.coll")
     reference = check_instance(program, {"p": p})

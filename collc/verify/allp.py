@@ -234,7 +234,8 @@ def _atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
     if bits:
         r, j, i = _V["rank"], _V["j"], _V["i"]
         unit = _V["c"] if k == 1 else ("bin", "//", _V["c"], ("num", k))
-        for x, y in ((r, j), (r, unit), (j, unit)):
+        folded = ("bin", "&", j, ("bin", "-", _POW2_FLOOR, ("num", 1)))  # j's rank after folding onto 2^L
+        for x, y in ((r, j), (r, unit), (j, unit), (r, folded)):
             for sh in (i, ("bin", "+", i, ("num", 1)), ("bin", "-", ("log2p",), i)):
                 atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))
         for x, y in ((r, j), (r, unit)):  # Swing's contribution sets
@@ -439,7 +440,7 @@ class _Z3:
             out = z3.If(z3.And(lo <= a, a < hi), a - lo, out)
         return out
 
-    def domain(self, model: Model) -> list[Any]:
+    def domain(self, model: Model, constraints: bool = True) -> list[Any]:
         z3 = self.z3
         out = [self.p >= 1, self.p <= self.const(_P_LIMIT)]
         if self.pow2:
@@ -448,7 +449,8 @@ class _Z3:
             one = self.const(1)
             out += [self.L >= 0, self.L <= 30, one << self.L <= self.p, self.p < one << (self.L + 1)]
         env = {"p": self.p}
-        out += [self.term(c, env) for c in model.constraints]
+        if constraints:
+            out += [self.term(c, env) for c in model.constraints]
         del z3
         return out
 
@@ -492,7 +494,8 @@ def _obligations(zz: _Z3, model: Model, ct: _Contract, loops_inv: Sequence[Any])
         out.append((f"the number of chunks is {ct.k} * p", nch == kk * p, model.span))
     for t in model.lets:  # global and phase-level values: the elaborator computes every one
         out.append(
-            ("a value stays within 62 bits", z3.Implies(rng(r, p), _safe(zz, t, {"p": p, "rank": r})), model.span)
+            ("a value can be computed (62 bits, shift counts in 0..62, exact '/')",
+             z3.Implies(rng(r, p), _safe(zz, t, {"p": p, "rank": r})), model.span)
         )
     if not model.loops:
         out.append(("the postcondition with no steps", z3.Implies(z3.And(*base, required), init == full), model.span))
@@ -560,7 +563,7 @@ def _obligations(zz: _Z3, model: Model, ct: _Contract, loops_inv: Sequence[Any])
         safety += [(o.guard, t, o.span) for o in loop.ops for t in (o.peer, *_set_terms(o.chunks))]
         for g, t, where in safety:
             cond = z3.Implies(z3.And(*dom, zz.term(g, env_r)), _safe(zz, t, env_r))
-            out.append(("a value stays within 62 bits and shift counts within 0..62", cond, where))
+            out.append(("a value can be computed (62 bits, shift counts in 0..62, exact '/')", cond, where))
         for a_, b_ in _pairs(sends):  # check.py: duplicate-transfer
             both = z3.And(_to(zz, a_, env_r, q, c), _to(zz, b_, env_r, q, c))
             out.append(
@@ -624,8 +627,9 @@ def _set_terms(chunks: Any) -> tuple[Any, ...]:
 
 
 def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
-    """The elaborator can compute ``t``: every shift count in 0..62, every product and shift within 62 bits, every
-    exact division '/' exact (both branches of a condition, so possibly stricter than the elaborator)."""
+    """The elaborator can compute ``t``: every shift count in 0..62, every sum, difference, product and shift within
+    62 bits, every exact division '/' exact (both branches of a condition, so possibly stricter than the
+    elaborator)."""
     z3 = zz.z3
     conds: list[Any] = []
     limit = zz.const(1 << 62)
@@ -641,6 +645,10 @@ def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
             return
         for y in x[1:]:
             walk(y)
+        if (x[0] == "un" and x[1] == "-") or (x[0] == "bin" and x[1] in ("+", "-")):  # 62 bits, as `evaluate` says
+            v = zz.term(x, env)
+            conds.append(z3.And(v > -limit, v < limit))
+            return
         if x[0] != "bin" or x[1] not in ("<<", ">>", "*", "/"):
             return
         a, b = zz.term(x[2], env), zz.term(x[3], env)
@@ -691,7 +699,10 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
     for _round in range(_ROUNDS):
         for p in data_p:
             if p not in states:
-                got = _states(model, ct, p)
+                try:
+                    got = _states(model, ct, p)
+                except Refusal as err:  # a value the elaborator cannot compute there either (an inexact '/')
+                    return Proof(False, "", f"{err.reason} at p={p}", err.span or model.span, (), counterexample=p)
                 if got is None:
                     return Proof(False, "", f"an op is out of range at p={p}", model.span, (), counterexample=p)
                 states[p] = got
@@ -706,25 +717,19 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             invs.append(_dnf(atoms, _simplest(atoms, truth, terms)))
         texts = tuple(_show(t) for t in invs)
         note(f"invariants from p in {data_p}: " + "; ".join(texts))
-        failed = None
         solver = _solver(z3, bits)
         solver.set("timeout", timeout_ms)
         try:
-            solver.add(*zz.domain(model))
+            solver.add(*zz.domain(model, constraints=False))  # the constraints must evaluate at every p
+            evaluable = [("a constraint can be evaluated", _safe(zz, c, {"p": zz.p}), model.span)
+                         for c in model.constraints]  # fmt: skip
             obligations = _obligations(zz, model, ct, invs)
         except z3.Z3Exception as err:  # a term z3 cannot type (an int used as a condition, say)
             return Proof(False, "", f"the step formulas do not translate to z3 ({err})", model.span, texts)
-        for what, formula, span in obligations:
-            solver.push()
-            solver.add(z3.Not(formula))
-            res = solver.check()
-            if res == z3.unsat:
-                solver.pop()
-                continue
-            pv = _smallest_p(zz, solver, bits) if res == z3.sat else None
-            solver.pop()
-            failed = (what, span, pv, res)
-            break
+        failed = _first_failure(zz, solver, evaluable, bits)
+        if failed is None:
+            solver.add(*[zz.term(c, {"p": zz.p}) for c in model.constraints])  # now they hold
+            failed = _first_failure(zz, solver, obligations, bits)
         if failed is None:
             arith = "64-bit integers" if bits else "integers"
             how = (f"induction over the steps of {len(model.loops)} loop(s), invariants learned from p in "
@@ -738,10 +743,28 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             data_p.append(pv)
             data_p.sort()
             continue
+        about = " for the learned invariant" if "invariant" in what or "postcondition" in what else ""
         why = (f"z3 could not decide it in {timeout_ms // 1000} s (--solver-time)" if res != z3.sat
-               else f"it fails at p={pv} for the learned invariant")  # fmt: skip
+               else f"it fails at p={pv}{about}")  # fmt: skip
         return Proof(False, "", f"{what}: {why}", span, texts, counterexample=pv if res == z3.sat else None)
     return Proof(False, "", "the learned invariants were not inductive", model.span, ())
+
+
+def _first_failure(zz: _Z3, solver: Any, checks: Sequence[tuple[str, Any, Span | None]], bits: bool) -> Any:
+    """The first of ``checks`` (what, formula that must be valid, where) the solver does not prove, as (what,
+    where, the smallest p it fails at or None, z3's result), or None when it proves them all."""
+    z3 = zz.z3
+    for what, formula, span in checks:
+        solver.push()
+        solver.add(z3.Not(formula))
+        res = solver.check()
+        if res == z3.unsat:
+            solver.pop()
+            continue
+        pv = _smallest_p(zz, solver, bits) if res == z3.sat else None
+        solver.pop()
+        return (what, span, pv, res)
+    return None
 
 
 def _solver(z3: Any, bits: bool) -> Any:

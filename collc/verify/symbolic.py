@@ -289,10 +289,12 @@ def evaluate_array(t: Any, env: Mapping[str, Any], strict: bool = False) -> Any:
                 raise Refusal("a value beyond 62 bits", None)
         if strict and op == "/" and np.any(np.mod(a, b) != 0):
             raise Refusal("an exact division '/' that is not exact", None)
-        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "/": np.floor_divide,
-                "mod": np.mod,
-                "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
-                ">>": np.right_shift}[op](a, b)  # fmt: skip
+        out = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "/": np.floor_divide,
+               "mod": np.mod, "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
+               ">>": np.right_shift}[op](a, b)  # fmt: skip
+        if strict and op in ("+", "-") and np.any(np.abs(out) >= _LIMIT):  # operands are within 62 bits
+            raise Refusal("a value beyond 62 bits", None)
+        return out
     if kind == "cmp":
         a, b = evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict)
         return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
@@ -305,6 +307,8 @@ def evaluate_array(t: Any, env: Mapping[str, Any], strict: bool = False) -> Any:
         return np.logical_not(evaluate_array(t[1], env, strict))
     if kind == "un":
         a = evaluate_array(t[2], env, strict)
+        if strict and t[1] == "-" and np.any(np.abs(a) >= _LIMIT):
+            raise Refusal("a value beyond 62 bits", None)
         return -a if t[1] == "-" else ~a
     if kind == "ite":
         c = evaluate_array(t[1], env, strict)
@@ -339,6 +343,26 @@ class _Extractor:
         self.outer: list[Term] = []  # values outside step loops (and loop counts) that must evaluate
         self.inner: list[tuple[Term, Term]] = []  # the current loop's lets, with their guards
         self.bound = 0  # comprehension variables named so far
+        self.guard: Term | None = None  # inside a step: the condition the expressions evaluated now hold under
+        self.noted: set[Any] = set()  # (list, guard, term) already in `inner` or `outer`
+        self.binders: list[tuple[str, Term, Term]] = []  # the comprehensions being evaluated: variable, range
+
+    def note(self, value: Any) -> None:
+        """``value`` is computed by the elaborator where the model now stands (a let, an argument): it must not
+        fail (an inexact '/', a shift count out of range, 62 bits), even when nothing uses it."""
+        where = id(self.outer if self.guard is None else self.inner)
+        for t in _value_terms(value):
+            if _is_num(t) or t[0] in ("bool", "var", "log2p"):
+                continue
+            for name, lo, hi in reversed(self.binders):  # computed for every element of a comprehension
+                t = ("where", name, lo, hi, t)
+            if (where, self.guard, t) in self.noted:
+                continue
+            self.noted.add((where, self.guard, t))
+            if self.guard is None:
+                self.outer.append(t)
+            else:
+                self.inner.append((self.guard, t))
 
     # ---- expressions
     def expr(self, node: ast.Expr, env: Mapping[str, Any]) -> Any:
@@ -375,7 +399,11 @@ class _Extractor:
         if _is_set(a) or _is_set(b):
             raise Refusal(f"set arithmetic ({node.op!r})", node.span)
         if node.op == "**":
-            if _is_num(a) and _is_num(b) and b[1] >= 0:
+            if _is_num(a) and _is_num(b):
+                if b[1] < 0 or (abs(a[1]) > 1 and b[1] > _MAX_SHIFT):  # the elaborator refuses or overflows
+                    raise Refusal(f"the constant power {a[1]} ** {b[1]}", node.span)
+                if not -_LIMIT <= a[1] ** b[1] < _LIMIT:
+                    raise Refusal(f"the constant power {a[1]} ** {b[1]} beyond 62 bits", node.span)
                 return num(a[1] ** b[1])
             return _power(a, b, node.span)
         if node.op == "/":  # exact division by a constant; the proof obliges the dividend to be a multiple
@@ -450,11 +478,15 @@ class _Extractor:
         name = f"{clause.var}#{self.bound}"
         local = {**env, clause.var: ("var", name)}
         cond = TRUE
-        for c in clause.conds:
-            term = self.expr(c, local)
-            if not _is_bool(term):
-                raise Refusal("a comprehension's condition that is not a comparison", c.span)
-            cond = conj(cond, term)
+        self.binders.append((name, bounds[1], bounds[2]))
+        try:
+            for c in clause.conds:
+                term = self.expr(c, local)
+                if not _is_bool(term):
+                    raise Refusal("a comprehension's condition that is not a comparison", c.span)
+                cond = conj(cond, term)
+        finally:
+            self.binders.pop()
         if cond == FALSE:
             return ("elts", ())
         return ("where", name, bounds[1], bounds[2], cond)
@@ -467,6 +499,8 @@ class _Extractor:
 
     def _Call(self, node: ast.Call, env: Mapping[str, Any]) -> Any:
         args = [self.expr(a, env) for a in node.args]
+        for a in args:
+            self.note(a)
         fn = self.program.fns.get(node.func)
         if fn is not None:
             return self.call(fn, args, node.span)
@@ -481,6 +515,7 @@ class _Extractor:
             for stmt in fn.body:
                 if isinstance(stmt, ast.Let):
                     local[stmt.name] = self.expr(stmt.value, local)
+                    self.note(local[stmt.name])
             return self.expr(fn.result, local)
         finally:
             self.depth -= 1
@@ -520,9 +555,10 @@ class _Extractor:
     # ---- statements
     def phase_body(self, phase: ast.Phase, body: tuple[ast.Stmt, ...], env: dict[str, Any], loops: list[Loop]) -> None:
         for stmt in body:
+            self.guard = None
             if isinstance(stmt, ast.Let):
                 env[stmt.name] = self.expr(stmt.value, env)
-                self.outer.extend(_value_terms(env[stmt.name]))
+                self.note(env[stmt.name])
             elif isinstance(stmt, ast.Pass):
                 continue
             elif isinstance(stmt, ast.Assert):
@@ -533,11 +569,14 @@ class _Extractor:
                 ops: list[SymOp] = []
                 self.inner = []
                 self.step_body(stmt.body, dict(env), TRUE, ops)
+                self.guard = None
                 loops.append(Loop(phase.name, num(1), tuple(ops), stmt.span, tuple(self.inner)))
             elif isinstance(stmt, ast.Do) and stmt.group is None:
                 proc = self.program.procs[stmt.proc]
                 local = dict(env)
                 local.update(zip(proc.params, [self.expr(a, env) for a in stmt.args], strict=True))
+                for name in proc.params:
+                    self.note(local[name])
                 self.phase_body(phase, proc.body, local, loops)
             elif isinstance(stmt, ast.If):
                 conds = [self.expr(c, env) for c, _ in stmt.branches]
@@ -571,16 +610,19 @@ class _Extractor:
         local = dict(env)
         local[node.var] = s
         ops: list[SymOp] = []
-        self.inner = []
+        self.note(bounds)
         self.outer.append(count)
+        self.inner = []
         self.step_body(node.body, local, TRUE, ops)
+        self.guard = None
         return Loop(phase.name, count, tuple(ops), node.span, tuple(self.inner))
 
     def step_body(self, body: tuple[ast.Stmt, ...], env: dict[str, Any], guard: Term, ops: list[SymOp]) -> None:
         for stmt in body:
+            self.guard = guard
             if isinstance(stmt, ast.Let):
                 env[stmt.name] = self.expr(stmt.value, env)
-                self.inner.extend((guard, t) for t in _value_terms(env[stmt.name]))
+                self.note(env[stmt.name])
             elif isinstance(stmt, ast.Pass):
                 continue
             elif isinstance(stmt, ast.Assert):
@@ -602,14 +644,17 @@ class _Extractor:
             elif isinstance(stmt, ast.If):
                 rest = guard
                 for cond, branch in stmt.branches:
+                    self.guard = rest  # each condition is evaluated where the ones before it are false
                     c = self.expr(cond, env)
                     if _is_set(c):
                         raise Refusal("a set as a condition", cond.span)
+                    self.note(c)
                     self.step_body(branch, dict(env), conj(rest, c), ops)
                     rest = conj(rest, neg(c))
                 self.step_body(stmt.orelse, dict(env), rest, ops)
             elif isinstance(stmt, ast.For) and not stmt.is_step:
                 values = self.expr(stmt.iter, env)
+                self.note(values)
                 if not _is_set(values):
                     raise Refusal("a loop inside a step over something that is not a set", stmt.iter.span)
                 for v in _concrete(values, stmt.iter.span):
@@ -620,6 +665,8 @@ class _Extractor:
                 proc = self.program.procs[stmt.proc]
                 local = dict(env)
                 local.update(zip(proc.params, [self.expr(a, env) for a in stmt.args], strict=True))
+                for name in proc.params:
+                    self.note(local[name])
                 self.step_body(proc.body, local, guard, ops)
             else:
                 raise Refusal(f"a {_stmt_word(stmt)} inside a step", stmt.span)
@@ -775,12 +822,13 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
                 constraints.append(term)
     for let in program.lets:  # the elaborator evaluates every one of them: so must the model
         ex.globals[let.name] = ex.expr(let.value, {})
-        ex.outer.extend(_value_terms(ex.globals[let.name]))
+        ex.note(ex.globals[let.name])
     for a in program.asserts:
         ex.assertion(a, {}, TRUE)
     nchunks = ex.expr(program.chunks.count, {})
     if _is_set(nchunks) or _is_bool(nchunks):
         raise Refusal("a chunk count that is not an integer", program.chunks.span)
+    ex.note(nchunks)
     loops: list[Loop] = []
     for phase in program.phases:
         ex.phase_body(phase, phase.body, {"rank": ("var", "rank")}, loops)
