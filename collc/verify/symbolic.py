@@ -9,12 +9,7 @@ function of ``rank``, a set computed by a comprehension other than a filter of a
 groups, a hierarchy, a parameter other than ``p`` without a default) stops extraction with a `Refusal`
 naming the construct and its line.
 
-Terms are tuples: ``("num", v)``, ``("var", name)``, ``("bin", op, a, b)``, ``("un", op, a)``,
-``("ite", c, a, b)``, ``("cmp", op, a, b)``, ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``,
-``("log2p",)`` (floor(log2 p)).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``),
-``("elts", (t, ...))`` or ``("where", x, lo, hi, cond)`` (``{x for x in lo .. hi if cond}``, the
-variable ``("var", x)`` bound in ``cond``).  `evaluate` gives a term's value at concrete ``p``, ``rank`` and ``i``, with
-the language's integer semantics (floor division, modulo with the divisor's sign).
+The terms and their evaluation are in `collc.verify.terms`.
 """
 
 from __future__ import annotations
@@ -28,22 +23,39 @@ import numpy as np
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import Action, Collective, OpKind, Schedule, Span
+from collc.verify.terms import (
+    ARITH,
+    CMP,
+    FALSE,
+    LIMIT,
+    MAX_SHIFT,
+    TRUE,
+    Refusal,
+    Term,
+    binop,
+    cmp,
+    conj,
+    disj,
+    evaluate,
+    evaluate_array,
+    has_bits,
+    is_bool,
+    is_num,
+    is_set,
+    ite,
+    log2_of,
+    member,
+    members,
+    neg,
+    num,
+    power,
+)
 
-__all__ = ["Loop", "Model", "Refusal", "SymOp", "evaluate", "evaluate_array", "extract", "members", "same_steps"]
-
-Term = tuple[Any, ...]
+__all__ = [
+    "Loop", "Model", "Refusal", "SymOp", "evaluate", "evaluate_array", "extract", "member", "members", "same_steps",
+]  # fmt: skip
 _MAX_DEPTH = 40  # nested function calls while inlining: deeper means recursion on a symbol
 _MAX_NODES = 20000  # distinct nodes of one op's formulas: beyond, the model refuses the program
-_MAX_SHIFT = 62
-_LIMIT = 1 << 62  # |values| the model and its proof allow (the elaborator's limit is 2^63)
-
-
-class Refusal(Exception):
-    """A construct the symbolic model cannot express, with where it is."""
-
-    def __init__(self, reason: str, span: Span | None) -> None:
-        super().__init__(reason)
-        self.reason, self.span = reason, span
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,246 +98,11 @@ class Model:
 
     def bits(self) -> bool:
         """Whether any term uses bit operations (the proof then works on machine integers)."""
-        return self.pow2 or any(_has_bits(t) for loop in self.loops for op in loop.ops for t in _terms(op))
+        return self.pow2 or any(has_bits(t) for loop in self.loops for op in loop.ops for t in _terms(op))
 
 
 def _terms(op: SymOp) -> tuple[Term, ...]:
     return (op.guard, op.peer, op.chunks)
-
-
-def _has_bits(t: Any) -> bool:
-    if not isinstance(t, tuple):
-        return False
-    if t[0] in ("bin", "un") and t[1] in ("^", "&", "|", "<<", ">>", "~"):
-        return True
-    if t[0] == "log2p":
-        return True
-    return any(_has_bits(x) for x in t[1:])
-
-
-# --------------------------------------------------------------------------
-# Terms
-# --------------------------------------------------------------------------
-
-
-def num(v: int) -> Term:
-    return ("num", int(v))
-
-
-def _is_num(t: Any) -> bool:
-    return isinstance(t, tuple) and t[0] == "num"
-
-
-def _is_bool(t: Any) -> bool:
-    return isinstance(t, tuple) and (t[0] in ("cmp", "and", "or", "not") or (t[0] == "bool"))
-
-
-TRUE: Term = ("bool", True)
-FALSE: Term = ("bool", False)
-
-_ARITH = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b,
-    "/": lambda a, b: _exact(a, b),
-    "%": lambda a, b: a % b,
-    "mod": lambda a, b: a % abs(b),
-    "^": lambda a, b: a ^ b,
-    "&": lambda a, b: a & b,
-    "|": lambda a, b: a | b,
-    "<<": lambda a, b: a << b,
-    ">>": lambda a, b: a >> b,
-}
-_CMP = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-}
-
-
-def _exact(a: int, b: int) -> int:
-    q, r = divmod(a, b)
-    if r:
-        raise Refusal(f"{a} / {b} is not exact", None)
-    return q
-
-
-def binop(op: str, a: Term, b: Term) -> Term:
-    if _is_num(a) and _is_num(b):
-        if op in ("//", "%", "mod") and b[1] == 0:
-            raise Refusal("division by zero", None)
-        if op in ("<<", ">>") and not 0 <= b[1] <= _MAX_SHIFT:
-            raise Refusal("a shift count outside 0..62", None)
-        value = _ARITH[op](a[1], b[1])
-        if not -_LIMIT <= value < _LIMIT:
-            raise Refusal("a constant beyond 62 bits", None)
-        return num(value)
-    if op in ("//", "%", "mod") and _is_num(b) and b[1] <= 0:
-        raise Refusal(f"{op!r} by a constant that is not positive", None)
-    if op == "+" and _is_num(b) and b[1] == 0:
-        return a
-    if op == "*" and _is_num(b) and b[1] == 1:
-        return a
-    return ("bin", "mod" if op == "%" else op, a, b)
-
-
-def cmp(op: str, a: Term, b: Term) -> Term:
-    if _is_num(a) and _is_num(b):
-        return TRUE if _CMP[op](a[1], b[1]) else FALSE
-    return ("cmp", op, a, b)
-
-
-def conj(a: Term, b: Term) -> Term:
-    if a == FALSE or b == FALSE:
-        return FALSE
-    if a == TRUE:
-        return b
-    if b == TRUE:
-        return a
-    return ("and", a, b)
-
-
-def disj(a: Term, b: Term) -> Term:
-    if a == TRUE or b == TRUE:
-        return TRUE
-    if a == FALSE:
-        return b
-    if b == FALSE:
-        return a
-    return ("or", a, b)
-
-
-def neg(a: Term) -> Term:
-    if a == TRUE:
-        return FALSE
-    if a == FALSE:
-        return TRUE
-    return ("not", a)
-
-
-def ite(c: Term, a: Any, b: Any) -> Any:
-    if c == TRUE:
-        return a
-    if c == FALSE:
-        return b
-    if _is_set(a) or _is_set(b):
-        raise Refusal("a set chosen by a condition on the rank or the step", None)
-    return ("ite", c, a, b)
-
-
-def _is_set(v: Any) -> bool:
-    return isinstance(v, tuple) and v[0] in ("range", "elts", "where")
-
-
-def substitute(t: Any, name: str, value: Term) -> Any:
-    """``t`` with the variable ``name`` replaced by ``value``."""
-    if not isinstance(t, tuple):
-        return t
-    if t == ("var", name):
-        return value
-    if t[0] in ("num", "bool", "var", "log2p"):
-        return t
-    return (t[0], *(substitute(x, name, value) for x in t[1:]))
-
-
-def evaluate(t: Any, env: Mapping[str, int]) -> Any:
-    """The value of term ``t`` with the variables of ``env`` (``p``, ``rank``, ``i``, ...)."""
-    kind = t[0]
-    if kind == "num" or kind == "bool":
-        return t[1]
-    if kind == "var":
-        return env[t[1]]
-    if kind == "log2p":
-        return env["p"].bit_length() - 1
-    if kind == "bin":
-        a, b = evaluate(t[2], env), evaluate(t[3], env)
-        if t[1] in ("<<", ">>") and not 0 <= b <= _MAX_SHIFT:
-            raise Refusal(f"a shift count of {b}", None)
-        value = _ARITH[t[1]](a, b)
-        if not -_LIMIT <= value < _LIMIT:
-            raise Refusal(f"a value beyond 62 bits ({value})", None)
-        return value
-    if kind == "un":
-        a = evaluate(t[2], env)
-        return -a if t[1] == "-" else ~a
-    if kind == "ite":
-        return evaluate(t[2], env) if evaluate(t[1], env) else evaluate(t[3], env)
-    if kind == "cmp":
-        return _CMP[t[1]](evaluate(t[2], env), evaluate(t[3], env))
-    if kind == "and":
-        return evaluate(t[1], env) and evaluate(t[2], env)
-    if kind == "or":
-        return evaluate(t[1], env) or evaluate(t[2], env)
-    if kind == "not":
-        return not evaluate(t[1], env)
-    raise AssertionError(kind)
-
-
-def evaluate_array(t: Any, env: Mapping[str, Any], strict: bool = False) -> Any:
-    """`evaluate` with numpy arrays for variables (``L`` is log2 p): one value per element.  With ``strict``,
-    a shift count outside 0..62 or a value beyond 62 bits anywhere (both branches of a condition included)
-    raises `Refusal`; without, shift counts are clipped (for learning, where any value will do)."""
-    kind = t[0]
-    if kind in ("num", "bool"):
-        return t[1]
-    if kind == "var":
-        return env[t[1]]
-    if kind == "log2p":
-        return env["L"]
-    if kind == "bin":
-        a, b = evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict)
-        op = t[1]
-        if op in ("<<", ">>"):
-            if strict and np.any((np.asarray(b) < 0) | (np.asarray(b) > _MAX_SHIFT)):
-                raise Refusal("a shift count outside 0..62", None)
-            b = np.clip(b, 0, _MAX_SHIFT)
-        if strict and op in ("*", "<<"):
-            big = np.asarray(a).astype(np.float64) * (np.exp2(b) if op == "<<" else np.asarray(b, dtype=np.float64))
-            if np.any(np.abs(big) >= _LIMIT):
-                raise Refusal("a value beyond 62 bits", None)
-        if strict and op == "/" and np.any(np.mod(a, b) != 0):
-            raise Refusal("an exact division '/' that is not exact", None)
-        out = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "/": np.floor_divide,
-               "mod": np.mod, "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
-               ">>": np.right_shift}[op](a, b)  # fmt: skip
-        if strict and op in ("+", "-") and np.any(np.abs(out) >= _LIMIT):  # operands are within 62 bits
-            raise Refusal("a value beyond 62 bits", None)
-        return out
-    if kind == "cmp":
-        a, b = evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict)
-        return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
-                "!=": np.not_equal}[t[1]](a, b)  # fmt: skip
-    if kind == "and":
-        return np.logical_and(evaluate_array(t[1], env, strict), evaluate_array(t[2], env, strict))
-    if kind == "or":
-        return np.logical_or(evaluate_array(t[1], env, strict), evaluate_array(t[2], env, strict))
-    if kind == "not":
-        return np.logical_not(evaluate_array(t[1], env, strict))
-    if kind == "un":
-        a = evaluate_array(t[2], env, strict)
-        if strict and t[1] == "-" and np.any(np.abs(a) >= _LIMIT):
-            raise Refusal("a value beyond 62 bits", None)
-        return -a if t[1] == "-" else ~a
-    if kind == "ite":
-        c = evaluate_array(t[1], env, strict)
-        return np.where(c, evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict))
-    if kind == "where":
-        raise Refusal("a set by comprehension, as an array", None)
-    raise AssertionError(kind)
-
-
-def members(chunks: Term, env: Mapping[str, int]) -> set[int]:
-    """The chunk ids of a chunk set at concrete values."""
-    if chunks[0] == "range":
-        return set(range(evaluate(chunks[1], env), evaluate(chunks[2], env)))
-    if chunks[0] == "where":
-        _, name, lo, hi, cond = chunks
-        return {x for x in range(evaluate(lo, env), evaluate(hi, env)) if evaluate(cond, {**env, name: x})}
-    return {evaluate(x, env) for x in chunks[1]}
 
 
 # --------------------------------------------------------------------------
@@ -352,7 +129,7 @@ class _Extractor:
         fail (an inexact '/', a shift count out of range, 62 bits), even when nothing uses it."""
         where = id(self.outer if self.guard is None else self.inner)
         for t in _value_terms(value):
-            if _is_num(t) or t[0] in ("bool", "var", "log2p"):
+            if is_num(t) or t[0] in ("bool", "var", "log2p"):
                 continue
             for name, lo, hi in reversed(self.binders):  # computed for every element of a comprehension
                 t = ("where", name, lo, hi, t)
@@ -396,28 +173,28 @@ class _Extractor:
         a, b = self.expr(node.left, env), self.expr(node.right, env)
         if node.op == "..":
             return ("range", a, b)
-        if _is_set(a) or _is_set(b):
+        if is_set(a) or is_set(b):
             raise Refusal(f"set arithmetic ({node.op!r})", node.span)
         if node.op == "**":
-            if _is_num(a) and _is_num(b):
-                if b[1] < 0 or (abs(a[1]) > 1 and b[1] > _MAX_SHIFT):  # the elaborator refuses or overflows
+            if is_num(a) and is_num(b):
+                if b[1] < 0 or (abs(a[1]) > 1 and b[1] > MAX_SHIFT):  # the elaborator refuses or overflows
                     raise Refusal(f"the constant power {a[1]} ** {b[1]}", node.span)
-                if not -_LIMIT <= a[1] ** b[1] < _LIMIT:
+                if not -LIMIT <= a[1] ** b[1] < LIMIT:
                     raise Refusal(f"the constant power {a[1]} ** {b[1]} beyond 62 bits", node.span)
                 return num(a[1] ** b[1])
-            return _power(a, b, node.span)
+            return power(a, b, node.span)
         if node.op == "/":  # exact division by a constant; the proof obliges the dividend to be a multiple
-            if not _is_num(b) or b[1] <= 0:
+            if not is_num(b) or b[1] <= 0:
                 raise Refusal("exact division '/' by something other than a positive constant", node.span)
-            if _is_num(a):
+            if is_num(a):
                 if a[1] % b[1]:
                     raise Refusal(f"{a[1]} / {b[1]} is not exact", node.span)
                 return num(a[1] // b[1])
             return a if b[1] == 1 else ("bin", "/", a, b)
-        if node.op not in _ARITH:
+        if node.op not in ARITH:
             raise Refusal(f"the operator {node.op!r}", node.span)
-        if node.op in ("//", "%", "mod") and not _is_num(b) and b != ("var", "p"):
-            e = _log2_of(b)
+        if node.op in ("//", "%", "mod") and not is_num(b) and b != ("var", "p"):
+            e = log2_of(b)
             if e is None:
                 raise Refusal(f"{node.op!r} by a symbol other than p or a power of two", node.span)
             if node.op == "//":  # floor division by 2^e is an arithmetic shift
@@ -431,7 +208,7 @@ class _Extractor:
             return neg(a)
         if node.op == "+":
             return a
-        if _is_num(a):
+        if is_num(a):
             return num(-a[1] if node.op == "-" else ~a[1])
         return ("un", node.op, a)
 
@@ -444,12 +221,12 @@ class _Extractor:
         out = TRUE
         for op, a, b in zip(node.ops, values, values[1:], strict=False):
             if op in ("in", "not in"):
-                if not _is_set(b):
+                if not is_set(b):
                     raise Refusal("'in' with something that is not a set", node.span)
-                term = _member(a, b)
+                term = member(a, b)
                 out = conj(out, term if op == "in" else neg(term))
-            elif op in _CMP:
-                if _is_set(a) or _is_set(b) or _is_bool(a) != _is_bool(b):
+            elif op in CMP:
+                if is_set(a) or is_set(b) or is_bool(a) != is_bool(b):
                     raise Refusal("a comparison of sets or of a condition with a number", node.span)
                 out = conj(out, cmp(op, a, b))
             else:
@@ -482,7 +259,7 @@ class _Extractor:
         try:
             for c in clause.conds:
                 term = self.expr(c, local)
-                if not _is_bool(term):
+                if not is_bool(term):
                     raise Refusal("a comprehension's condition that is not a comparison", c.span)
                 cond = conj(cond, term)
         finally:
@@ -493,7 +270,7 @@ class _Extractor:
 
     def _SetLit(self, node: ast.SetLit, env: Mapping[str, Any]) -> Term:
         elts = [self.expr(x, env) for x in node.elts]
-        if any(_is_set(x) for x in elts):
+        if any(is_set(x) for x in elts):
             raise Refusal("a set of sets", node.span)
         return ("elts", tuple(elts))
 
@@ -521,20 +298,20 @@ class _Extractor:
             self.depth -= 1
 
     def builtin(self, name: str, args: list[Any], span: Span) -> Any:
-        if name in ("min", "max") and len(args) >= 1 and not any(_is_set(a) for a in args):
+        if name in ("min", "max") and len(args) >= 1 and not any(is_set(a) for a in args):
             out = args[0]
             for a in args[1:]:
-                if _is_num(out) and _is_num(a):
+                if is_num(out) and is_num(a):
                     out = num(min(out[1], a[1]) if name == "min" else max(out[1], a[1]))
                 else:
                     out = ite(cmp("<=" if name == "min" else ">=", out, a), out, a)
             return out
-        if name == "abs" and len(args) == 1 and not _is_set(args[0]):
+        if name == "abs" and len(args) == 1 and not is_set(args[0]):
             a = args[0]
-            return num(abs(a[1])) if _is_num(a) else ite(cmp(">=", a, num(0)), a, ("un", "-", a))
+            return num(abs(a[1])) if is_num(a) else ite(cmp(">=", a, num(0)), a, ("un", "-", a))
         if name in ("log2", "ceil_log2") and len(args) == 1:
             a = args[0]
-            if _is_num(a) and a[1] >= 1:
+            if is_num(a) and a[1] >= 1:
                 v = a[1].bit_length() - 1
                 return num(v if name == "log2" or a[1] == 1 << v else v + 1)
             if a == ("var", "p"):  # floor(log2 p); ceil adds one where p is not a power of two
@@ -546,7 +323,7 @@ class _Extractor:
                 return a[3]
         if name == "is_pow2" and len(args) == 1:
             a = args[0]
-            if _is_num(a):
+            if is_num(a):
                 return TRUE if a[1] >= 1 and a[1] & (a[1] - 1) == 0 else FALSE
             if a == ("var", "p") and self.pow2:
                 return TRUE
@@ -604,7 +381,7 @@ class _Extractor:
             raise Refusal("a step loop over something other than a range lo .. hi", node.iter.span)
         lo, hi = bounds[1], bounds[2]
         count = binop("-", hi, lo)
-        count = ite(cmp(">=", count, num(0)), count, num(0)) if not _is_num(count) else num(max(count[1], 0))
+        count = ite(cmp(">=", count, num(0)), count, num(0)) if not is_num(count) else num(max(count[1], 0))
         i = ("var", "i")
         s = binop("-", binop("-", hi, num(1)), i) if backwards else binop("+", lo, i)
         local = dict(env)
@@ -646,7 +423,7 @@ class _Extractor:
                 for cond, branch in stmt.branches:
                     self.guard = rest  # each condition is evaluated where the ones before it are false
                     c = self.expr(cond, env)
-                    if _is_set(c):
+                    if is_set(c):
                         raise Refusal("a set as a condition", cond.span)
                     self.note(c)
                     self.step_body(branch, dict(env), conj(rest, c), ops)
@@ -655,7 +432,7 @@ class _Extractor:
             elif isinstance(stmt, ast.For) and not stmt.is_step:
                 values = self.expr(stmt.iter, env)
                 self.note(values)
-                if not _is_set(values):
+                if not is_set(values):
                     raise Refusal("a loop inside a step over something that is not a set", stmt.iter.span)
                 for v in _concrete(values, stmt.iter.span):
                     local = dict(env)
@@ -677,15 +454,15 @@ class _Extractor:
 
     def int_(self, node: ast.Expr, env: Mapping[str, Any]) -> Term:
         v = self.expr(node, env)
-        if _is_set(v) or _is_bool(v):
+        if is_set(v) or is_bool(v):
             raise Refusal("a peer that is not an integer", node.span)
         return v
 
     def chunks(self, node: ast.Expr, env: Mapping[str, Any]) -> Term:
         v = self.expr(node, env)
-        if _is_bool(v):
+        if is_bool(v):
             raise Refusal("chunks that are not an integer or a set", node.span)
-        return v if _is_set(v) else ("elts", (v,))
+        return v if is_set(v) else ("elts", (v,))
 
 
 def _value_terms(v: Any) -> list[Term]:
@@ -712,58 +489,14 @@ def _tree_size(t: Any, memo: dict[int, int] | None = None) -> int:
     return got
 
 
-def _power(a: Term, b: Term, span: Span) -> Term:
-    """``a ** b`` for a constant base +-2^k (k >= 1) and an exponent that is a formula: a shift, with the sign of
-    an odd power of a negative base.  The shift's count k * b must be in 0..62 (the proof's safety obligation),
-    which also excludes the negative exponents the elaborator refuses."""
-    if not _is_num(a) or abs(a[1]) < 2 or abs(a[1]) & (abs(a[1]) - 1):
-        raise Refusal("a power of a symbol (only constant bases +-2^k, k >= 1, with a symbolic exponent)", span)
-    k = abs(a[1]).bit_length() - 1
-    magnitude = ("bin", "<<", num(1), b if k == 1 else ("bin", "*", num(k), b))
-    if a[1] > 0:
-        return magnitude
-    odd = cmp("==", ("bin", "mod", b, num(2)), num(1))
-    return ("ite", odd, ("un", "-", magnitude), magnitude)
-
-
-def _log2_of(t: Term) -> Term | None:
-    """e where t is 2^e written as ``1 << e`` (times a power of two), else None."""
-    if t[0] == "bin" and t[1] == "<<" and t[2] == num(1):
-        return t[3]
-    if t[0] == "bin" and t[1] == "*":
-        for x, y in ((t[2], t[3]), (t[3], t[2])):
-            if _is_num(x) and x[1] >= 1 and x[1] & (x[1] - 1) == 0:
-                e = _log2_of(y)
-                if e is not None:
-                    return binop("+", e, num(x[1].bit_length() - 1))
-    return None
-
-
 def _concrete(values: Term, span: Span) -> list[int]:
     if values[0] == "range":
-        if not (_is_num(values[1]) and _is_num(values[2])):
+        if not (is_num(values[1]) and is_num(values[2])):
             raise Refusal("a loop inside a step with bounds that depend on the rank or p", span)
         return list(range(values[1][1], values[2][1]))
-    if not all(_is_num(x) for x in values[1]):
+    if not all(is_num(x) for x in values[1]):
         raise Refusal("a loop inside a step over a set that depends on the rank or p", span)
     return sorted({x[1] for x in values[1]})
-
-
-def _member(x: Term, s: Term) -> Term:
-    if s[0] == "range":
-        return conj(cmp("<=", s[1], x), cmp("<", x, s[2]))
-    if s[0] == "where":
-        _, name, lo, hi, cond = s
-        return conj(conj(cmp("<=", lo, x), cmp("<", x, hi)), substitute(cond, name, x))
-    out = FALSE
-    for e in s[1]:
-        out = disj(out, cmp("==", x, e))
-    return out
-
-
-def member(x: Term, s: Term) -> Term:
-    """The term ``x in s`` for a chunk set ``s``."""
-    return _member(x, s)
 
 
 def _stmt_word(stmt: ast.Stmt) -> str:
@@ -800,7 +533,7 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
             v = values[param.name]
         elif param.default is not None:
             d = ex.expr(param.default, {})
-            if not _is_num(d):
+            if not is_num(d):
                 raise Refusal(f"the default of {param.name}, which depends on p", param.default.span)
             v = d[1]
         else:
@@ -826,7 +559,7 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
     for a in program.asserts:
         ex.assertion(a, {}, TRUE)
     nchunks = ex.expr(program.chunks.count, {})
-    if _is_set(nchunks) or _is_bool(nchunks):
+    if is_set(nchunks) or is_bool(nchunks):
         raise Refusal("a chunk count that is not an integer", program.chunks.span)
     ex.note(nchunks)
     loops: list[Loop] = []
@@ -843,7 +576,7 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
         pow2=ex.pow2,
         constraints=tuple(constraints),
         nchunks=nchunks,
-        root=root if isinstance(root, tuple) and not _is_set(root) else None,
+        root=root if isinstance(root, tuple) and not is_set(root) else None,
         loops=tuple(loops),
         fixed=tuple(fixed),
         span=program.header.span,

@@ -1,0 +1,290 @@
+"""Learning the invariants of the proof for every p (`collc.verify.allp`) from small instances.
+
+`states` runs a symbolic model at a concrete p exactly: for every step loop, which ranks' contributions each
+slot (rank r, chunk c) holds before each iteration and after the last.  `atoms` lists the comparisons an
+invariant may be made of (differences of r, c, j modulo p, the iteration and p; for power-of-two p or bit
+operations, bit tests, the folding onto the largest power of two, and Swing's negabinary distances); `learn`
+finds a short disjunction of conjunctions of them that is true exactly at the points where slot (r, c) holds
+rank j's contribution after i iterations, and `simplest` trades each atom for the smallest one true at the
+same points.  What is learned is only a guess: `collc.verify.allp` proves it, or refines it, or gives up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from collc.ir import Collective
+from collc.verify.symbolic import Loop, Model, Refusal, evaluate, members
+
+__all__ = ["Contract", "atoms", "contract", "data", "dnf", "learn", "simplest", "states"]
+
+_MAX_TERMS = 8  # disjuncts of a learned invariant
+_MAX_ATOMS = 5  # comparisons per disjunct
+
+# --------------------------------------------------------------------------
+# Concrete states of the model (what the invariants are learned from)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    k: int  # chunks per rank of the contract (allgather, reduce-scatter: nchunks = k * p), else 1
+    unit: int  # nchunks / p where that is a fixed number (the invariants' block of c is c // unit), else 1
+    reduction: bool  # origin EVERY: each rank contributes to every chunk
+    root: int | None
+
+
+def contract(model: Model) -> Contract:
+    ks = {evaluate(model.nchunks, {"p": p}) / p for p in (2, 4, 8, 16)}
+    multiple = len(ks) == 1 and float(next(iter(ks))).is_integer() and next(iter(ks)) >= 1
+    unit = int(next(iter(ks))) if multiple else 1
+    k = 1
+    if model.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+        if not multiple:
+            raise Refusal("a chunk count that is not a fixed multiple of p", model.span)
+        k = unit
+    col = model.collective
+    if col in (Collective.ALLTOALL,):
+        raise Refusal(f"the {col.value} contract", model.span)
+    root = None
+    if col.has_root:
+        if model.root is None or model.root[0] != "num":
+            raise Refusal("a root that is not a fixed number", model.span)
+        root = model.root[1]
+    reduction = col in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)
+    return Contract(k, unit, reduction, root)
+
+
+def initial(ct: Contract, col: Collective, p: int, nchunks: int) -> np.ndarray:
+    state = np.zeros((p, nchunks, p), dtype=bool)  # [r, c, j]
+    for c in range(nchunks):
+        if ct.reduction:
+            state[np.arange(p), c, np.arange(p)] = True
+        else:
+            origin = ct.root if col is Collective.BROADCAST else c // ct.k
+            if origin is not None and origin < p:
+                state[origin, c, origin] = True
+    return state
+
+
+def ops_at(loop: Loop, p: int, i: int) -> list[tuple[int, str, int, frozenset[int], str | None]]:
+    out = []
+    for r in range(p):
+        env = {"p": p, "rank": r, "i": i}
+        for op in loop.ops:
+            if evaluate(op.guard, env):
+                out.append((r, op.kind, evaluate(op.peer, env), frozenset(members(op.chunks, env)), op.action))
+    return out
+
+
+def states(model: Model, ct: Contract, p: int) -> list[np.ndarray] | None:
+    """Per loop, the states before each iteration and after the last ([n+1, r, c, j]); None if ill-formed."""
+    nchunks = evaluate(model.nchunks, {"p": p})
+    state = initial(ct, model.collective, p, nchunks)
+    out = []
+    for loop in model.loops:
+        n = evaluate(loop.count, {"p": p})
+        seq = [state]
+        for i in range(n):
+            new = state.copy()
+            ops = ops_at(loop, p, i)
+            for _r, kind, q, chunks, _ in ops:
+                if kind == "recv" and not (0 <= q < p and all(0 <= c < nchunks for c in chunks)):
+                    return None
+            for r, kind, q, chunks, action in ops:
+                if kind == "recv" and action != "reduce":
+                    for c in chunks:
+                        new[r, c] = state[q, c]
+            for r, kind, q, chunks, action in ops:
+                if kind == "recv" and action == "reduce":
+                    for c in chunks:
+                        new[r, c] |= state[q, c]
+            state = new
+            seq.append(state)
+        out.append(np.stack(seq))
+    return out
+
+
+# --------------------------------------------------------------------------
+# Atoms and learning
+# --------------------------------------------------------------------------
+
+_V = {name: ("var", name) for name in ("p", "i", "rank", "c", "j", "n")}
+
+
+def features(bits: bool, k: int, root: int | None) -> list[Any]:
+    r, c, j, i, p = _V["rank"], _V["c"], _V["j"], _V["i"], _V["p"]
+    unit = c if k == 1 else ("bin", "//", c, ("num", k))
+    base = {"r": r, "u": unit, "j": j}
+    feats: list[Any] = [i, p, _V["n"], r, j, unit]
+    for a in "ruj":
+        for b in "ruj":
+            if a != b:
+                feats.append(("bin", "mod", ("bin", "-", base[a], base[b]), p))
+    if root:  # distances from the root
+        for x in (r, j):
+            feats.append(("bin", "mod", ("bin", "-", x, ("num", root)), p))
+    if bits:  # the largest power of two <= p, where schedules fold the ranks beyond it
+        feats.append(_POW2_FLOOR)
+    return feats
+
+
+_POW2_FLOOR = ("bin", "<<", ("num", 1), ("log2p",))
+_NEGABINARY = ("num", 0xAAAAAAAA)  # ((y + M) ^ M) is y in base -2, for |y| < 2^30
+
+
+def swing_leaves(x: Any, y: Any) -> Any:
+    """2^s for the step s at which rank x sends block y in Swing's reduce-scatter on Q = 2^floor(log2 p) ranks
+    (Q/2 for y = x): s + 1 is the number of lowest digits of `swing_distance` equal to the lowest one, so with
+    those digits turned to 0 and Q added, the lowest set bit is 2^(s+1)."""
+    mask = ("bin", "-", _POW2_FLOOR, ("num", 1))
+    d = swing_distance(x, y)
+    odd = ("cmp", "==", ("bin", "&", d, ("num", 1)), ("num", 1))
+    z = ("bin", "|", ("ite", odd, ("bin", "^", d, mask), d), _POW2_FLOOR)
+    return ("bin", ">>", ("bin", "&", z, ("un", "-", z)), ("num", 1))
+
+
+def swing_distance(x: Any, y: Any) -> Any:
+    """The negabinary digits of the distance from rank x to rank y on the ring of Q = 2^floor(log2 p) ranks,
+    mirrored for odd x: ``nb((y - x) mod Q)`` for even x, ``nb((x - y) mod Q)`` for odd x (y taken mod Q).
+
+    Swing's peers are x + rho(s) for even x and x - rho(s) for odd x, rho(s) = 1, -1, 3, -5, 11, ... (the
+    negabinary repunits), so after s steps of exchanges x holds exactly the ranks y whose distance has s
+    negabinary digits: this feature below 2^s.
+    """
+    mask = ("bin", "-", _POW2_FLOOR, ("num", 1))
+    vy = ("bin", "&", y, mask)
+    even = ("cmp", "==", ("bin", "&", x, ("num", 1)), ("num", 0))
+    dist = ("ite", even, ("bin", "-", vy, x), ("bin", "-", x, vy))
+    return ("bin", "&", ("bin", "^", ("bin", "+", dist, _NEGABINARY), _NEGABINARY), mask)
+
+
+def atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
+    feats = features(bits, k, root)
+    zero = ("num", 0)
+    atoms: list[Any] = []
+    for f in feats:
+        for o in range(-2, 3):
+            atoms.append(("cmp", "==", f, ("num", o)))
+            atoms.append(("cmp", "<=", f, ("num", o)))
+    for f in feats:
+        for g in feats:
+            if f is g:
+                continue
+            for o in range(-2, 3):
+                rhs = g if o == 0 else ("bin", "+", g, ("num", o))
+                atoms.append(("cmp", "<=", f, rhs))
+                atoms.append(("cmp", "==", f, rhs))
+    if bits:
+        i = _V["i"]
+        shifted = [("bin", "<<", ("num", 1), i), ("bin", "<<", ("num", 1), ("bin", "+", i, ("num", 1)))]
+        for f in feats[3:]:
+            for g in shifted:
+                atoms.append(("cmp", "<", f, g))
+                atoms.append(("cmp", ">=", f, g))
+    if bits:
+        r, j, i = _V["rank"], _V["j"], _V["i"]
+        unit = _V["c"] if k == 1 else ("bin", "//", _V["c"], ("num", k))
+        folded = ("bin", "&", j, ("bin", "-", _POW2_FLOOR, ("num", 1)))  # j's rank after folding onto 2^L
+        for x, y in ((r, j), (r, unit), (j, unit), (r, folded)):
+            for sh in (i, ("bin", "+", i, ("num", 1)), ("bin", "-", ("log2p",), i)):
+                atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))
+        for x, y in ((r, j), (r, unit)):  # Swing's contribution sets
+            for sh in (i, ("bin", "+", i, ("num", 1))):
+                atoms.append(("cmp", "<", swing_distance(x, y), ("bin", "<<", ("num", 1), sh)))
+        leave = swing_leaves(r, unit)  # Swing's blocks: the partial sums a rank keeps of those it sent
+        atoms.append(("cmp", "<", swing_distance(r, j), leave))
+        for sh in (i, ("bin", "-", ("log2p",), i)):
+            atoms.append(("cmp", ">=", leave, ("bin", "<<", ("num", 1), sh)))
+    del zero
+    return atoms
+
+
+def data(seqs: dict[int, np.ndarray], loop: Loop) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Points (p, i, r, c, j, n) and labels of one loop's states at the sampled p."""
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("p", "i", "rank", "c", "j", "n", "L")}
+    labels = []
+    for p, seq in seqs.items():
+        n1, _, nch, _ = seq.shape
+        i, r, c, j = np.meshgrid(np.arange(n1), np.arange(p), np.arange(nch), np.arange(p), indexing="ij")
+        for name, arr in (("i", i), ("rank", r), ("c", c), ("j", j)):
+            cols[name].append(arr.ravel().astype(np.int64))
+        size = i.size
+        cols["p"].append(np.full(size, p, dtype=np.int64))
+        cols["n"].append(np.full(size, n1 - 1, dtype=np.int64))
+        cols["L"].append(np.full(size, max(p.bit_length() - 1, 0), dtype=np.int64))
+        labels.append(seq.ravel())
+    return {k: np.concatenate(v) for k, v in cols.items()}, np.concatenate(labels)
+
+
+def learn(atoms: list[Any], truth: np.ndarray, labels: np.ndarray) -> list[list[int]] | None:
+    """A DNF over ``atoms`` (indices) true exactly on ``labels``; None if none small enough is found."""
+    pos, neg = labels, ~labels
+    uncovered = pos.copy()
+    terms: list[list[int]] = []
+    while uncovered.any():
+        if len(terms) == _MAX_TERMS:
+            return None
+        cur = np.ones_like(labels)
+        chosen: list[int] = []
+        while (cur & neg).any():
+            if len(chosen) == _MAX_ATOMS:
+                return None
+            pc = (truth & (cur & uncovered)).sum(axis=1).astype(np.float64)
+            nc = (truth & (cur & neg)).sum(axis=1).astype(np.float64)
+            p0, n0 = float((cur & uncovered).sum()), float((cur & neg).sum())
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gain = pc * (np.log2(pc / (pc + nc)) - math.log2(p0 / (p0 + n0)))
+            gain[(pc == 0) | (nc >= n0)] = -np.inf
+            best = int(np.argmax(gain))
+            if gain[best] == -np.inf:
+                return None
+            chosen.append(best)
+            cur &= truth[best]
+        # drop atoms the term does not need
+        for a in list(chosen):
+            rest = [b for b in chosen if b != a]
+            mask = np.ones_like(labels)
+            for b in rest:
+                mask &= truth[b]
+            if rest and not (mask & neg).any():
+                chosen = rest
+        mask = np.ones_like(labels)
+        for b in chosen:
+            mask &= truth[b]
+        terms.append(chosen)
+        uncovered &= ~mask
+    return terms
+
+
+def size(t: Any) -> int:
+    return 1 + sum(size(x) for x in t[1:] if isinstance(x, tuple)) if isinstance(t, tuple) else 0
+
+
+def simplest(atoms: list[Any], truth: np.ndarray, terms: list[list[int]]) -> list[list[int]]:
+    """``terms`` with each atom replaced by the smallest atom true at exactly the same points (``r == j`` rather
+    than ``(r - j) mod p == 0``): the same fit to the data, and formulas z3 finds easier."""
+    by_row: dict[bytes, int] = {}
+    for a in sorted({a for term in terms for a in term}):
+        by_row.setdefault(np.packbits(truth[a]).tobytes(), a)
+    best = {key: a for key, a in by_row.items()}
+    for b in sorted(range(len(atoms)), key=lambda x: size(atoms[x])):
+        key = np.packbits(truth[b]).tobytes()
+        if key in by_row and size(atoms[b]) < size(atoms[best[key]]):
+            best[key] = b
+    swap = {a: best[np.packbits(truth[a]).tobytes()] for term in terms for a in term}
+    return [[swap[a] for a in term] for term in terms]
+
+
+def dnf(atoms: list[Any], terms: list[list[int]]) -> Any:
+    out: Any = ("bool", False)
+    for term in terms:
+        t: Any = ("bool", True)
+        for a in term:
+            t = atoms[a] if t == ("bool", True) else ("and", t, atoms[a])
+        out = t if out == ("bool", False) else ("or", out, t)
+    return out
