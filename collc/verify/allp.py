@@ -44,6 +44,7 @@ _ROUNDS = 3  # learn, prove, add the counterexample's instance, again
 _MAX_P_DATA = 48  # largest instance whose states are learned from
 _BITS = 64
 _P_LIMIT = MAX_SLOTS  # p x chunks <= 2^28: no instance of any program has more ranks
+_COMPUTABLE = "a value can be computed (62 bits, shift counts in 0..62, exact '/', set elements in 0..2^26)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +231,7 @@ def _obligations(
         out.append((f"the number of chunks is {ct.k} * p", nch == kk * p, model.span))
     for t in model.lets:  # global and phase-level values: the elaborator computes every one
         out.append(
-            ("a value can be computed (62 bits, shift counts in 0..62, exact '/')",
+            (_COMPUTABLE,
              z3.Implies(rng(r, p), _safe(zz, t, {"p": p, "rank": r})), model.span)
         )
     if not model.loops:
@@ -299,7 +300,7 @@ def _obligations(
         safety += [(o.guard, t, o.span) for o in loop.ops for t in (o.peer, *_set_terms(o.chunks))]
         for g, t, where in safety:
             cond = z3.Implies(z3.And(*dom, zz.term(g, env_r)), _safe(zz, t, env_r))
-            out.append(("a value can be computed (62 bits, shift counts in 0..62, exact '/')", cond, where))
+            out.append((_COMPUTABLE, cond, where))
         for a_, b_ in _pairs(sends):  # check.py: duplicate-transfer
             both = z3.And(_to(zz, a_, env_r, q, c), _to(zz, b_, env_r, q, c))
             out.append(
@@ -372,6 +373,10 @@ def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
 
     def walk(x: Any) -> None:
         if not isinstance(x, tuple) or x[0] in ("num", "bool", "var", "log2p"):
+            return
+        if x[0] == "holds":  # computable, and true
+            walk(x[1])
+            conds.append(zz.term(x[1], env))
             return
         if x[0] == "where":  # {v for v in lo .. hi if cond}: cond is evaluated for every v in the range
             _, name, lo, hi, cond = x

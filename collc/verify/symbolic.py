@@ -23,6 +23,7 @@ import numpy as np
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import Action, Collective, OpKind, Schedule, Span
+from collc.values import MAX_SET_ELEMENT
 from collc.verify.terms import (
     ARITH,
     CMP,
@@ -123,16 +124,19 @@ class _Extractor:
         self.guard: Term | None = None  # inside a step: the condition the expressions evaluated now hold under
         self.noted: set[Any] = set()  # (list, guard, term) already in `inner` or `outer`
         self.binders: list[tuple[str, Term, Term]] = []  # the comprehensions being evaluated: variable, range
+        self.loop = 0  # counts the step loops (and step blocks) entered, for `noted`
 
     def note(self, value: Any) -> None:
         """``value`` is computed by the elaborator where the model now stands (a let, an argument): it must not
         fail (an inexact '/', a shift count out of range, 62 bits), even when nothing uses it."""
-        where = id(self.outer if self.guard is None else self.inner)
-        for t in _value_terms(value):
+        where = -1 if self.guard is None else self.loop
+        for t in _value_terms(value) + _element_checks(value):
             if is_num(t) or t[0] in ("bool", "var", "log2p"):
                 continue
             for name, lo, hi in reversed(self.binders):  # computed for every element of a comprehension
                 t = ("where", name, lo, hi, t)
+            if _tree_size(t) > _MAX_NODES or (self.guard is not None and _tree_size(self.guard) > _MAX_NODES):
+                raise Refusal("formulas too large for the symbolic model", None)  # (before hashing them)
             if (where, self.guard, t) in self.noted:
                 continue
             self.noted.add((where, self.guard, t))
@@ -205,7 +209,7 @@ class _Extractor:
     def _UnaryOp(self, node: ast.UnaryOp, env: Mapping[str, Any]) -> Any:
         a = self.expr(node.operand, env)
         if node.op == "not":
-            return neg(a)
+            return neg(self.condition(a, node.span))
         if node.op == "+":
             return a
         if is_num(a):
@@ -213,11 +217,22 @@ class _Extractor:
         return ("un", node.op, a)
 
     def _BoolOp(self, node: ast.BoolOp, env: Mapping[str, Any]) -> Term:
-        a, b = self.expr(node.left, env), self.expr(node.right, env)
+        a = self.condition(self.expr(node.left, env), node.left.span)
+        b = self.condition(self.expr(node.right, env), node.right.span)
+        self.note(a)  # the elaborator computes them even where the result is a constant
+        self.note(b)
         return conj(a, b) if node.op == "and" else disj(a, b)
+
+    def condition(self, c: Any, span: Span) -> Term:
+        """``c``, which the elaborator needs to be a bool, or a refusal."""
+        if not is_bool(c):
+            raise Refusal("a condition that is not a comparison or a combination of them", span)
+        return c
 
     def _Compare(self, node: ast.Compare, env: Mapping[str, Any]) -> Term:
         values = [self.expr(x, env) for x in node.operands]
+        for v in values:
+            self.note(v)
         out = TRUE
         for op, a, b in zip(node.ops, values, values[1:], strict=False):
             if op in ("in", "not in"):
@@ -234,7 +249,8 @@ class _Extractor:
         return out
 
     def _IfExp(self, node: ast.IfExp, env: Mapping[str, Any]) -> Any:
-        c = self.expr(node.cond, env)
+        c = self.condition(self.expr(node.cond, env), node.cond.span)
+        self.note(c)
         if c == TRUE:
             return self.expr(node.then, env)
         if c == FALSE:
@@ -251,6 +267,7 @@ class _Extractor:
         bounds = self.expr(clause.iter, env)
         if not (isinstance(bounds, tuple) and bounds[0] == "range"):
             raise Refusal("a comprehension over something other than a range lo .. hi", clause.iter.span)
+        self.note(bounds)
         self.bound += 1
         name = f"{clause.var}#{self.bound}"
         local = {**env, clause.var: ("var", name)}
@@ -258,9 +275,8 @@ class _Extractor:
         self.binders.append((name, bounds[1], bounds[2]))
         try:
             for c in clause.conds:
-                term = self.expr(c, local)
-                if not is_bool(term):
-                    raise Refusal("a comprehension's condition that is not a comparison", c.span)
+                term = self.condition(self.expr(c, local), c.span)
+                self.note(term)
                 cond = conj(cond, term)
         finally:
             self.binders.pop()
@@ -272,6 +288,8 @@ class _Extractor:
         elts = [self.expr(x, env) for x in node.elts]
         if any(is_set(x) for x in elts):
             raise Refusal("a set of sets", node.span)
+        if any(is_num(x) and not 0 <= x[1] < MAX_SET_ELEMENT for x in elts):
+            raise Refusal(f"a set element outside 0 .. {MAX_SET_ELEMENT - 1}", node.span)
         return ("elts", tuple(elts))
 
     def _Call(self, node: ast.Call, env: Mapping[str, Any]) -> Any:
@@ -293,12 +311,14 @@ class _Extractor:
                 if isinstance(stmt, ast.Let):
                     local[stmt.name] = self.expr(stmt.value, local)
                     self.note(local[stmt.name])
+                elif isinstance(stmt, ast.Assert):
+                    self.assertion(stmt, local, TRUE)
             return self.expr(fn.result, local)
         finally:
             self.depth -= 1
 
     def builtin(self, name: str, args: list[Any], span: Span) -> Any:
-        if name in ("min", "max") and len(args) >= 1 and not any(is_set(a) for a in args):
+        if name in ("min", "max") and len(args) >= 2 and not any(is_set(a) or is_bool(a) for a in args):
             out = args[0]
             for a in args[1:]:
                 if is_num(out) and is_num(a):
@@ -345,6 +365,7 @@ class _Extractor:
             elif isinstance(stmt, ast.StepBlock):
                 ops: list[SymOp] = []
                 self.inner = []
+                self.loop += 1
                 self.step_body(stmt.body, dict(env), TRUE, ops)
                 self.guard = None
                 loops.append(Loop(phase.name, num(1), tuple(ops), stmt.span, tuple(self.inner)))
@@ -390,6 +411,7 @@ class _Extractor:
         self.note(bounds)
         self.outer.append(count)
         self.inner = []
+        self.loop += 1
         self.step_body(node.body, local, TRUE, ops)
         self.guard = None
         return Loop(phase.name, count, tuple(ops), node.span, tuple(self.inner))
@@ -422,9 +444,7 @@ class _Extractor:
                 rest = guard
                 for cond, branch in stmt.branches:
                     self.guard = rest  # each condition is evaluated where the ones before it are false
-                    c = self.expr(cond, env)
-                    if is_set(c):
-                        raise Refusal("a set as a condition", cond.span)
+                    c = self.condition(self.expr(cond, env), cond.span)
                     self.note(c)
                     self.step_body(branch, dict(env), conj(rest, c), ops)
                     rest = conj(rest, neg(c))
@@ -463,6 +483,19 @@ class _Extractor:
         if is_bool(v):
             raise Refusal("chunks that are not an integer or a set", node.span)
         return v if is_set(v) else ("elts", (v,))
+
+
+def _element_checks(v: Any) -> list[Term]:
+    """What must hold of a set's elements for the elaborator to build it: each in 0 .. MAX_SET_ELEMENT - 1."""
+    def ok(x: Term) -> Term:
+        return conj(cmp(">=", x, num(0)), cmp("<", x, num(MAX_SET_ELEMENT)))
+
+    if isinstance(v, tuple) and v[0] == "elts":
+        return [("holds", ok(x)) for x in v[1] if not is_num(x)]
+    if isinstance(v, tuple) and v[0] == "where":
+        _, name, lo, hi, cond = v
+        return [("where", name, lo, hi, ("holds", disj(neg(cond), ok(("var", name)))))]
+    return []
 
 
 def _value_terms(v: Any) -> list[Term]:

@@ -3,7 +3,8 @@ step variable, their constructors, and their values at concrete points.
 
 Terms are tuples: ``("num", v)``, ``("var", name)``, ``("bin", op, a, b)``, ``("un", op, a)``,
 ``("ite", c, a, b)``, ``("cmp", op, a, b)``, ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``,
-``("log2p",)`` (floor(log2 p)).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``),
+``("log2p",)`` (floor(log2 p)), ``("holds", c)`` (a condition the elaborator needs true, among the values
+it computes).  Chunk sets are ``("range", lo, hi)`` (``lo .. hi``),
 ``("elts", (t, ...))`` or ``("where", x, lo, hi, cond)`` (``{x for x in lo .. hi if cond}``, the
 variable ``("var", x)`` bound in ``cond``).  `evaluate` gives a term's value at concrete ``p``, ``rank`` and
 ``i`` with the language's integer semantics (floor division, modulo with the divisor's sign, exact ``/``,
@@ -208,6 +209,10 @@ def evaluate(t: Any, env: Mapping[str, int]) -> Any:
         return evaluate(t[1], env) or evaluate(t[2], env)
     if kind == "not":
         return not evaluate(t[1], env)
+    if kind == "holds":
+        if not evaluate(t[1], env):
+            raise Refusal("a set element out of range", None)
+        return True
     raise AssertionError(kind)
 
 
@@ -261,6 +266,10 @@ def evaluate_array(t: Any, env: Mapping[str, Any], strict: bool = False) -> Any:
         return np.where(c, evaluate_array(t[2], env, strict), evaluate_array(t[3], env, strict))
     if kind == "where":
         raise Refusal("a set by comprehension, as an array", None)
+    if kind == "holds":  # a condition the elaborator needs true (a set's elements in range)
+        if strict and not np.all(evaluate_array(t[1], env, strict)):
+            raise Refusal("a set element out of range", None)
+        return True
     raise AssertionError(kind)
 
 
