@@ -62,6 +62,7 @@ EVERY: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
     ("ring_allreduce_k3", "ring_allreduce", {"p": 5, "k": 3}, {}),
     ("swing_bw", "swing_bw", {"p": 6}, {}),
     ("swing_lat", "swing_lat", {"p": 4}, {}),
+    ("swing_bw_pow2", "swing_bw_pow2", {"p": 4}, {}),
     ("rabenseifner", "rabenseifner", {"p": 6}, {}),
     ("recursive_doubling", "recursive_doubling", {"p": 4}, {}),
     ("recursive_doubling_any", "recursive_doubling_any", {"p": 3}, {}),
