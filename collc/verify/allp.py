@@ -175,19 +175,18 @@ class _Z3:
             out = z3.If(z3.And(lo <= a, a < hi), a - lo, out)
         return out
 
-    def domain(self, model: Model, constraints: bool = True) -> list[Any]:
-        z3 = self.z3
+    def domain(self) -> list[Any]:
+        """p's range, and log2(p) where the formulas use it; the program's constraints apart (`constraints`)."""
         out = [self.p >= 1, self.p <= self.const(_P_LIMIT)]
         if self.pow2:
             out += [self.L >= 0, self.L <= 30, self.p == self.const(1) << self.L]
         elif self.bits:  # L = floor(log2 p)
             one = self.const(1)
             out += [self.L >= 0, self.L <= 30, one << self.L <= self.p, self.p < one << (self.L + 1)]
-        env = {"p": self.p}
-        if constraints:
-            out += [self.term(c, env) for c in model.constraints]
-        del z3
         return out
+
+    def constraints(self, model: Model) -> list[Any]:
+        return [self.term(c, {"p": self.p}) for c in model.constraints]
 
 
 # --------------------------------------------------------------------------
@@ -461,7 +460,7 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
         solver = _solver(z3, bits)
         solver.set("timeout", timeout_ms)
         try:
-            solver.add(*zz.domain(model, constraints=False))  # the constraints must evaluate at every p
+            solver.add(*zz.domain())  # the constraints must evaluate at every p, before they are assumed
             evaluable = [("a constraint can be evaluated", _safe(zz, c, {"p": zz.p}), model.span)
                          for c in model.constraints]  # fmt: skip
             obligations = _obligations(zz, model, ct, invs)
@@ -469,7 +468,7 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             return Proof(False, "", f"the step formulas do not translate to z3 ({err})", model.span, texts)
         failed = _first_failure(zz, solver, evaluable, bits)
         if failed is None:
-            solver.add(*[zz.term(c, {"p": zz.p}) for c in model.constraints])  # now they hold
+            solver.add(*zz.constraints(model))
             failed = _first_failure(zz, solver, obligations, bits)
         if failed is None:
             arith = "64-bit integers" if bits else "integers"

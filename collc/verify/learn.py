@@ -271,7 +271,7 @@ def simplest(atoms: list[Any], truth: np.ndarray, terms: list[list[int]]) -> lis
     by_row: dict[bytes, int] = {}
     for a in sorted({a for term in terms for a in term}):
         by_row.setdefault(np.packbits(truth[a]).tobytes(), a)
-    best = {key: a for key, a in by_row.items()}
+    best = dict(by_row)
     for b in sorted(range(len(atoms)), key=lambda x: size(atoms[x])):
         key = np.packbits(truth[b]).tobytes()
         if key in by_row and size(atoms[b]) < size(atoms[best[key]]):
