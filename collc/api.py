@@ -18,7 +18,19 @@ from typing import Any
 
 import numpy as np
 
-from collc.backends import cuda, local, local_codecs, mpi_c, mpi_c_anyp, mpi_cuda, mpi_launch, mpi_py, msccl, tables
+from collc.backends import (
+    cuda,
+    local,
+    local_codecs,
+    mpi_c,
+    mpi_c_anyp,
+    mpi_cuda,
+    mpi_cuda_anyp,
+    mpi_launch,
+    mpi_py,
+    msccl,
+    tables,
+)
 from collc.collectives import count_error, layout_error
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
@@ -203,24 +215,34 @@ class Algorithm:
         self,
         out_dir: str | Path,
         *,
+        target: str = "mpi-c",
         params: Mapping[str, ParamValue] | None = None,
         verify_up_to: int = ANY_P_VERIFIED,
         build: bool = True,
     ) -> tuple[list[Path], list[int]]:
-        """One mpi-c library for every communicator size: the program itself in C, which computes a rank's step
-        tables at the first call on a communicator of p ranks (`collc.backends.mpi_c_anyp`).  ``params`` gives
-        every parameter but p (those with a default may be left out).  The schedule is verified at every p in
-        1 .. ``verify_up_to`` the constraints allow (a failure is a CollError).  The files written and the rank
+        """One library for every communicator size: the program itself in C, which computes a rank's step
+        tables at the first call on a communicator of p ranks (``target`` mpi-c: `collc.backends.mpi_c_anyp`;
+        mpi-cuda: `collc.backends.mpi_cuda_anyp`, the library and its driver).  ``params`` gives every parameter
+        but p (those with a default may be left out).  The schedule is verified at every p in 1 ..
+        ``verify_up_to`` the constraints allow (a failure is a CollError).  The files written and the rank
         counts verified."""
+        if target not in ("mpi-c", "mpi-cuda"):
+            raise CollError(f"one library for any p is built for the mpi-c and mpi-cuda targets, not {target}")
         values = dict(params or {})
         mpi_c_anyp.check_supported(self.program, values)
         kept, _ = self.allowed(range(1, verify_up_to + 1), **values)
         for inst in kept:
-            inst._require_verified("compile --target mpi-c -p any")
-        files = mpi_c_anyp.generate(self.program, Path(out_dir), values, [i.nranks for i in kept])
+            inst._require_verified(f"compile --target {target} -p any")
+        verified = [i.nranks for i in kept]
+        if target == "mpi-cuda":
+            files = mpi_cuda_anyp.generate(self.program, Path(out_dir), values, verified)
+            if build:
+                files.extend(mpi_cuda_anyp.build(Path(out_dir), self.program))
+            return files, verified
+        files = mpi_c_anyp.generate(self.program, Path(out_dir), values, verified)
         if build:
             files.append(mpi_c_anyp.build(Path(out_dir), self.program))
-        return files, [i.nranks for i in kept]
+        return files, verified
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,10 @@
 #ifndef COLLC_ANYP_H
 #define COLLC_ANYP_H
 
+#include <limits.h>
 #include <pthread.h>
 
+#include "collc_anyp_rows.h"
 #include "collc_avalue.h"
 
 /* ---------------------------------------------------------------------------
@@ -462,6 +464,47 @@ static inline void collc_av_begin_rank(struct collc_av *X, int rank)
 {
     X->rank = rank, X->counter = 0, X->in_step = -1, X->nops = 0, X->nopruns = 0, X->depth = 0;
     X->iterations_left = COLLC_AV_MAX_ITERATION;
+}
+
+/* The builder of a program's tables (a generated `build`). */
+typedef int (*collc_av_build_fn)(int p, int rank, struct collc_av_tables *t, int *nchunks, int *root, char *why,
+                                 size_t len);
+
+/* The tables `build` makes for `rank` of p ranks, as plain rows (collc_anyp_rows.h): 0, or -1 with the reason. */
+static inline int collc_av_rows(collc_av_build_fn build, int p, int rank, struct collc_anyp_rows *out, char *why,
+                                size_t len)
+{
+    struct collc_av_tables t;
+    int nchunks = 0, root = -1;
+    memset(out, 0, sizeof *out);
+    if (build(p, rank, &t, &nchunks, &root, why, len) != 0) return -1;
+    out->msgs = (struct collc_anyp_msg *)calloc((size_t)t.nmsgs + 1, sizeof *out->msgs);
+    out->runs = (struct collc_anyp_run *)calloc((size_t)t.nruns + 1, sizeof *out->runs);
+    out->deps = (int *)calloc((size_t)t.ndeps + 1, sizeof *out->deps);
+    if (out->msgs == NULL || out->runs == NULL || out->deps == NULL || t.nmsgs > INT_MAX || t.nruns > INT_MAX ||
+        t.ndeps > INT_MAX) {
+        snprintf(why, len, "out of memory for the tables of rank %d of %d", rank, p);
+        collc_anyp_rows_free(out);
+        free(t.msgs), free(t.runs), free(t.deps);
+        return -1;
+    }
+    out->nchunks = nchunks, out->root = root;
+    out->nmsgs = (int)t.nmsgs, out->nruns = (int)t.nruns, out->ndeps = (int)t.ndeps;
+    for (int64_t i = 0; i < t.nmsgs; i++) {
+        const struct collc_msg *m = &t.msgs[i];
+        struct collc_anyp_msg *o = &out->msgs[i];
+        o->step = m->step, o->peer = m->peer, o->first_run = m->first_run, o->nruns = m->nruns;
+        o->kind = m->kind == COLLC_SEND ? COLLC_ANYP_SEND
+                  : m->kind == COLLC_RECV_DIRECT ? COLLC_ANYP_RECV_DIRECT : COLLC_ANYP_RECV;
+        o->first_dep = m->first_dep, o->ndeps = m->ndeps;
+    }
+    for (int64_t i = 0; i < t.nruns; i++) {
+        out->runs[i].lo = t.runs[i].lo, out->runs[i].hi = t.runs[i].hi;
+        out->runs[i].reduce = t.runs[i].action == COLLC_REDUCE;
+    }
+    if (t.ndeps > 0) memcpy(out->deps, t.deps, (size_t)t.ndeps * sizeof *out->deps);
+    free(t.msgs), free(t.runs), free(t.deps);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------

@@ -138,7 +138,7 @@ struct collc_mpicuda_ctx {
     int flow;                      /* by dataflow (collc_mpicuda_flow.cuh), not step by step */
     int need_places, need_fx;      /* dataflow: places, messages */
     size_t need_fints;
-    int64_t place_largest;         /* dataflow: the largest run of a message (bytes) */
+    int64_t place_largest;         /* dataflow: the largest raw piece of a message (bytes) */
     int64_t place_bytes;           /* dataflow: scratch per place */
     int64_t pinned_stride;         /* bytes of each pinned segment buffer (staged transport) */
     int flow_n, flow_edges, nfree; /* dataflow: messages, dependencies, free places */
@@ -157,28 +157,43 @@ static inline int64_t collc_mpicuda_elem_at(const struct collc_mpicuda_ctx *ctx,
     return collc_cuda_chunk_offset(&ctx->cu.layout, c);
 }
 
-/* Adds message m's pieces (sizing: counts them); returns how many. `area` is the end of the scratch used so far. */
+/* Adds message m's pieces (sizing: counts them); returns how many.  `area` is the end of the scratch used so far;
+ * `largest` (when not NULL) grows to the largest raw piece.  Raw runs that follow each other in the buffer (a
+ * copy run then a reduce run, or runs split by empty chunks) travel as one piece: the pieces depend only on which
+ * elements the message carries, so a sender and a receiver whose tables split the same elements into different
+ * runs still cut the same pieces (any-p tables, collc_mpicuda_anyp.cuh, have the sender's runs merged). */
 static inline int collc_mpicuda_plan_msg(struct collc_mpicuda_ctx *ctx, const struct collc_mpicuda_phase *ph,
                                          const struct collc_cuda_msg *m, int send, int first, int *nready,
-                                         int64_t *area)
+                                         int64_t *area, int64_t *largest)
 {
     int n = 0;
+    int64_t open_end = -1, open_bytes = 0; /* the element after the last piece when it is raw (else -1), its bytes */
     for (int k = 0; k < m->nruns; k++) {
         const struct collc_cuda_run *r = &ph->runs[m->first_run + k];
         if (r->how == COLLC_CUDA_VALUES) {
-            const int64_t bytes = collc_cuda_run_bytes(&ctx->cu, r);
+            const int64_t bytes = collc_cuda_run_bytes(&ctx->cu, r), lo = collc_mpicuda_elem_at(ctx, r->lo);
+            const int scratch = !send && m->landing != COLLC_CUDA_DIRECT;
             struct collc_mpicuda_piece p = {COLLC_MPICUDA_RAW, m->first_run + k, r->lo, COLLC_MPICUDA_IN_BUFFER,
-                                            collc_mpicuda_elem_at(ctx, r->lo) * ctx->cu.elem_bytes, bytes, bytes, -1};
+                                            lo * ctx->cu.elem_bytes, bytes, bytes, -1};
             if (bytes == 0) continue;
-            if (!send && m->landing != COLLC_CUDA_DIRECT) {
+            if (scratch) { /* consecutive raw runs land one after the other */
                 p.base = COLLC_MPICUDA_IN_SCRATCH;
                 p.at = *area;
                 *area += bytes;
             }
-            if (!ctx->sizing) ctx->pieces[first + n] = p;
-            n++;
+            if (open_end == lo) { /* the previous piece grows */
+                open_bytes += bytes;
+                if (!ctx->sizing) ctx->pieces[first + n - 1].bytes = ctx->pieces[first + n - 1].capacity = open_bytes;
+            } else {
+                open_bytes = bytes;
+                if (!ctx->sizing) ctx->pieces[first + n] = p;
+                n++;
+            }
+            if (largest != NULL && open_bytes > *largest) *largest = open_bytes;
+            open_end = collc_mpicuda_elem_at(ctx, r->hi);
             continue;
         }
+        open_end = -1;
         for (int c = r->lo; c < r->hi; c++) {
             struct collc_mpicuda_piece p = {COLLC_MPICUDA_SLOT, m->first_run + k, c, COLLC_MPICUDA_IN_SCRATCH, 0, -1,
                                             0, -1};
@@ -213,7 +228,7 @@ static inline int collc_mpicuda_plan_step(struct collc_mpicuda_ctx *ctx, const s
             const int send = pass == 1;
             int n;
             if ((send ? m[i].src : m[i].dst) != ctx->rank || m[i].src == m[i].dst) continue;
-            n = collc_mpicuda_plan_msg(ctx, ph, &m[i], send, npieces, nready, &area);
+            n = collc_mpicuda_plan_msg(ctx, ph, &m[i], send, npieces, nready, &area, NULL);
             if (n == 0) continue;
             if (!ctx->sizing) {
                 struct collc_mpicuda_link *l = &ctx->links[nlinks];
@@ -340,20 +355,32 @@ static inline int collc_mpicuda_arrive_slot(struct collc_mpicuda_ctx *ctx, const
         "adding payloads");
 }
 
-/* Copies or reduces received piece `p` (raw, in scratch) into the buffer on the main stream. */
+/* Copies or reduces received piece `p` (raw, in scratch) into the buffer on the main stream: each of the runs it
+ * covers (from its first, until its bytes are used up) by the run's action. */
 static inline int collc_mpicuda_apply_piece(struct collc_mpicuda_ctx *ctx, const struct collc_mpicuda_phase *ph,
                                             const struct collc_mpicuda_piece *p)
 {
     struct collc_mpicuda_state *st = ctx->st;
-    const struct collc_cuda_run *r = &ph->runs[p->run];
-    const int64_t bytes = collc_cuda_run_bytes(&ctx->cu, r);
-    char *at = ctx->buffer + collc_mpicuda_elem_at(ctx, r->lo) * ctx->cu.elem_bytes;
-    if (r->action == COLLC_CUDA_REDUCE) {
-        ctx->cu.reduce(at, ctx->scratch + p->at, bytes / ctx->cu.elem_bytes, st->max_blocks, st->main);
-        return collc_mpicuda_launched(ctx, cudaSuccess, "a reduction");
+    int64_t done = 0;
+    for (int k = p->run; done < p->bytes; k++) {
+        const struct collc_cuda_run *r = &ph->runs[k];
+        const int64_t bytes = collc_cuda_run_bytes(&ctx->cu, r);
+        char *at = ctx->buffer + collc_mpicuda_elem_at(ctx, r->lo) * ctx->cu.elem_bytes;
+        int err;
+        if (bytes == 0) continue;
+        if (r->action == COLLC_CUDA_REDUCE) {
+            ctx->cu.reduce(at, ctx->scratch + p->at + done, bytes / ctx->cu.elem_bytes, st->max_blocks, st->main);
+            err = collc_mpicuda_launched(ctx, cudaSuccess, "a reduction");
+        } else {
+            err = collc_mpicuda_launched(ctx,
+                                         cudaMemcpyAsync(at, ctx->scratch + p->at + done, (size_t)bytes,
+                                                         cudaMemcpyDeviceToDevice, st->main),
+                                         "a copy");
+        }
+        if (err != COLLC_CUDA_OK) return err;
+        done += bytes;
     }
-    return collc_mpicuda_launched(
-        ctx, cudaMemcpyAsync(at, ctx->scratch + p->at, (size_t)bytes, cudaMemcpyDeviceToDevice, st->main), "a copy");
+    return COLLC_CUDA_OK;
 }
 
 /* Every received message of the step, applied on the main stream. */

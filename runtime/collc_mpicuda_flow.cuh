@@ -159,11 +159,7 @@ static inline int collc_mpicuda_run_flow(struct collc_mpicuda_ctx *ctx)
         prev = m->step;
         if (run > busiest) busiest = run;
         edges += rows[i].ndeps;
-        for (k = 0; k < m->nruns; k++) {
-            const int64_t b = collc_cuda_run_bytes(&ctx->cu, &ph->runs[m->first_run + k]);
-            if (b > largest) largest = b;
-        }
-        k = collc_mpicuda_plan_msg(ctx, ph, m, send, npieces, &nready, &area);
+        k = collc_mpicuda_plan_msg(ctx, ph, m, send, npieces, &nready, &area, &largest);
         if (area > scratch) scratch = area;
         if (!ctx->sizing) {
             struct collc_mpicuda_link *l = &ctx->links[i];

@@ -1,7 +1,9 @@
 /* collc_mpicuda_main.h: the driver program of a generated mpi-cuda library (collc run --backend mpi-cuda).
  *
  * The generated collc_<algorithm>_mpicuda_main.cu defines COLLC_MAIN_* (the
- * library's entry points and sizes) and includes this file.  Every rank:
+ * library's entry points and sizes; COLLC_MAIN_NRANKS 0 for a library compiled
+ * for any p, which also defines COLLC_MAIN_NCHUNKS_OF(p) and
+ * COLLC_MAIN_LAYOUT_OF(p, count, offsets)) and includes this file.  Every rank:
  *
  *   - picks its GPU: local rank on the node (MPI_COMM_TYPE_SHARED) modulo
  *     the visible devices, so one rank per GPU when there are as many, and
@@ -39,6 +41,11 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 
+#ifndef COLLC_MAIN_NCHUNKS_OF /* a library for one p */
+#define COLLC_MAIN_NCHUNKS_OF(p) COLLC_MAIN_NCHUNKS
+#define COLLC_MAIN_LAYOUT_OF(p, count, offsets) COLLC_MAIN_LAYOUT(count, offsets)
+#endif
+
 enum { MAIN_MAX_COUNTS = 64 };
 
 struct main_opts {
@@ -50,7 +57,7 @@ struct main_opts {
     long long fault_arg; /* the call (stop, exit) or the extra elements (count) */
 };
 
-static int main_rank;
+static int main_rank, main_size;
 static const char *main_status_dir;
 static long long main_count = -1;
 
@@ -106,13 +113,16 @@ static void main_fail(const char *fmt, ...)
 
 static void main_usage(const char *program)
 {
+    char p[16];
+    if (COLLC_MAIN_NRANKS > 0) snprintf(p, sizeof p, "%d", COLLC_MAIN_NRANKS);
+    else snprintf(p, sizeof p, "P");
     if (main_rank == 0)
         fprintf(stderr,
-                "usage: mpiexec -n %d %s [--counts N,N,...] [--dtype float32|float64|float16|bfloat16|int32|int64]\n"
+                "usage: mpiexec -n %s %s [--counts N,N,...] [--dtype float32|float64|float16|bfloat16|int32|int64]\n"
                 "       [--op sum|prod|max|min] [--iters N] [--warmup N] [--inputs DIR] [--outputs DIR]\n"
                 "       [--status DIR] [--fault stop:RANK:CALL|exit:RANK:CALL|count:RANK:EXTRA]\n"
-                "runs %s (p=%d) on this job's GPUs; rank 0 prints one JSON row per count.\n",
-                COLLC_MAIN_NRANKS, program, COLLC_MAIN_ALGORITHM, COLLC_MAIN_NRANKS);
+                "runs %s (p=%s) on this job's GPUs; rank 0 prints one JSON row per count.\n",
+                p, program, COLLC_MAIN_ALGORITHM, COLLC_MAIN_NRANKS > 0 ? p : "any");
 }
 
 static int main_index(const char *const *names, int n, const char *value)
@@ -262,15 +272,19 @@ static void main_fault(const struct main_opts *o, int call)
 /* One count: the calls, the check, the output; rank 0 prints the row. */
 static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
 {
-    int64_t offsets[COLLC_MAIN_NCHUNKS + 1];
+    const int nchunks = COLLC_MAIN_NCHUNKS_OF(main_size);
+    int64_t *offsets;
     long long count = o->counts[i], logical, bytes;
     double total = 0, mine, stats[3], all[3];
     char *host, *pristine, *work;
     if (o->fault == 'c' && o->fault_rank == main_rank) count += o->fault_arg;
     main_count = o->counts[i];
     main_status("running", NULL);
-    if (COLLC_MAIN_LAYOUT(count, offsets) < 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());
-    logical = (long long)offsets[COLLC_MAIN_NCHUNKS];
+    if (nchunks < 1) main_fail("%s", COLLC_MAIN_LAST_ERROR());
+    if ((offsets = (int64_t *)malloc(((size_t)nchunks + 1) * sizeof *offsets)) == NULL) main_fail("out of host memory");
+    if (COLLC_MAIN_LAYOUT_OF(main_size, count, offsets) < 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());
+    logical = (long long)offsets[nchunks];
+    free(offsets);
     bytes = logical * main_dtype_bytes[o->dtype];
     if ((host = (char *)malloc((size_t)bytes + 1)) == NULL) main_fail("out of host memory (%lld bytes)", bytes);
     main_read_input(o, i, host, bytes);
@@ -304,7 +318,7 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
     if (main_rank != 0) return;
     printf("{\"impl\": \"mpi-cuda\", \"count\": %lld, \"size_bytes\": %lld, \"avg_us\": %.3f, \"min_us\": %.3f, "
            "\"max_us\": %.3f, \"iters\": %d, \"wrong\": -1}\n",
-           o->counts[i], o->counts[i] * main_dtype_bytes[o->dtype], all[2] / COLLC_MAIN_NRANKS, -all[1], all[0],
+           o->counts[i], o->counts[i] * main_dtype_bytes[o->dtype], all[2] / main_size, -all[1], all[0],
            o->iters);
     fflush(stdout);
 }
@@ -313,15 +327,16 @@ int main(int argc, char **argv)
 {
     struct main_opts o;
     cudaStream_t stream;
-    int size = 0, ndevices;
+    int ndevices;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &main_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_size(MPI_COMM_WORLD, &main_size);
     main_parse(argc, argv, &o);
     main_status_dir = o.status;
     main_status("starting", NULL);
-    if (size != COLLC_MAIN_NRANKS)
-        main_fail("launched on %d ranks, %s was compiled for p=%d", size, COLLC_MAIN_ALGORITHM, COLLC_MAIN_NRANKS);
+    if (COLLC_MAIN_NRANKS > 0 && main_size != COLLC_MAIN_NRANKS)
+        main_fail("launched on %d ranks, %s was compiled for p=%d", main_size, COLLC_MAIN_ALGORITHM,
+                  COLLC_MAIN_NRANKS);
     ndevices = main_pick_device();
     MAIN_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int i = 0; i < o.ncounts; i++)

@@ -139,7 +139,7 @@ static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm
     return err;
 }
 
-/* Bytes of each pinned segment buffer: a segment, or by dataflow no more than a message's largest run. */
+/* Bytes of each pinned segment buffer: a segment, or by dataflow no more than a message's largest raw piece. */
 static inline int64_t collc_mpicuda_pinned_stride(const struct collc_mpicuda_state *st,
                                                   const struct collc_mpicuda_ctx *ctx)
 {

@@ -224,7 +224,7 @@ def test_a_parameter_without_a_value_is_refused(tmp_path: Path) -> None:
         collc.load(EXAMPLES / "ring_allreduce.coll").compile_any_p(tmp_path / "r", params={"p": 4}, build=False)
 
 
-def test_cli_compiles_any_p_for_mpi_c_only(tmp_path: Path) -> None:
+def test_cli_compiles_any_p_for_mpi_targets_only(tmp_path: Path) -> None:
     res = cli("compile", EXAMPLES / "ring_allreduce.coll", "-p", "any", "--param", "k=2", "--target", "mpi-c",
               "--no-build", "-o", tmp_path / "a")  # fmt: skip
     assert res.code == 0, res.text
@@ -232,7 +232,7 @@ def test_cli_compiles_any_p_for_mpi_c_only(tmp_path: Path) -> None:
     text = (tmp_path / "a" / "collc_ring_allreduce.c").read_text()
     assert "k=2, given at compile time" in text and "static void phase_reduce_scatter(struct collc_av *X)" in text
     res = cli("compile", EXAMPLES / "ring_allreduce.coll", "-p", "any", "--target", "mpi-py", "-o", tmp_path / "b")
-    assert res.code == 2 and "-p any applies to the mpi-c target only" in res.text
+    assert res.code == 2 and "-p any applies to the mpi-c and mpi-cuda targets only, not mpi-py" in res.text
     res = cli("compile", EXAMPLES / "hierarchical" / "hier_allgather.coll", "-p", "any", "-t", "mpi-c",
               "--param", "nodes=2", "--param", "local=2", "-o", tmp_path / "c")  # fmt: skip
     assert res.code != 0 and "does not support a hierarchy" in res.text and "hier_allgather.coll:" in res.text

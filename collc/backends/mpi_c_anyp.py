@@ -30,7 +30,7 @@ from collc.ir import Collective, ParamValue
 
 __all__ = ["AnypPlan", "RankTables", "anyp_tables", "build", "check_supported", "generate", "library_path"]
 
-RUNTIME_HEADERS: tuple[str, ...] = (*mpi_c.RUNTIME_HEADERS, "collc_avalue.h", "collc_anyp.h")
+RUNTIME_HEADERS: tuple[str, ...] = (*mpi_c.RUNTIME_HEADERS, "collc_avalue.h", "collc_anyp_rows.h", "collc_anyp.h")
 
 
 @dataclass(frozen=True, slots=True)

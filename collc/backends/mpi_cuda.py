@@ -53,6 +53,7 @@ from collc.ir import Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
 
 __all__ = [
+    "LIBRARY_FLAGS",
     "NO_DEVICE",
     "RUNTIME_HEADERS",
     "TRANSPORTS",
@@ -62,6 +63,7 @@ __all__ = [
     "build",
     "check_transport",
     "driver_path",
+    "environment",
     "generate",
     "library_path",
     "plan",
@@ -85,7 +87,7 @@ RUNTIME_HEADERS: tuple[str, ...] = (
 
 NO_DEVICE = "no CUDA device is visible"
 
-_LIBRARY_FLAGS = ("-Xcompiler", "-fPIC", "-shared")
+LIBRARY_FLAGS = ("-Xcompiler", "-fPIC", "-shared")
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +221,8 @@ def plan(schedule: Schedule, *, arch: str = cuda.DEFAULT_ARCH) -> Plan:
         link_name=f"collc_{ident}_mpicuda",
         runtime_headers=RUNTIME_HEADERS,
         nvcc_base=" ".join(base),
-        nvcc_flags=" ".join((*base, f"-arch={arch}", *_LIBRARY_FLAGS)),
-        library_flags=" ".join(_LIBRARY_FLAGS),
+        nvcc_flags=" ".join((*base, f"-arch={arch}", *LIBRARY_FLAGS)),
+        library_flags=" ".join(LIBRARY_FLAGS),
     )
 
 
@@ -229,10 +231,10 @@ def plan(schedule: Schedule, *, arch: str = cuda.DEFAULT_ARCH) -> Plan:
 # --------------------------------------------------------------------------
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     root = data_dir("codegen")
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader([root / "mpi_cuda", root / "cuda"]),
+        loader=jinja2.FileSystemLoader([root / "mpi_cuda", root / "cuda", root / "mpi_c"]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -262,7 +264,7 @@ def generate(schedule: Schedule, out_dir: Path, *, arch: str = cuda.DEFAULT_ARCH
     """
     out_dir = Path(out_dir)
     data = plan(schedule, arch=arch)
-    env = _environment()
+    env = environment()
     cu_name, h_name, main_name = source_names(schedule)
     templates = (
         (cu_name, "collc_mpicuda.cu.j2"),
@@ -304,7 +306,7 @@ def build(
         raise CollError(f"{out_dir / cu_name} does not exist: generate the sources first (collc.backends.mpi_cuda)")
     base = [str(cuda.nvcc()), cuda.BASE_FLAGS[0], f"-arch={arch}", "-ccbin", str(mpicxx()), *flags, "-I", str(out_dir)]
     lib, exe = library_path(out_dir, schedule), driver_path(out_dir, schedule)
-    _compile([*base, *_LIBRARY_FLAGS, "-o", str(lib), str(out_dir / cu_name)], out_dir, out_dir / cu_name)
+    _compile([*base, *LIBRARY_FLAGS, "-o", str(lib), str(out_dir / cu_name)], out_dir, out_dir / cu_name)
     if not driver:
         return lib, exe
     link = ["-L", str(out_dir), f"-l{lib.stem[3:]}", "-Xlinker", "-rpath,$ORIGIN"]

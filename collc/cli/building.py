@@ -87,8 +87,9 @@ def compile_cmd(
 ) -> None:
     """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda).
 
-    mpi-c takes several rank counts (-p 3..8: one library holding each one's schedule) or -p any (one library
-    that computes the schedule of any communicator size at its first call, docs/mpi.md)."""
+    mpi-c takes several rank counts (-p 3..8: one library holding each one's schedule); mpi-c and mpi-cuda take
+    -p any (one library that computes the schedule of any communicator size at its first call, docs/mpi.md,
+    docs/mpi-cuda.md)."""
     _check_transport(target, transport)
     below = _small_options(target, small_file, small_below)
     if p == "any":
@@ -326,15 +327,15 @@ def _compile_any_p(
     no_build: bool,
     small_file: str | None,
 ) -> None:
-    """``collc compile --target mpi-c -p any``: one library for every communicator size."""
-    if target != "mpi-c":
-        raise click.UsageError(f"-p any applies to the mpi-c target only, not {target}")
+    """``collc compile --target mpi-c|mpi-cuda -p any``: one library for every communicator size."""
+    if target not in ("mpi-c", "mpi-cuda"):
+        raise click.UsageError(f"-p any applies to the mpi-c and mpi-cuda targets only, not {target}")
     if small_file is not None:
         raise click.UsageError("-p any takes no --small schedule")
     values = collect_params(None, params, dims)
     alg = load_algorithm(file, codecs)
     try:
-        files, verified = alg.compile_any_p(out, params=values, build=not no_build)
+        files, verified = alg.compile_any_p(out, target=target, params=values, build=not no_build)
     except CollError as err:
         fail_input(err, alg.sources)
     for path in files:
