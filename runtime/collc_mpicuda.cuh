@@ -39,11 +39,13 @@
  *
  * Scratch space, per step: [ payload store ][ incoming messages ][ wire encodes ].
  *
- * Kept from call to call until collc_mpicuda_release(): a duplicate of the
- * caller's communicator (MPI_ERRORS_RETURN), four streams, events, scratch,
- * pinned staging buffers.  Settings, read when the communicator is first
- * used: COLLC_CUDA_AWARE (0, 1, auto), COLLC_SEGMENT_BYTES (bytes per MPI
- * message, default 4 MiB, the same on every rank), COLLC_TIMEOUT (seconds
+ * Kept from call to call until collc_mpicuda_release(): four streams, events,
+ * scratch, pinned staging buffers; and until the caller's communicator is
+ * freed, its duplicate (MPI_ERRORS_RETURN, an attribute of it).  Settings,
+ * read at the first call (after a release, at the next): COLLC_CUDA_AWARE
+ * (0, 1, auto), COLLC_SEGMENT_BYTES (bytes per MPI message, default 4 MiB,
+ * the same on every rank: compared at the first call on each communicator),
+ * COLLC_TIMEOUT (seconds
  * without progress before a call fails, default 60); read at every call:
  * COLLC_ISSUE (dataflow, steps).  Not thread-safe.
  */
@@ -94,7 +96,7 @@ struct collc_mpicuda_sched {
 /* What this process keeps between calls. */
 struct collc_mpicuda_state {
     int ready;
-    MPI_Comm user, comm; /* the caller's communicator and its duplicate */
+    MPI_Comm comm;       /* the duplicate of the communicator of the call (its attribute) */
     int rank, size, device, aware, broken;
     char why[160];       /* how the transport was chosen */
     int64_t segment;     /* bytes per MPI message */

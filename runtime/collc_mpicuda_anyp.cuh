@@ -14,14 +14,17 @@
  * are split by copy and reduce: the wire cuts pieces by contiguous elements,
  * not runs, so both ends agree (collc_mpicuda_plan_msg).
  *
- * Every rank of the communicator agrees at its first call: one MPI_Allreduce
- * of the lowest rank that could not build its tables (a p the constraints
- * exclude, a failed assertion in the program, out of memory), and an
- * MPI_Bcast of its reason, so that every rank returns the same error instead
- * of some waiting for messages that never come.  The agreement is kept as an
- * attribute of the communicator; the schedules per (p, rank) for the life of
- * the process.  Not thread-safe, as the
- * rest of the mpi-cuda runtime.
+ * Every rank of the communicator agrees at its first call: one
+ * MPI_Iallreduce of the lowest rank that could not build its tables (a p the
+ * constraints exclude, a failed assertion in the program, out of memory),
+ * and an MPI_Ibcast of its reason, so that every rank returns the same error
+ * instead of some waiting for messages that never come; both under the
+ * watchdog (COLLC_TIMEOUT), so that a rank that never calls fails the others.
+ * The agreement is kept as an attribute of the communicator (a communicator
+ * that reuses a freed one's handle agrees afresh); the schedules per
+ * (p, rank) for the life of the process, failures included (the program
+ * fails at a p the same way every time).  Not thread-safe, as the rest of
+ * the mpi-cuda runtime.
  */
 #ifndef COLLC_MPICUDA_ANYP_CUH
 #define COLLC_MPICUDA_ANYP_CUH
@@ -86,6 +89,9 @@ static inline int collc_mpicuda_anyp_convert(const struct collc_mpicuda_anyp *a,
     if (e->steps == NULL || e->msgs == NULL || e->runs == NULL || e->fops == NULL || e->first == NULL ||
         e->deps == NULL || e->links == NULL) {
         snprintf(e->why, sizeof e->why, "out of host memory for the tables of rank %d of %d", me, e->p);
+        free(e->steps), free(e->msgs), free(e->runs), free(e->fops), free(e->first), free(e->deps), free(e->links);
+        e->steps = NULL, e->msgs = NULL, e->runs = NULL, e->fops = NULL, e->first = NULL, e->deps = NULL;
+        e->links = NULL;
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -161,51 +167,79 @@ static inline const struct collc_mpicuda_sched *collc_mpicuda_anyp_local(struct 
     return &e->s;
 }
 
-static inline int collc_mpicuda_anyp_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
-{
-    (void)comm, (void)keyval, (void)extra;
-    free(attr);
-    return MPI_SUCCESS;
-}
-
 /* What every rank of a communicator agreed on at its first call: its schedule, or why there is none. */
 struct collc_mpicuda_anyp_agreed {
     const struct collc_mpicuda_sched *s;
     char why[480];
 };
 
-/* The schedule for the calling rank of `comm`, or NULL with the error set (the same reason on every rank). */
-static inline const struct collc_mpicuda_sched *collc_mpicuda_anyp_for(struct collc_mpicuda_anyp *a, MPI_Comm comm)
+/* The agreement of a rank that ran out of memory for its own: a failure, kept (never freed). */
+static struct collc_mpicuda_anyp_agreed collc_mpicuda_anyp_no_memory = {NULL, "out of host memory"};
+
+static inline int collc_mpicuda_anyp_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm, (void)keyval, (void)extra;
+    if (attr != &collc_mpicuda_anyp_no_memory) free(attr);
+    return MPI_SUCCESS;
+}
+
+/* One non-blocking collective of the agreement on `comm`, under the watchdog (COLLC_TIMEOUT): a rank that never
+ * calls fails the others instead of hanging them; the library is then broken until released. */
+static inline int collc_mpicuda_anyp_wait(int code, MPI_Request *req, int rank, const char *what)
+{
+    const double timeout = collc_mpicuda_env_number("COLLC_TIMEOUT", 60.0, 1e-3);
+    if (timeout < 0) return COLLC_CUDA_ERR_ARG;
+    if (code != MPI_SUCCESS) return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: %s failed", rank, what);
+    return collc_mpicuda_wait_request(req, timeout, rank, what, &collc_mpicuda_kept.broken);
+}
+
+/* The schedule for the calling rank of `comm`, or NULL with the error set (the same reason on every rank); *err
+ * is the error code. */
+static inline const struct collc_mpicuda_sched *collc_mpicuda_anyp_for(struct collc_mpicuda_anyp *a, MPI_Comm comm,
+                                                                       int *err)
 {
     struct collc_mpicuda_anyp_agreed *agreed = NULL;
     int p = 0, rank = 0, found = 0;
+    *err = COLLC_CUDA_ERR_ARG;
     if (comm == MPI_COMM_NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "the communicator is MPI_COMM_NULL"), nullptr;
+    if (collc_mpicuda_kept.broken)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "an earlier call failed in the middle of a step; release the "
+                               "library before calling it again"), nullptr;
     MPI_Comm_size(comm, &p);
     MPI_Comm_rank(comm, &rank);
-    if (a->keyval == MPI_KEYVAL_INVALID)
-        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_mpicuda_anyp_delete, &a->keyval, NULL);
+    if (a->keyval == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_mpicuda_anyp_delete, &a->keyval, NULL) != MPI_SUCCESS)
+        return *err = COLLC_MPICUDA_ERR_MPI, collc_cuda_fail(*err, "MPI_Comm_create_keyval failed"), nullptr;
     MPI_Comm_get_attr(comm, a->keyval, &agreed, &found);
     if (!found || agreed == NULL) {
         struct collc_mpicuda_anyp_sched *e = collc_mpicuda_anyp_get(a, p, rank);
-        int failed;
-        agreed = (struct collc_mpicuda_anyp_agreed *)calloc(1, sizeof *agreed);
-        failed = e == NULL || agreed == NULL || e->why[0] != '\0' ? rank : p; /* the lowest rank that failed */
-        MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, comm);
+        char text[400];
+        MPI_Request req;
+        int failed = e == NULL || e->why[0] != '\0' ? rank : p; /* the lowest rank that failed */
+        if ((*err = collc_mpicuda_anyp_wait(MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, comm, &req),
+                                            &req, rank, "agreeing on the schedule of this communicator's size")) !=
+            COLLC_CUDA_OK)
+            return nullptr;
         if (failed < p) {
-            char text[400];
-            snprintf(text, sizeof text, "%s", e == NULL || agreed == NULL ? "out of host memory" : e->why);
-            MPI_Bcast(text, (int)sizeof text, MPI_CHAR, failed, comm);
+            snprintf(text, sizeof text, "%s", e == NULL ? "out of host memory" : e->why);
+            if ((*err = collc_mpicuda_anyp_wait(MPI_Ibcast(text, (int)sizeof text, MPI_CHAR, failed, comm, &req), &req,
+                                                rank, "sharing why a rank has no schedule")) != COLLC_CUDA_OK)
+                return nullptr;
             text[sizeof text - 1] = '\0';
-            if (agreed == NULL)
-                return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "%s, p=%d, rank %d: %s", a->algorithm, p, failed, text),
-                       nullptr;
+        }
+        agreed = (struct collc_mpicuda_anyp_agreed *)calloc(1, sizeof *agreed);
+        if (agreed == NULL) {
+            agreed = &collc_mpicuda_anyp_no_memory;
+        } else if (failed < p) {
             snprintf(agreed->why, sizeof agreed->why, "%s, p=%d, rank %d: %s", a->algorithm, p, failed, text);
         } else {
             agreed->s = &e->s;
         }
         MPI_Comm_set_attr(comm, a->keyval, agreed);
     }
+    *err = COLLC_CUDA_ERR_ARG;
     if (agreed->s == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "%s", agreed->why), nullptr;
+    *err = COLLC_CUDA_OK;
     return agreed->s;
 }
 
@@ -217,8 +251,9 @@ static inline const struct collc_mpicuda_sched *collc_mpicuda_anyp_for(struct co
 static inline int collc_mpicuda_anyp_run(struct collc_mpicuda_anyp *a, void *buffer, int64_t count, int dtype,
                                          int op, MPI_Comm comm, void *stream)
 {
-    const struct collc_mpicuda_sched *s = collc_mpicuda_anyp_for(a, comm);
-    if (s == NULL) return COLLC_CUDA_ERR_ARG;
+    int err;
+    const struct collc_mpicuda_sched *s = collc_mpicuda_anyp_for(a, comm, &err);
+    if (s == NULL) return err;
     return collc_mpicuda_execute(s, buffer, count, dtype, op, comm, stream);
 }
 

@@ -1,13 +1,16 @@
 /* collc_mpicuda_state.cuh: what the mpi-cuda executor keeps from call to call (see collc_mpicuda.cuh).
  *
- * Included by collc_mpicuda.cuh.  Created at the first call on a
- * communicator and device, re-created when either changes, freed by
- * collc_mpicuda_release_all(): the communicator's duplicate (its errors
- * return), the transport and settings read from the environment, four
- * streams, events, scratch space, pinned staging buffers and the per-step
- * arrays.  The duplicate is made with MPI_Comm_idup and the settings are
- * compared across ranks with MPI_Iallreduce, both under the watchdog, so
- * that a rank that never calls fails the others instead of hanging them.
+ * Included by collc_mpicuda.cuh.  Per device, created at the first call on it,
+ * re-created when the device changes, freed by collc_mpicuda_release_all():
+ * the transport and settings read from the environment, four streams, events,
+ * scratch space, pinned staging buffers and the per-step arrays.  Per user
+ * communicator: its duplicate (its errors return), kept as an attribute of
+ * the communicator and freed with it, so that every rank of a communicator
+ * uses the same duplicate whatever other communicators each rank used in
+ * between, and a communicator that reuses a freed one's handle gets its own.
+ * The duplicate is made with MPI_Comm_idup and the settings are compared
+ * across its ranks with MPI_Iallreduce, both under the watchdog, so that a
+ * rank that never calls fails the others instead of hanging them.
  */
 #ifndef COLLC_MPICUDA_STATE_CUH
 #define COLLC_MPICUDA_STATE_CUH
@@ -16,7 +19,6 @@
 static inline void collc_mpicuda_release_all(void)
 {
     struct collc_mpicuda_state *st = &collc_mpicuda_kept;
-    int finalized = 0;
     if (!st->ready) return;
     cudaStream_t streams[4] = {st->main, st->enc, st->d2h, st->h2d};
     for (int k = 0; k < 4; k++)
@@ -36,13 +38,13 @@ static inline void collc_mpicuda_release_all(void)
     free(st->links);
     free(st->fx);
     free(st->fints);
-    MPI_Finalized(&finalized);
-    if (!finalized && st->comm != MPI_COMM_NULL && st->comm != 0) MPI_Comm_free(&st->comm);
-    memset(st, 0, sizeof *st);
+    memset(st, 0, sizeof *st); /* the duplicates stay: they belong to their communicators' attributes */
 }
 
-/* Waits for a non-blocking collective of the setup, under the watchdog. */
-static inline int collc_mpicuda_wait_setup(struct collc_mpicuda_state *st, MPI_Request *req, const char *what)
+/* Waits for a non-blocking collective of the setup on rank `rank`, under the watchdog (`timeout` seconds);
+ * a timeout sets *broken (MPI may still complete the request). */
+static inline int collc_mpicuda_wait_request(MPI_Request *req, double timeout, int rank, const char *what,
+                                             int *broken)
 {
     const double start = MPI_Wtime();
     for (;;) {
@@ -51,18 +53,23 @@ static inline int collc_mpicuda_wait_setup(struct collc_mpicuda_state *st, MPI_R
             char text[MPI_MAX_ERROR_STRING];
             int len = 0;
             MPI_Error_string(code, text, &len);
-            return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: %s failed: %s", st->rank, what, text);
+            return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: %s failed: %s", rank, what, text);
         }
         if (flag) return COLLC_CUDA_OK;
-        if (MPI_Wtime() - start > st->timeout) {
-            st->broken = 1;
+        if (MPI_Wtime() - start > timeout) {
+            *broken = 1;
             return collc_cuda_fail(COLLC_MPICUDA_ERR_TIMEOUT,
                                    "rank %d: %s: not every rank answered within %g s (COLLC_TIMEOUT): a rank died, "
                                    "stopped, or does not call the collective",
-                                   st->rank, what, st->timeout);
+                                   rank, what, timeout);
         }
         sched_yield();
     }
+}
+
+static inline int collc_mpicuda_wait_setup(struct collc_mpicuda_state *st, MPI_Request *req, const char *what)
+{
+    return collc_mpicuda_wait_request(req, st->timeout, st->rank, what, &st->broken);
 }
 
 /* The settings from the environment: COLLC_TIMEOUT, COLLC_SEGMENT_BYTES, COLLC_CUDA_AWARE. */
@@ -79,16 +86,11 @@ static inline int collc_mpicuda_settings(struct collc_mpicuda_state *st)
     return st->aware < 0 ? COLLC_CUDA_ERR_ARG : COLLC_CUDA_OK;
 }
 
-/* Creates the kept state for `comm` on `device` (st->ready is set: a failure leaves what to free). */
-static inline int collc_mpicuda_create(struct collc_mpicuda_state *st, MPI_Comm comm, int device)
+/* Creates the kept state on `device` (st->ready is set: a failure leaves what to free). */
+static inline int collc_mpicuda_create(struct collc_mpicuda_state *st, int device)
 {
     int sms = 0, err;
-    long long mine[2], all[2];
-    MPI_Request req;
-    MPI_Comm_rank(comm, &st->rank);
-    MPI_Comm_size(comm, &st->size);
     st->ready = 1;
-    st->user = comm;
     st->device = device;
     st->comm = MPI_COMM_NULL;
     if ((err = collc_mpicuda_settings(st)) != COLLC_CUDA_OK) return err;
@@ -100,24 +102,70 @@ static inline int collc_mpicuda_create(struct collc_mpicuda_state *st, MPI_Comm 
     COLLC_CUDA_TRY(cudaMalloc((void **)&st->bad, sizeof *st->bad));
     COLLC_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     st->max_blocks = 4 * (sms > 0 ? sms : 1);
-    if (MPI_Comm_idup(comm, &st->comm, &req) != MPI_SUCCESS)
-        return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Comm_idup failed", st->rank);
-    if ((err = collc_mpicuda_wait_setup(st, &req, "duplicating the communicator")) != COLLC_CUDA_OK) return err;
-    MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
-    mine[0] = st->segment;
-    mine[1] = -st->segment;
-    if (MPI_Iallreduce(mine, all, 2, MPI_LONG_LONG, MPI_MAX, st->comm, &req) != MPI_SUCCESS)
-        return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Iallreduce failed", st->rank);
-    if ((err = collc_mpicuda_wait_setup(st, &req, "comparing the settings of the ranks")) != COLLC_CUDA_OK) return err;
-    if (all[0] != -all[1])
-        return collc_cuda_fail(COLLC_CUDA_ERR_ARG,
-                               "rank %d: COLLC_SEGMENT_BYTES differs between ranks (%lld .. %lld): set it the same "
-                               "on every rank",
-                               st->rank, -all[1], all[0]);
     return COLLC_CUDA_OK;
 }
 
-/* The kept state for `comm` on the current device: kept from an earlier call, or created afresh. */
+/* The keyval of the user communicators' duplicates (MPI_KEYVAL_INVALID until the first). */
+static int collc_mpicuda_dup_keyval = MPI_KEYVAL_INVALID;
+
+static inline int collc_mpicuda_dup_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    MPI_Comm *dup = (MPI_Comm *)attr;
+    int finalized = 0;
+    (void)comm, (void)keyval, (void)extra;
+    MPI_Finalized(&finalized);
+    if (!finalized && *dup != MPI_COMM_NULL) MPI_Comm_free(dup);
+    free(dup);
+    return MPI_SUCCESS;
+}
+
+/* st->comm: the duplicate of `comm`, from its attribute, or made now (collectively, under the watchdog) with the
+ * settings compared across its ranks. */
+static inline int collc_mpicuda_dup_of(struct collc_mpicuda_state *st, MPI_Comm comm)
+{
+    MPI_Comm *dup = NULL, made = MPI_COMM_NULL;
+    long long mine[2], all[2];
+    MPI_Request req;
+    int found = 0, err;
+    MPI_Comm_rank(comm, &st->rank);
+    MPI_Comm_size(comm, &st->size);
+    if (collc_mpicuda_dup_keyval == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_mpicuda_dup_delete, &collc_mpicuda_dup_keyval, NULL) !=
+            MPI_SUCCESS)
+        return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Comm_create_keyval failed", st->rank);
+    MPI_Comm_get_attr(comm, collc_mpicuda_dup_keyval, &dup, &found);
+    if (found && dup != NULL) {
+        st->comm = *dup;
+        return COLLC_CUDA_OK;
+    }
+    if (MPI_Comm_idup(comm, &made, &req) != MPI_SUCCESS)
+        return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Comm_idup failed", st->rank);
+    if ((err = collc_mpicuda_wait_setup(st, &req, "duplicating the communicator")) != COLLC_CUDA_OK) return err;
+    MPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);
+    mine[0] = st->segment;
+    mine[1] = -st->segment;
+    if (MPI_Iallreduce(mine, all, 2, MPI_LONG_LONG, MPI_MAX, made, &req) != MPI_SUCCESS)
+        err = collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Iallreduce failed", st->rank);
+    else if ((err = collc_mpicuda_wait_setup(st, &req, "comparing the settings of the ranks")) != COLLC_CUDA_OK)
+        return err; /* broken: MPI may still use `made` */
+    else if (all[0] != -all[1])
+        err = collc_cuda_fail(COLLC_CUDA_ERR_ARG,
+                              "rank %d: COLLC_SEGMENT_BYTES differs between ranks (%lld .. %lld): set it the same "
+                              "on every rank",
+                              st->rank, -all[1], all[0]);
+    else if ((dup = (MPI_Comm *)malloc(sizeof *dup)) == NULL)
+        err = collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+    if (err != COLLC_CUDA_OK) {
+        MPI_Comm_free(&made);
+        return err;
+    }
+    *dup = made;
+    MPI_Comm_set_attr(comm, collc_mpicuda_dup_keyval, dup);
+    st->comm = made;
+    return COLLC_CUDA_OK;
+}
+
+/* The kept state for the current device, and st->comm the duplicate of `comm`. */
 static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm comm)
 {
     int device = 0, err;
@@ -132,10 +180,15 @@ static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm
                                "rank %d: an earlier call failed in the middle of a step; release the library "
                                "before calling it again",
                                st->rank);
-    if (st->ready && st->user == comm && st->device == device) return COLLC_CUDA_OK;
-    collc_mpicuda_release_all();
-    err = collc_mpicuda_create(st, comm, device);
-    if (err != COLLC_CUDA_OK && !st->broken) collc_mpicuda_release_all(); /* a timeout keeps it: MPI may finish */
+    if (!st->ready || st->device != device) {
+        collc_mpicuda_release_all();
+        if ((err = collc_mpicuda_create(st, device)) != COLLC_CUDA_OK) {
+            collc_mpicuda_release_all();
+            return err;
+        }
+    }
+    err = collc_mpicuda_dup_of(st, comm);
+    if (err != COLLC_CUDA_OK && !st->broken) st->comm = MPI_COMM_NULL;
     return err;
 }
 

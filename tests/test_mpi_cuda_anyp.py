@@ -33,6 +33,8 @@ from collc.backends import cuda, mpi_cuda, mpi_cuda_anyp, mpitools
 from collc.diagnostics import CollError
 from collc.ir import Collective, Schedule
 
+HERE = Path(__file__).resolve().parent
+
 # Each example, the compile-time parameters, the rank counts the slow suite runs it at.
 SLOW_CASES: dict[str, tuple[dict[str, int], list[int]]] = {
     "ring_allgather": ({}, [2, 3, 5, 8]),
@@ -52,7 +54,7 @@ def _nvcc() -> Path:
         pytest.skip(str(err))
 
 
-MIXED = Path(__file__).resolve().parent / "data" / "anyp" / "mixed_runs_allreduce.coll"
+MIXED = HERE / "data" / "anyp" / "mixed_runs_allreduce.coll"
 
 
 def _path(name: str) -> Path:
@@ -137,6 +139,21 @@ def test_what_any_p_does_not_support_is_refused(tmp_path: Path) -> None:
         collc.load(EXAMPLES / "ring_allreduce.coll").compile_any_p(tmp_path, target="cuda", build=False)
 
 
+def test_a_folder_of_the_other_kind_is_refused(tmp_path: Path) -> None:
+    """The any-p and the one-p libraries share file names: each build refuses the other's sources, clearly."""
+    alg = collc.load(EXAMPLES / "ring_allreduce.coll")
+    schedule = alg.instantiate(p=4).schedule
+    mpi_cuda.generate(schedule, tmp_path / "one")
+    with pytest.raises(CollError, match="holds no any-p mpi-cuda sources of ring_allreduce"):
+        mpi_cuda_anyp.build(tmp_path / "one", alg.program)
+    alg.compile_any_p(tmp_path / "any", target="mpi-cuda", verify_up_to=2, build=False)
+    with pytest.raises(CollError, match=r"was generated for any p: build it with mpi_cuda_anyp\.build"):
+        mpi_cuda.build(tmp_path / "any", schedule)
+    mpi_cuda.generate(schedule, tmp_path / "any")  # one p's sources over the any-p ones
+    with pytest.raises(CollError, match=r"was generated for one p: build it with collc\.backends\.mpi_cuda\.build"):
+        mpi_cuda_anyp.build(tmp_path / "any", alg.program)
+
+
 def test_cli_compiles_for_any_p(tmp_path: Path) -> None:
     res = cli("compile", EXAMPLES / "swing_bw.coll", "-p", "any", "--target", "mpi-cuda", "--no-build",
               "-o", tmp_path / "a")  # fmt: skip
@@ -209,6 +226,45 @@ def test_driver_help_says_any_p(built: dict[str, Path], mock: Path) -> None:
     proc = subprocess.run([str(mpitools.mpiexec()), "-n", "1", str(built["ring_allreduce"]), "--help"],
                           capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
     assert proc.returncode == 0 and "runs ring_allreduce (p=any)" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_several_communicators_in_one_job(built: dict[str, Path], mock: Path, tmp_path: Path) -> None:
+    """tests/mpi_cuda/comm_switch.cu: the world, a pair of ranks (the others skip it), the world again, a freed
+    split and a reversed communicator of 3 that may get its handle, the world: every call right on every rank."""
+    lib_dir = built["ring_allreduce"].parent
+    exe = tmp_path / "comm_switch"
+    command = [str(cuda.nvcc()), "-O3", "-ccbin", str(mpi_cuda.mpicxx()), "-cudart", "shared", "-I", str(lib_dir),
+               "-o", str(exe), str(HERE / "mpi_cuda" / "comm_switch.cu"), "-L", str(lib_dir),
+               "-lcollc_ring_allreduce_mpicuda", "-Xlinker", f"-rpath,{lib_dir}"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env = {**os.environ, "LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": "0",
+           "COLLC_TIMEOUT": "10"}  # fmt: skip
+    proc = subprocess.run([str(mpitools.mpiexec()), "-n", "4", str(exe)], capture_output=True, text=True,
+                          env=mpitools.mpi_env(4, env), timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+    lines = sorted(line for line in proc.stdout.splitlines() if " rank " in line)
+    expected = (
+        [
+            (label, r, n)
+            for label, n in (("world", 4), ("world again", 4), ("split", 4), ("world last", 4))
+            for r in range(n)
+        ]
+        + [("pair", r, 2) for r in range(2)]
+        + [("reversed", r, 3) for r in range(3)]
+    )
+    assert lines == sorted(f"{label} rank {r} of {n}: 0 wrong" for label, r, n in expected), proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_rank_that_never_calls_fails_the_agreement(built: dict[str, Path], mock: Path, tmp_path: Path) -> None:
+    """Rank 1 stops before its first call: the others' agreement on the schedule times out with a clear error."""
+    schedule = _schedule("ring_allreduce", {}, 3)
+    env = {"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": "0", "COLLC_TIMEOUT": "2"}
+    with pytest.raises(CollError) as info:
+        mpi_cuda.run_built(schedule, built["ring_allreduce"], [1000], workdir=tmp_path, env=env, timeout=60,
+                           fault="stop:1:0", warmup=0)  # fmt: skip
+    text = str(info.value)
+    assert "agreeing on the schedule of this communicator's size: not every rank answered within 2 s" in text, text
 
 
 @pytest.mark.slow

@@ -304,6 +304,8 @@ def build(
     cu_name, _, main_name = source_names(schedule)
     if not (out_dir / cu_name).is_file():
         raise CollError(f"{out_dir / cu_name} does not exist: generate the sources first (collc.backends.mpi_cuda)")
+    if '#include "collc_mpicuda_anyp.cuh"' in (out_dir / cu_name).read_text(encoding="utf-8"):
+        raise CollError(f"{out_dir / cu_name} was generated for any p: build it with mpi_cuda_anyp.build")
     base = [str(cuda.nvcc()), cuda.BASE_FLAGS[0], f"-arch={arch}", "-ccbin", str(mpicxx()), *flags, "-I", str(out_dir)]
     lib, exe = library_path(out_dir, schedule), driver_path(out_dir, schedule)
     _compile([*base, *LIBRARY_FLAGS, "-o", str(lib), str(out_dir / cu_name)], out_dir, out_dir / cu_name)

@@ -30,6 +30,10 @@ RUNTIME_HEADERS: tuple[str, ...] = tuple(
 )
 
 
+ANYP_MARK = '#include "collc_mpicuda_anyp.cuh"'
+"""The line by which the .cu of an any-p library is told from one of a single p (they share its file name)."""
+
+
 @dataclass(frozen=True, slots=True)
 class CollectiveText:
     """What the shared collective description of a header names (`collective_text.j2`)."""
@@ -121,8 +125,11 @@ def build(
     out_dir = Path(out_dir).resolve()
     ident = c_ident(program.name)
     program_c, cu = out_dir / f"collc_{ident}_program.c", out_dir / f"collc_{ident}_mpicuda.cu"
-    if not cu.is_file():
-        raise CollError(f"{cu} does not exist: generate the sources first (collc.backends.mpi_cuda_anyp)")
+    if not cu.is_file() or not program_c.is_file():
+        raise CollError(f"{out_dir} holds no any-p mpi-cuda sources of {program.name}: generate them first "
+                        "(collc.backends.mpi_cuda_anyp)")  # fmt: skip
+    if ANYP_MARK not in cu.read_text(encoding="utf-8"):
+        raise CollError(f"{cu} was generated for one p: build it with collc.backends.mpi_cuda.build")
     obj = out_dir / f"collc_{ident}_program.o"
     cflags = [flag for flag in mpi_c.CFLAGS if flag != "-shared"]
     run_compiler([str(mpicc()), *cflags, *mpi_c.extra_cflags(), "-c", "-I", str(out_dir), "-o", str(obj),
