@@ -173,6 +173,25 @@ static inline void collc_av_open_step(struct collc_av *X, int64_t at)
     X->in_step = at;
 }
 
+/* The lanes a program may name: 0 .. COLLC_AV_MAX_LANE - 1 (collc.elaborate.groups.MAX_LANE). */
+#define COLLC_AV_MAX_LANE (1 << 20)
+
+/* `lane J:` opens lane J in the open step, with the elaborator's checks.  Lanes say which steps may overlap,
+ * which the verifier proves harmless; the tables do not depend on them (dataflow orders what touches a chunk). */
+static inline void collc_av_enter_lane(struct collc_av *X, cv lane, int64_t at)
+{
+    if (X->in_step < 0)
+        collc_av_fail(X, at, "a lane is part of a step: put it inside a 'step:' block or a 'for step' loop");
+    if (X->lane >= 0) collc_av_fail(X, at, "lanes do not nest (lane %lld is open)", (long long)X->lane);
+    if (lane.kind != CV_INT) collc_av_fail(X, at, "a lane is an int in 0..%d, got %s", COLLC_AV_MAX_LANE - 1,
+                                          cv_a_type(lane));
+    if (lane.a < 0 || lane.a >= COLLC_AV_MAX_LANE)
+        collc_av_fail(X, at, "a lane is an int in 0..%d, got %lld", COLLC_AV_MAX_LANE - 1, (long long)lane.a);
+    X->lane = lane.a;
+}
+
+static inline void collc_av_leave_lane(struct collc_av *X) { X->lane = -1; }
+
 static inline void collc_av_close_step(struct collc_av *X)
 {
     X->in_step = -1;
@@ -415,7 +434,7 @@ static inline void collc_av_init(struct collc_av *X, int p, int nglob, const cha
     X->p = p, X->files = files, X->nglob = nglob, X->glob_names = glob_names, X->nmemos = nmemos;
     X->glob = (cv *)calloc((size_t)nglob + 1, sizeof(cv));
     X->memos = (struct collc_av_memo *)calloc((size_t)nmemos + 1, sizeof *X->memos);
-    X->in_step = -1;
+    X->in_step = -1, X->lane = -1;
     X->iterations_left = COLLC_AV_MAX_ITERATION;
     if (X->glob == NULL || X->memos == NULL) snprintf(X->error, sizeof X->error, "out of memory");
 }
@@ -462,7 +481,7 @@ static inline void collc_av_check_instance(struct collc_av *X, enum collc_collec
 /* Ready X for running `rank`'s phases (the memos stay: functions see no rank). */
 static inline void collc_av_begin_rank(struct collc_av *X, int rank)
 {
-    X->rank = rank, X->counter = 0, X->in_step = -1, X->nops = 0, X->nopruns = 0, X->depth = 0;
+    X->rank = rank, X->counter = 0, X->in_step = -1, X->lane = -1, X->nops = 0, X->nopruns = 0, X->depth = 0;
     X->iterations_left = COLLC_AV_MAX_ITERATION;
 }
 

@@ -93,6 +93,7 @@ struct collc_av {
     int64_t iterations_left;
     int counter;
     int64_t in_step; /* where the open step starts; -1: none */
+    int64_t lane;    /* the open lane (`lane J:`); -1: none */
     struct collc_av_op *ops;
     int64_t nops, capops;
     struct cv_run *opruns;

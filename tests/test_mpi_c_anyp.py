@@ -42,11 +42,12 @@ TABLE_CASES = {
     "rabenseifner": [100],
     "bruck_allgather": [100],
     "binomial_broadcast": [100],
+    "pipelined_ring_allreduce": [64],
 }
 
 
 # The examples whose tables the normal suite compares (the slow suite compares them all).
-FAST_TABLES = ("ring_allreduce", "swing_bw", "recursive_doubling")
+FAST_TABLES = ("ring_allreduce", "swing_bw", "recursive_doubling", "pipelined_ring_allreduce")
 
 
 class _Libraries(dict[str, Path]):
@@ -135,6 +136,7 @@ SHIM_CASES = [  # (MPI collective, example, p, in the normal suite)
     ("reduce_scatter_block", "ring_reduce_scatter", 4, True),
     ("reduce_scatter_block", "ring_reduce_scatter", 5, False),
     ("reduce_scatter_block", "ring_reduce_scatter", 8, False),
+    ("allreduce", "pipelined_ring_allreduce", 5, False),
 ]
 
 
@@ -206,13 +208,31 @@ def test_chunk_weights_are_refused(tmp_path: Path) -> None:
         alg.compile_any_p(tmp_path, build=False)
 
 
-def test_lanes_and_groups_are_refused(tmp_path: Path) -> None:
-    lanes = _write(tmp_path, "algorithm l : allgather\nparam p : int where p >= 1\nchunks p\nphase g:\n"
-                   "  for step s in 0 .. p - 1:\n    lane 0:\n      send (rank - s) mod p to ring_next(rank)\n"
-                   "      recv (rank - s - 1) mod p from ring_prev(rank) copy\n")  # fmt: skip
-    with pytest.raises(CollError, match=r"does not support lanes \(line 6\)") as err:
-        collc.load(lanes).compile_any_p(tmp_path / "l", build=False)
-    assert err.value.span is not None and (err.value.span.line, err.value.span.column) == (6, 5)
+def test_groups_are_refused(tmp_path: Path) -> None:
+    groups = _write(tmp_path, "algorithm g : allreduce\nparam p : int where p >= 2\nchunks 1\nproc ex():\n"
+                    "  step:\n    pass\nphase a:\n  do ex() on {r for r in 0 .. p if r % 2 == 0}\n")  # fmt: skip
+    with pytest.raises(CollError, match=r"does not support do \.\.\. on GROUP \(line 8\)"):
+        collc.load(groups).compile_any_p(tmp_path / "g", build=False)
+
+
+def test_a_lane_is_checked_as_the_elaborator_checks_it(tmp_path: Path) -> None:
+    """Lanes run as part of their step; a lane value the elaborator refuses (here only from p = 20 on, past what
+    compile time verifies) is refused by the library with the same message at the same place."""
+    path = _write(tmp_path, "algorithm l : allgather\nparam p : int where p >= 1\nchunks p\nphase g:\n"
+                  "  for step s in 0 .. p - 1:\n    lane 0 if p < 20 else -1:\n"
+                  "      send (rank - s) mod p to ring_next(rank)\n"
+                  "      recv (rank - s - 1) mod p from ring_prev(rank) copy\n")  # fmt: skip
+    alg = collc.load(path)
+    files, _ = alg.compile_any_p(tmp_path / "l", verify_up_to=4)
+    _compare(alg, files[-1], 7)
+    with pytest.raises(CollError) as python:
+        alg.instantiate(p=20)
+    with pytest.raises(CollError) as c:
+        mpi_c_anyp.anyp_tables(files[-1], "l", 20)
+    assert "a lane is an int in 0..1048575, got -1" in str(python.value)
+    span = python.value.span
+    assert span is not None and (span.line, span.column) == (6, 10)
+    assert str(c.value) == f"{path.name}:6:10: {python.value.args[0]}"
 
 
 def test_a_parameter_without_a_value_is_refused(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@
   ranks) and tests/data/anyp/mixed_runs_allreduce.coll, whose messages carry a reduce run and a copy run of
   adjacent chunks that the sender merges into one (4 and 6 ranks; 5 ranks, which its constraint excludes, is
   an error naming the constraint on every rank).  ``-m slow`` adds the allgather, reduce-scatter, both Swing
-  schedules, recursive doubling (powers of two, and any p) and the binomial broadcast from rank 2 at 2..9
-  ranks, and bit-for-bit equality with the library compiled for one p.
+  schedules, recursive doubling (powers of two, and any p), the binomial broadcast from rank 2 and the
+  pipelined ring (lanes) at 2..9 ranks, and bit-for-bit equality with the library compiled for one p.
 * With a GPU (``-m gpu``): the ring allreduce library at 2, 3, 4 and 8 ranks on the device.
 """
 
@@ -44,6 +44,7 @@ SLOW_CASES: dict[str, tuple[dict[str, int], list[int]]] = {
     "recursive_doubling": ({}, [2, 4, 8]),
     "recursive_doubling_any": ({}, [3, 5, 6]),
     "binomial_broadcast": ({"root": 2}, [3, 4, 7]),
+    "pipelined_ring_allreduce": ({"k": 2}, [3, 5]),
 }
 
 

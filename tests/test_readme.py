@@ -17,9 +17,9 @@ BLOCKS = re.findall(r"```(\w*)\n(.*?)```", README, flags=re.S)
 def test_readme_starts_with_the_two_commands() -> None:
     commands = [body.strip() for lang, body in BLOCKS[:2]]
     assert commands[0].startswith("pip install . && collc ")
-    assert commands[1] == "pip install -e '.[test,torch]' && python -m pytest -q"
+    assert commands[1] == "pip install -e '.[test,torch]' && python -m pytest -q -n 2 --dist loadfile"
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "pip install -q -e '.[test,torch]'" in ci and "python -m pytest -q" in ci
+    assert "pip install -q -e '.[test,torch]'" in ci and "python -m pytest -q -n 2 --dist loadfile" in ci
 
 
 def test_ci_runs_in_a_fresh_venv_of_its_own() -> None:

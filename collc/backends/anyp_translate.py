@@ -108,8 +108,6 @@ def refusal(program: Program, params: Mapping[str, ParamValue]) -> CollError | N
 
 
 def _unsupported_stmt(node: ast.Stmt) -> str | None:
-    if isinstance(node, ast.Lane):
-        return "lanes"
     if isinstance(node, ast.Compress | ast.Decompress):
         return "compression points"
     if isinstance(node, ast.Send | ast.Recv) and node.codec is not None:
@@ -343,6 +341,14 @@ class _Writer:
         self.line(f"collc_av_open_step(X, {self.at(node.span)});")
         self.stmts(node.body, scope)
         self.line("collc_av_close_step(X);")
+
+    def _s_Lane(self, node: ast.Lane, scope: _Scope) -> None:
+        """A lane only says which steps may overlap (the verifier's concern): its value is checked as the
+        elaborator checks it, and its body runs as part of the step."""
+        self.line(f"/* {self.where(node.span)} */")
+        self.line(f"collc_av_enter_lane(X, {self.expr(node.lane, scope)}, {self.at(node.lane.span)});")
+        self.stmts(node.body, scope)
+        self.line("collc_av_leave_lane(X);")
 
     def _op(self, kind: str, peer: ast.Expr, chunks: ast.Expr, span: Span, scope: _Scope) -> None:
         self.line(f"/* {self.where(span)} */")
