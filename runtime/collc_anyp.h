@@ -249,7 +249,14 @@ struct collc_av_tables {
     int *deps;
     int64_t ndeps, capdeps;
     int64_t flow_scratch;
+    collc_u64 *prefix; /* [nchunks + 1]: the chunk weights' prefix sums (a copy of the instance's); NULL: none */
 };
+
+static inline void collc_av_tables_free(struct collc_av_tables *t)
+{
+    free(t->msgs), free(t->runs), free(t->deps), free(t->prefix);
+    memset(t, 0, sizeof *t);
+}
 
 /* The union of the runs of ops[i] for i in idx[0 .. n-1] whose kind is in `kinds` (a bit mask). */
 static inline cv collc_av_union_ops(struct collc_av *X, const int64_t *idx, int64_t n, int kinds)
@@ -302,6 +309,11 @@ static inline void collc_av_tables_of(struct collc_av *X, struct collc_av_tables
 {
     int64_t *idx = (int64_t *)collc_av_alloc(X, (size_t)(X->nops + 1) * sizeof *idx);
     memset(t, 0, sizeof *t);
+    if (X->prefix != NULL) {
+        t->prefix = (collc_u64 *)malloc(((size_t)X->nchunks + 1) * sizeof *t->prefix);
+        if (t->prefix == NULL) collc_av_fail(X, -1, "out of memory for the chunk weights");
+        memcpy(t->prefix, X->prefix, ((size_t)X->nchunks + 1) * sizeof *t->prefix);
+    }
     for (int64_t a = 0; a < X->nops;) {
         int64_t b = a, first_msg = t->nmsgs, scratch = 0;
         cv sent;
@@ -451,7 +463,8 @@ static inline void collc_av_free(struct collc_av *X)
     free(X->glob);
     free(X->ops);
     free(X->opruns);
-    X->memos = NULL, X->glob = NULL, X->ops = NULL, X->opruns = NULL;
+    free(X->prefix);
+    X->memos = NULL, X->glob = NULL, X->ops = NULL, X->opruns = NULL, X->prefix = NULL;
 }
 
 /* The checks of an instance after its globals: p, the number of chunks, the root. */
@@ -476,6 +489,27 @@ static inline void collc_av_check_instance(struct collc_av *X, enum collc_collec
         collc_av_fail(X, root_at, "root=%lld must be a rank in 0..%d", (long long)root.a, X->p - 1);
     X->nchunks = (int)n;
     X->root = coll == COLLC_COLL_BROADCAST || coll == COLLC_COLL_REDUCE ? (int)root.a : -1;
+}
+
+/* The most the chunk weights may add up to (collc.collectives.MAX_TOTAL_WEIGHT). */
+#define COLLC_AV_MAX_TOTAL_WEIGHT (UINT64_C(1) << 32)
+
+/* Chunk c's weight (`chunks N weight(c) = EXPR`), with the elaborator's checks, into the prefix sums. */
+static inline void collc_av_chunk_weight(struct collc_av *X, int c, cv value, int64_t at)
+{
+    if (X->prefix == NULL) {
+        X->prefix = (collc_u64 *)calloc((size_t)X->nchunks + 1, sizeof *X->prefix);
+        if (X->prefix == NULL) collc_av_fail(X, at, "out of memory for the chunk weights");
+    }
+    if (value.kind != CV_INT) collc_av_fail(X, at, "the weight of chunk %d must be an int, not %s", c, cv_a_type(value));
+    if (value.a < 1)
+        collc_av_fail(X, at, "the weight of chunk %d is %lld; a chunk's weight must be an int >= 1", c,
+                      (long long)value.a);
+    if ((collc_u64)value.a > COLLC_AV_MAX_TOTAL_WEIGHT - X->prefix[c])
+        collc_av_fail(X, at, "the chunk weights add up to more than 2^32 (chunk %d brings the sum to %llu): use "
+                      "smaller weights (they are relative sizes)", c,
+                      (unsigned long long)X->prefix[c] + (unsigned long long)value.a);
+    X->prefix[c + 1] = X->prefix[c] + (collc_u64)value.a;
 }
 
 /* Ready X for running `rank`'s phases (the memos stay: functions see no rank). */
@@ -504,7 +538,7 @@ static inline int collc_av_rows(collc_av_build_fn build, int p, int rank, struct
         t.ndeps > INT_MAX) {
         snprintf(why, len, "out of memory for the tables of rank %d of %d", rank, p);
         collc_anyp_rows_free(out);
-        free(t.msgs), free(t.runs), free(t.deps);
+        collc_av_tables_free(&t);
         return -1;
     }
     out->nchunks = nchunks, out->root = root;
@@ -522,7 +556,9 @@ static inline int collc_av_rows(collc_av_build_fn build, int p, int rank, struct
         out->runs[i].reduce = t.runs[i].action == COLLC_REDUCE;
     }
     if (t.ndeps > 0) memcpy(out->deps, t.deps, (size_t)t.ndeps * sizeof *out->deps);
-    free(t.msgs), free(t.runs), free(t.deps);
+    out->prefix = (uint64_t *)t.prefix; /* handed over (collc_u64 and uint64_t are both 64-bit unsigned) */
+    t.prefix = NULL;
+    collc_av_tables_free(&t);
     return 0;
 }
 
@@ -585,6 +621,7 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
         e->why[0] = '\0';
         e->s = *a->base;
         e->s.nranks = p, e->s.nchunks = nchunks, e->s.root = root;
+        e->s.chunk_prefix = e->t.prefix;
         e->s.max_messages = e->t.max_messages > 0 ? e->t.max_messages : 1;
         e->scratch_chunks[rank] = (int)e->t.scratch;
         e->receives[rank] = (unsigned char)e->t.receives;

@@ -15,6 +15,7 @@
 #define COLLC_ANYP_ROWS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 enum collc_anyp_kind { COLLC_ANYP_SEND, COLLC_ANYP_RECV, COLLC_ANYP_RECV_DIRECT };
@@ -35,6 +36,7 @@ struct collc_anyp_rows {
     struct collc_anyp_msg *msgs;
     struct collc_anyp_run *runs;
     int *deps;
+    uint64_t *prefix; /* [nchunks + 1]: prefix sums of the chunk weights; NULL: none (equal chunks) */
 };
 
 /* What a program file exports: the tables of `rank` of p ranks into out (0), or -1 with the reason in why. */
@@ -42,8 +44,8 @@ typedef int (*collc_anyp_rows_fn)(int p, int rank, struct collc_anyp_rows *out, 
 
 static inline void collc_anyp_rows_free(struct collc_anyp_rows *r)
 {
-    free(r->msgs), free(r->runs), free(r->deps);
-    r->msgs = NULL, r->runs = NULL, r->deps = NULL;
+    free(r->msgs), free(r->runs), free(r->deps), free(r->prefix);
+    r->msgs = NULL, r->runs = NULL, r->deps = NULL, r->prefix = NULL;
 }
 
 #endif /* COLLC_ANYP_ROWS_H */

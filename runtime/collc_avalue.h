@@ -94,6 +94,7 @@ struct collc_av {
     int counter;
     int64_t in_step; /* where the open step starts; -1: none */
     int64_t lane;    /* the open lane (`lane J:`); -1: none */
+    collc_u64 *prefix; /* [nchunks + 1]: prefix sums of the chunk weights (malloc'ed); NULL: no weights */
     struct collc_av_op *ops;
     int64_t nops, capops;
     struct cv_run *opruns;

@@ -46,6 +46,7 @@ struct collc_mpicuda_anyp_sched {
     struct collc_mpicuda_flow flow;
     struct collc_mpicuda_fop *fops;
     int *first, *deps, *links;
+    collc_u64 *prefix; /* the chunk weights' prefix sums, or NULL */
     char why[400]; /* why it could not be built ("" when it could) */
     struct collc_mpicuda_anyp_sched *next;
 };
@@ -86,12 +87,16 @@ static inline int collc_mpicuda_anyp_convert(const struct collc_mpicuda_anyp *a,
     e->first = (int *)calloc((size_t)e->p + 1, sizeof *e->first);
     e->deps = (int *)calloc((size_t)r->ndeps + 1, sizeof *e->deps);
     e->links = (int *)calloc((size_t)e->p, sizeof *e->links);
-    if (e->steps == NULL || e->msgs == NULL || e->runs == NULL || e->fops == NULL || e->first == NULL ||
+    e->prefix = NULL;
+    if (r->prefix != NULL && (e->prefix = (collc_u64 *)malloc(((size_t)r->nchunks + 1) * sizeof *e->prefix)) != NULL)
+        for (int c = 0; c <= r->nchunks; c++) e->prefix[c] = (collc_u64)r->prefix[c];
+    if ((r->prefix != NULL && e->prefix == NULL) || e->steps == NULL || e->msgs == NULL || e->runs == NULL || e->fops == NULL || e->first == NULL ||
         e->deps == NULL || e->links == NULL) {
         snprintf(e->why, sizeof e->why, "out of host memory for the tables of rank %d of %d", me, e->p);
         free(e->steps), free(e->msgs), free(e->runs), free(e->fops), free(e->first), free(e->deps), free(e->links);
+        free(e->prefix);
         e->steps = NULL, e->msgs = NULL, e->runs = NULL, e->fops = NULL, e->first = NULL, e->deps = NULL;
-        e->links = NULL;
+        e->links = NULL, e->prefix = NULL;
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -129,6 +134,7 @@ static inline int collc_mpicuda_anyp_convert(const struct collc_mpicuda_anyp *a,
     e->s.base.collective = a->collective;
     e->s.base.nranks = e->p, e->s.base.nchunks = r->nchunks;
     e->s.base.max_step_messages = most > 0 ? most : 1;
+    e->s.base.chunk_prefix = e->prefix;
     e->s.phases = &e->phase, e->s.nphases = 1;
     e->s.flow = &e->flow;
     return 0;

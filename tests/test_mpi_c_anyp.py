@@ -15,6 +15,7 @@ compile time, at the construct.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ TABLE_CASES = {
     "bruck_allgather": [100],
     "binomial_broadcast": [100],
     "pipelined_ring_allreduce": [64],
+    "weighted_striped_ring_allreduce": [64],
 }
 
 
@@ -70,9 +72,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return _Libraries(tmp_path_factory.mktemp("anyp"))
 
 
-def _compare(alg: collc.Algorithm, library: Path, p: int) -> None:
+def _compare(alg: collc.Algorithm, library: Path, p: int, **params: int) -> None:
     """The library's tables at p equal the Python tables of the verified schedule, rank by rank."""
-    inst = alg.instantiate(p=p)
+    inst = alg.instantiate(p=p, **params)
     want = tables.from_schedule(inst.schedule)
     nchunks, got = mpi_c_anyp.anyp_tables(library, alg.name, p)
     assert nchunks == want.nchunks
@@ -137,6 +139,7 @@ SHIM_CASES = [  # (MPI collective, example, p, in the normal suite)
     ("reduce_scatter_block", "ring_reduce_scatter", 5, False),
     ("reduce_scatter_block", "ring_reduce_scatter", 8, False),
     ("allreduce", "pipelined_ring_allreduce", 5, False),
+    ("allreduce", "weighted_striped_ring_allreduce", 5, True),
 ]
 
 
@@ -202,10 +205,30 @@ def test_a_hierarchy_is_refused(tmp_path: Path) -> None:
         alg.compile_any_p(tmp_path, params={"nodes": 2, "local": 2}, build=False)
 
 
-def test_chunk_weights_are_refused(tmp_path: Path) -> None:
+def test_chunk_weights_are_computed_for_any_p(tmp_path: Path) -> None:
+    """Unequal weights (share=30): the library's prefix sums are the elaborator's at every p, its tables Python's;
+    a weight the elaborator refuses (from p = 20 on only) is refused with the same message at the same place."""
     alg = collc.load(EXAMPLES / "weighted_striped_ring_allreduce.coll")
-    with pytest.raises(CollError, match=r"does not support chunk weights \(line \d+\)"):
-        alg.compile_any_p(tmp_path, build=False)
+    files, _ = alg.compile_any_p(tmp_path / "w", params={"share": 30}, verify_up_to=4)
+    for p in range(1, 13):
+        weights = alg.instantiate(p=p, share=30).schedule.chunk_weights
+        assert weights is not None and set(weights) == {30, 70}
+        assert mpi_c_anyp.anyp_prefix(files[-1], alg.name, p) == tuple(itertools.accumulate(weights, initial=0))
+    for p in (3, 8):
+        _compare(alg, files[-1], p, share=30)
+    path = _write(tmp_path, "algorithm w : allgather\nparam p : int where p >= 1\nchunks p weight(c) = 1 if p < 20 "
+                  "else c\nphase g:\n  for step s in 0 .. p - 1:\n    send (rank - s) mod p to ring_next(rank)\n"
+                  "    recv (rank - s - 1) mod p from ring_prev(rank) copy\n")  # fmt: skip
+    bad = collc.load(path)
+    files, _ = bad.compile_any_p(tmp_path / "b", verify_up_to=4)
+    assert mpi_c_anyp.anyp_prefix(files[-1], "w", 5) == (0, 1, 2, 3, 4, 5)
+    with pytest.raises(CollError) as python:
+        bad.instantiate(p=20)
+    with pytest.raises(CollError) as c:
+        mpi_c_anyp.anyp_tables(files[-1], "w", 20)
+    assert python.value.args[0] == "the weight of chunk 0 is 0; a chunk's weight must be an int >= 1"
+    span = python.value.span
+    assert span is not None and str(c.value) == f"prog.coll:{span.line}:{span.column}: {python.value.args[0]}"
 
 
 def test_groups_are_refused(tmp_path: Path) -> None:

@@ -7,15 +7,17 @@
   against numpy; both transports (CUDA-aware and staged), dataflow and step-by-step issue, segments small
   enough that a message takes several.  The normal suite builds the ring allreduce (run at 3, 4, 6 and 8
   ranks) and tests/data/anyp/mixed_runs_allreduce.coll, whose messages carry a reduce run and a copy run of
-  adjacent chunks that the sender merges into one (4 and 6 ranks; 5 ranks, which its constraint excludes, is
-  an error naming the constraint on every rank).  ``-m slow`` adds the allgather, reduce-scatter, both Swing
-  schedules, recursive doubling (powers of two, and any p), the binomial broadcast from rank 2 and the
-  pipelined ring (lanes) at 2..9 ranks, and bit-for-bit equality with the library compiled for one p.
+  adjacent chunks that the sender merges into one, and whose chunks have unequal weights (4 and 6 ranks;
+  5 ranks, which its constraint excludes, is an error naming the constraint on every rank).  ``-m slow``
+  adds the allgather, reduce-scatter, both Swing schedules, recursive doubling (powers of two, and any p),
+  the binomial broadcast from rank 2, the pipelined ring (lanes) and the weighted striped ring at 2..9
+  ranks, and bit-for-bit equality with the library compiled for one p.
 * With a GPU (``-m gpu``): the ring allreduce library at 2, 3, 4 and 8 ranks on the device.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ from test_mpi_c_anyp import EXAMPLES
 
 import collc
 from collc.backends import cuda, mpi_cuda, mpi_cuda_anyp, mpitools
+from collc.collectives import element_offsets
 from collc.diagnostics import CollError
 from collc.ir import Collective, Schedule
 
@@ -45,6 +48,7 @@ SLOW_CASES: dict[str, tuple[dict[str, int], list[int]]] = {
     "recursive_doubling_any": ({}, [3, 5, 6]),
     "binomial_broadcast": ({"root": 2}, [3, 4, 7]),
     "pipelined_ring_allreduce": ({"k": 2}, [3, 5]),
+    "weighted_striped_ring_allreduce": ({"share": 30}, [2, 5]),
 }
 
 
@@ -212,6 +216,28 @@ def test_mixed_runs_travel_as_one_piece(
     assert all(r.wrong == 0 for r in rows), rows
 
 
+def test_the_layout_follows_the_chunk_weights(built: dict[str, Path], mock: Path) -> None:
+    """The library's chunk offsets at several p and counts are collc's (weights 1, 2, 3, 1, ...), through its
+    ``_layout(p, count, offsets)``; and ``_nchunks`` and ``_scratch_bytes`` answer for any p they serve."""
+    ctypes.CDLL(str(mock / "libcudart.so.13"), mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(str(built[MIXED.stem].parent / f"libcollc_{MIXED.stem}_mpicuda.so"))
+    layout, nchunks = lib.collc_mixed_runs_allreduce_mpicuda_layout, lib.collc_mixed_runs_allreduce_mpicuda_nchunks
+    layout.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)]
+    scratch = lib.collc_mixed_runs_allreduce_mpicuda_scratch_bytes
+    scratch.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    scratch.restype = ctypes.c_int64
+    for p in (2, 4, 10):
+        schedule = _schedule(MIXED.stem, {}, p)
+        assert nchunks(p) == schedule.nchunks == 2 * p
+        for count in (0, 5, 1000, 4099):
+            offsets = (ctypes.c_int64 * (2 * p + 1))()
+            assert layout(p, count, offsets) == 2 * p
+            want = element_offsets(schedule.collective, p, schedule.nchunks, count, schedule.chunk_weights)
+            assert list(offsets) == [int(x) for x in want], (p, count)
+        assert scratch(4099, 0, p, p - 1) > 0
+    assert nchunks(5) == -1 and layout(5, 100, (ctypes.c_int64 * 11)()) == -1
+
+
 def test_an_excluded_size_is_an_error_on_every_rank(built: dict[str, Path], mock: Path, tmp_path: Path) -> None:
     """p = 5 for a schedule that needs an even p: a clear error naming the constraint and where it is."""
     schedule = _schedule("ring_allreduce", {}, 5)  # inputs for 5 ranks
@@ -219,7 +245,7 @@ def test_an_excluded_size_is_an_error_on_every_rank(built: dict[str, Path], mock
         _run(mock, built[MIXED.stem], schedule, tmp_path, "0", "dataflow", "256", "float32", "sum")
     text = str(info.value)
     assert "mixed_runs_allreduce, p=5: " in text and "p=5 violates the constraint" in text, text
-    assert "mixed_runs_allreduce.coll:6:" in text, text
+    assert "mixed_runs_allreduce.coll:7:32: p=5 violates the constraint p % 2 == 0" in text, text
 
 
 def test_driver_help_says_any_p(built: dict[str, Path], mock: Path) -> None:

@@ -79,9 +79,6 @@ def refusal(program: Program, params: Mapping[str, ParamValue]) -> CollError | N
     if program.hierarchy is not None:
         return CollError(f"{where} does not support a hierarchy (line {program.hierarchy.span.line})",
                          program.hierarchy.span)  # fmt: skip
-    weight = program.chunks.weight
-    if weight is not None:
-        return CollError(f"{where} does not support chunk weights (line {weight.span.line})", weight.span)
     for codec in program.codecs.values():
         return CollError(f"{where} does not support compression points (codec {codec.name}, line {codec.span.line})",
                          codec.span)  # fmt: skip
@@ -494,6 +491,15 @@ class _Writer:
         root_at = self.at((program.param("root") or program.header).span)
         coll = f"COLLC_COLL_{program.collective.name}"
         self.line(f"collc_av_check_instance(X, {coll}, {chunks}, {root}, {self.at(program.chunks.span)}, {root_at});")
+        weight = program.chunks.weight
+        if weight is not None:
+            self.line(f"/* {self.where(weight.span)}: each chunk's weight */")
+            with self.block(""):
+                self.line("cv w_c = CV_NONE;")
+                with self.block("for (int c = 0; c < X->nchunks; c++)"):
+                    self.line("w_c = cv_int(c);")
+                    value = self.expr(weight.value, scope.with_(weight.var, "w_c"))
+                    self.line(f"collc_av_chunk_weight(X, c, {value}, {self.at(weight.value.span)});")
         return tuple(self.take().split("\n"))
 
 

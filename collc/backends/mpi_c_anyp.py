@@ -28,7 +28,16 @@ from collc.diagnostics import CollError
 from collc.frontend.program import Program
 from collc.ir import Collective, ParamValue
 
-__all__ = ["AnypPlan", "RankTables", "anyp_tables", "build", "check_supported", "generate", "library_path"]
+__all__ = [
+    "AnypPlan",
+    "RankTables",
+    "anyp_prefix",
+    "anyp_tables",
+    "build",
+    "check_supported",
+    "generate",
+    "library_path",
+]
 
 RUNTIME_HEADERS: tuple[str, ...] = (*mpi_c.RUNTIME_HEADERS, "collc_avalue.h", "collc_anyp_rows.h", "collc_anyp.h")
 
@@ -158,9 +167,7 @@ class RankTables:
     flow_scratch: int
 
 
-def anyp_tables(library: Path, algorithm: str, p: int) -> tuple[int, list[RankTables]]:
-    """The number of chunks and every rank's tables that ``library`` computes for ``p`` ranks; CollError with the
-    library's message when the program fails at that p."""
+def _dump(library: Path, algorithm: str, p: int, rank: int) -> str:
     lib = ctypes.CDLL(str(library))
     fn = getattr(lib, f"collc_{c_ident(algorithm)}_anyp_tables")
     fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int64]
@@ -168,12 +175,27 @@ def anyp_tables(library: Path, algorithm: str, p: int) -> tuple[int, list[RankTa
     cap = 1 << 16
     while True:
         buf = ctypes.create_string_buffer(cap)
-        n = fn(p, -1, buf, cap)
+        n = fn(p, rank, buf, cap)
         if n < 0:
             raise CollError(buf.value.decode())
         if n <= cap:
-            return _parse(buf.raw[:n].decode(), p)
+            return buf.raw[:n].decode()
         cap = n + 1
+
+
+def anyp_tables(library: Path, algorithm: str, p: int) -> tuple[int, list[RankTables]]:
+    """The number of chunks and every rank's tables that ``library`` computes for ``p`` ranks; CollError with the
+    library's message when the program fails at that p."""
+    return _parse(_dump(library, algorithm, p, -1), p)
+
+
+def anyp_prefix(library: Path, algorithm: str, p: int) -> tuple[int, ...] | None:
+    """The prefix sums of the chunk weights ``library`` computes for ``p`` ranks (None without weights)."""
+    for line in _dump(library, algorithm, p, 0).splitlines()[1:2]:
+        parts = line.split()
+        if parts[0] == "prefix":
+            return tuple(int(x) for x in parts[1:])
+    return None
 
 
 def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
@@ -184,6 +206,8 @@ def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
     deps: list[list[tuple[int, ...]]] = [[] for _ in range(p)]
     for line in lines[1:]:
         parts = line.split()
+        if parts[0] == "prefix":  # the chunk weights (anyp_prefix)
+            continue
         rank = int(parts[0])
         if parts[1] in ("scratch", "max_messages", "flow_scratch"):
             extra[rank][parts[1]] = int(parts[2])
