@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import pytest
 from mpi_cuda_mock import build_mock
 from test_cli import cli
 from test_mpi_c_anyp import EXAMPLES
+from test_mpi_cuda import gpu  # noqa: F401  (a fixture: the visible GPU's -arch, or a skip)
 
 import collc
 from collc.backends import cuda, mpi_cuda, mpi_cuda_anyp, mpitools
@@ -330,17 +330,8 @@ def test_bit_for_bit_the_library_of_one_p(mock: Path, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def gpu() -> Iterator[str]:
-    try:
-        _, arch = mpi_cuda.visible_gpus()
-    except CollError as err:
-        pytest.skip(str(err))
-    yield arch
-
-
 @pytest.mark.gpu
-def test_gpu_one_library_at_several_sizes(gpu: str, tmp_path: Path) -> None:
+def test_gpu_one_library_at_several_sizes(gpu: str, tmp_path: Path) -> None:  # noqa: F811
     alg = collc.load(EXAMPLES / "ring_allreduce.coll")
     alg.compile_any_p(tmp_path / "build", target="mpi-cuda", verify_up_to=4, build=False)
     _, driver = mpi_cuda_anyp.build(tmp_path / "build", alg.program, arch=gpu)
