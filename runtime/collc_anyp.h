@@ -467,9 +467,9 @@ static inline void collc_av_free(struct collc_av *X)
     X->memos = NULL, X->glob = NULL, X->ops = NULL, X->opruns = NULL, X->prefix = NULL;
 }
 
-/* The checks of an instance after its globals: p, the number of chunks, the root. */
-static inline void collc_av_check_instance(struct collc_av *X, enum collc_collective coll, cv nchunks, cv root,
-                                           int64_t chunks_at, int64_t root_at)
+/* The checks of an instance after its globals: p and the number of chunks (collc_av_check_root: the root). */
+static inline void collc_av_check_instance(struct collc_av *X, enum collc_collective coll, cv nchunks,
+                                           int64_t chunks_at)
 {
     int64_t n = cv_as_int(X, nchunks, "the number of chunks", chunks_at);
     if (n < 1 || n > COLLC_AV_MAX_CHUNKS)
@@ -484,11 +484,17 @@ static inline void collc_av_check_instance(struct collc_av *X, enum collc_collec
     if (coll == COLLC_COLL_ALLTOALL && n % ((int64_t)X->p * X->p))
         collc_av_fail(X, chunks_at, "alltoall needs a number of chunks divisible by p*p (chunk (src*p + dst)*k + j); "
                       "got nchunks=%lld, p=%d", (long long)n, X->p);
-    if ((coll == COLLC_COLL_BROADCAST || coll == COLLC_COLL_REDUCE) && (root.kind != CV_INT || root.a < 0 ||
-                                                                        root.a >= X->p))
-        collc_av_fail(X, root_at, "root=%lld must be a rank in 0..%d", (long long)root.a, X->p - 1);
     X->nchunks = (int)n;
-    X->root = coll == COLLC_COLL_BROADCAST || coll == COLLC_COLL_REDUCE ? (int)root.a : -1;
+    X->root = -1;
+}
+
+/* The root's check, after the chunk weights (the elaborator's order). */
+static inline void collc_av_check_root(struct collc_av *X, enum collc_collective coll, cv root, int64_t root_at)
+{
+    if (coll != COLLC_COLL_BROADCAST && coll != COLLC_COLL_REDUCE) return;
+    if (root.kind != CV_INT || root.a < 0 || root.a >= X->p)
+        collc_av_fail(X, root_at, "root=%lld must be a rank in 0..%d", (long long)root.a, X->p - 1);
+    X->root = (int)root.a;
 }
 
 /* The most the chunk weights may add up to (collc.collectives.MAX_TOTAL_WEIGHT). */
@@ -501,7 +507,10 @@ static inline void collc_av_chunk_weight(struct collc_av *X, int c, cv value, in
         X->prefix = (collc_u64 *)calloc((size_t)X->nchunks + 1, sizeof *X->prefix);
         if (X->prefix == NULL) collc_av_fail(X, at, "out of memory for the chunk weights");
     }
-    if (value.kind != CV_INT) collc_av_fail(X, at, "the weight of chunk %d must be an int, not %s", c, cv_a_type(value));
+    if (value.kind == CV_BOOL)
+        collc_av_fail(X, at, "the weight of chunk %d must be an int, not a bool (%s)", c, value.a ? "true" : "false");
+    if (value.kind != CV_INT) /* (the elaborator shows the value too) */
+        collc_av_fail(X, at, "the weight of chunk %d must be an int, not %s", c, cv_a_type(value));
     if (value.a < 1)
         collc_av_fail(X, at, "the weight of chunk %d is %lld; a chunk's weight must be an int >= 1", c,
                       (long long)value.a);

@@ -267,7 +267,7 @@ static inline int64_t collc_cuda_weighted_offset(int64_t elems, collc_u64 before
 static inline int64_t collc_cuda_chunk_offset(const struct collc_cuda_layout *l, int c)
 {
     int g = c / l->group_chunks, j = c % l->group_chunks;
-    if (l->prefix != NULL) {
+    if (l->prefix != NULL && j > 0) { /* a group's first chunk (c == nchunks too) starts the group: no weights read */
         const collc_u64 *w = l->prefix + (int64_t)g * l->group_chunks;
         return (int64_t)g * l->group_elems + collc_cuda_weighted_offset(l->group_elems, w[j] - w[0],
                                                                          w[l->group_chunks] - w[0]);

@@ -90,8 +90,8 @@ static inline int collc_mpicuda_anyp_convert(const struct collc_mpicuda_anyp *a,
     e->prefix = NULL;
     if (r->prefix != NULL && (e->prefix = (collc_u64 *)malloc(((size_t)r->nchunks + 1) * sizeof *e->prefix)) != NULL)
         for (int c = 0; c <= r->nchunks; c++) e->prefix[c] = (collc_u64)r->prefix[c];
-    if ((r->prefix != NULL && e->prefix == NULL) || e->steps == NULL || e->msgs == NULL || e->runs == NULL || e->fops == NULL || e->first == NULL ||
-        e->deps == NULL || e->links == NULL) {
+    if ((r->prefix != NULL && e->prefix == NULL) || e->steps == NULL || e->msgs == NULL || e->runs == NULL ||
+        e->fops == NULL || e->first == NULL || e->deps == NULL || e->links == NULL) {
         snprintf(e->why, sizeof e->why, "out of host memory for the tables of rank %d of %d", me, e->p);
         free(e->steps), free(e->msgs), free(e->runs), free(e->fops), free(e->first), free(e->deps), free(e->links);
         free(e->prefix);

@@ -18,14 +18,17 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_cli import cli
 from test_shim_ops import RAN, assert_every_call_ran, mpirun, summary
 from test_small_schedule import matrix  # noqa: F401  (a fixture)
 
 import collc
-from collc.backends import dataflow, mpi_c_anyp, tables
+from collc.backends import dataflow, mpi_c_anyp, mpi_launch, tables
+from collc.collectives import element_offsets
 from collc.diagnostics import CollError
+from collc.ir import OpKind
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -229,6 +232,71 @@ def test_chunk_weights_are_computed_for_any_p(tmp_path: Path) -> None:
     assert python.value.args[0] == "the weight of chunk 0 is 0; a chunk's weight must be an int >= 1"
     span = python.value.span
     assert span is not None and str(c.value) == f"prog.coll:{span.line}:{span.column}: {python.value.args[0]}"
+
+
+def test_the_library_cuts_the_vector_by_the_weights(tmp_path: Path) -> None:
+    """At 3 and 5 ranks (share=30: unequal chunks) every rank's result is numpy's and, bit for bit, that of the
+    library compiled for that p (float32 sums: an element reduced in another chunk's order would differ), and the
+    bytes sent are those of the schedule's sends with the chunks cut by the weights."""
+    alg = collc.load(EXAMPLES / "weighted_striped_ring_allreduce.coll")
+    files, _ = alg.compile_any_p(tmp_path / "w", params={"share": 30}, verify_up_to=4)
+    entry = {"name": "mpi-c", "kind": "mpi-c", "library": str(files[-1])}
+    count = 10007
+    for p in (3, 5):
+        schedule = alg.instantiate(p=p, share=30).schedule
+        results = []
+        for which, prepared in (("any", [entry]), ("one", None)):
+            dump = tmp_path / f"{which}{p}"
+            dump.mkdir()
+            (row,) = mpi_launch.run(schedule, [count], kinds=("mpi-c",), prepared=prepared, workdir=tmp_path / which,
+                                    dump_dir=dump, seed=3)  # fmt: skip
+            assert row.wrong == 0
+            results.append([np.load(dump / f"rank{r}_count{count}.npy").tobytes() for r in range(p)])
+        assert results[0] == results[1]
+        sizes = np.diff(element_offsets(schedule.collective, p, schedule.nchunks, count, schedule.chunk_weights)) * 4
+        sends = [c for step in schedule.steps for op in step.ops if op.kind is OpKind.SEND for c in op.chunks]
+        assert row.wire_bytes == sum(int(sizes[c]) for c in sends)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "root", "message"),
+    [  # refused from p = 17 on only (compile time verifies p <= 4); the message the elaborator gives there
+        ("chunks 2 weight(c) = 1 if p < 17 else 0", "0", "the weight of chunk 0 is 0; a chunk's weight must be"),
+        ("chunks 2 weight(c) = 1 if p < 17 else c == 0", "0", "the weight of chunk 0 must be an int, not a bool "
+         "(true)"),
+        ("chunks 2 weight(c) = 1 if p < 17 else 2147483649", "0", "the chunk weights add up to more than 2^32 (chunk 1 "
+         "brings the sum to 4294967298)"),
+        ("chunks 2 weight(c) = 1 if p < 17 else 0", "0 if p < 17 else 30", "the weight of chunk 0 is 0"),
+        ("chunks 2 weight(c) = 1", "0 if p < 17 else 30", "root=30 must be a rank in 0..16"),
+    ],
+)  # fmt: skip
+def test_instance_errors_follow_the_elaborator(tmp_path: Path, chunks: str, root: str, message: str) -> None:
+    """Weights (checked before the root, as the elaborator checks them), the 2^32 bound, a bool weight."""
+    path = _write(tmp_path, f"algorithm b : broadcast\nparam p : int where p >= 1\nparam root : int = {root}\n"
+                  f"{chunks}\nphase g:\n  for step s in 0 .. p - 1:\n    if rank == root and s == 0:\n"
+                  "      for r in 0 .. p:\n        if r != root:\n          send {0, 1} to r\n"
+                  "    elif s == 0:\n      recv {0, 1} from root copy\n")  # fmt: skip
+    alg = collc.load(path)
+    files, _ = alg.compile_any_p(tmp_path / "b", verify_up_to=4)
+    with pytest.raises(CollError) as python:
+        alg.instantiate(p=17)
+    with pytest.raises(CollError) as c:
+        mpi_c_anyp.anyp_tables(files[-1], "b", 17)
+    span = python.value.span
+    assert message in python.value.args[0] and span is not None
+    assert str(c.value) == f"prog.coll:{span.line}:{span.column}: {python.value.args[0]}"
+
+
+def test_weights_up_to_2_to_the_32_are_accepted(tmp_path: Path) -> None:
+    path = _write(tmp_path, "algorithm w : allgather\nparam p : int where p >= 1\nchunks p weight(c) = 1 if p < 17 "
+                  "else (4294967296 - 16 if c == 0 else 1)\nphase g:\n  for step s in 0 .. p - 1:\n"
+                  "    send (rank - s) mod p to ring_next(rank)\n"
+                  "    recv (rank - s - 1) mod p from ring_prev(rank) copy\n")  # fmt: skip
+    alg = collc.load(path)
+    files, _ = alg.compile_any_p(tmp_path / "w", verify_up_to=4)
+    weights = alg.instantiate(p=17).schedule.chunk_weights
+    assert weights is not None and sum(weights) == 1 << 32
+    assert mpi_c_anyp.anyp_prefix(files[-1], "w", 17) == tuple(itertools.accumulate(weights, initial=0))
 
 
 def test_groups_are_refused(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ Every function (``fn``), procedure and phase of the program becomes a C function
 the parameters and global constants become an ``instance`` function run once per p.  The C code
 follows the elaborator (`collc.elaborate`) construct by construct: the same evaluation order, the
 same errors (a message and the ``file:line:col`` it comes from), functions memoised per instance,
-steps counted per rank.  What the run-time tables do not cover is refused here, with a `CollError`
-at the construct: compression points, lanes, hierarchies, ``do ... on GROUP``, torus builtins and
-``dims`` parameters.
+steps counted per rank; lanes run as part of their steps, chunk weights are computed per instance.
+What the run-time tables do not cover is refused here, with a `CollError` at the construct:
+compression points, hierarchies, ``do ... on GROUP``, torus builtins and ``dims`` parameters.
 """
 
 from __future__ import annotations
@@ -490,7 +490,7 @@ class _Writer:
         root = "X->glob[G_root]" if program.collective.has_root and "root" in self.globals else "cv_int(0)"
         root_at = self.at((program.param("root") or program.header).span)
         coll = f"COLLC_COLL_{program.collective.name}"
-        self.line(f"collc_av_check_instance(X, {coll}, {chunks}, {root}, {self.at(program.chunks.span)}, {root_at});")
+        self.line(f"collc_av_check_instance(X, {coll}, {chunks}, {self.at(program.chunks.span)});")
         weight = program.chunks.weight
         if weight is not None:
             self.line(f"/* {self.where(weight.span)}: each chunk's weight */")
@@ -498,8 +498,10 @@ class _Writer:
                 self.line("cv w_c = CV_NONE;")
                 with self.block("for (int c = 0; c < X->nchunks; c++)"):
                     self.line("w_c = cv_int(c);")
+                    self.line("(void)w_c;")
                     value = self.expr(weight.value, scope.with_(weight.var, "w_c"))
                     self.line(f"collc_av_chunk_weight(X, c, {value}, {self.at(weight.value.span)});")
+        self.line(f"collc_av_check_root(X, {coll}, {root}, {root_at});")
         return tuple(self.take().split("\n"))
 
 
