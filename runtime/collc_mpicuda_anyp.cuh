@@ -199,38 +199,36 @@ static inline int collc_mpicuda_anyp_wait(int code, MPI_Request *req, int rank, 
     return collc_mpicuda_wait_request(req, timeout, rank, what, &collc_mpicuda_kept.broken);
 }
 
-/* The schedule for the calling rank of `comm`, or NULL with the error set (the same reason on every rank); *err
- * is the error code. */
-static inline const struct collc_mpicuda_sched *collc_mpicuda_anyp_for(struct collc_mpicuda_anyp *a, MPI_Comm comm,
-                                                                       int *err)
+/* *out: the schedule for the calling rank of `comm` (the same reason on every rank when there is none); 0, or the
+ * error code with the error set. */
+static inline int collc_mpicuda_anyp_for(struct collc_mpicuda_anyp *a, MPI_Comm comm,
+                                         const struct collc_mpicuda_sched **out)
 {
     struct collc_mpicuda_anyp_agreed *agreed = NULL;
-    int p = 0, rank = 0, found = 0;
-    *err = COLLC_CUDA_ERR_ARG;
-    if (comm == MPI_COMM_NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "the communicator is MPI_COMM_NULL"), nullptr;
+    int p = 0, rank = 0, found = 0, err;
+    if (comm == MPI_COMM_NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "the communicator is MPI_COMM_NULL");
     if (collc_mpicuda_kept.broken)
         return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "an earlier call failed in the middle of a step; release the "
-                               "library before calling it again"), nullptr;
+                               "library before calling it again");
     MPI_Comm_size(comm, &p);
     MPI_Comm_rank(comm, &rank);
     if (a->keyval == MPI_KEYVAL_INVALID &&
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_mpicuda_anyp_delete, &a->keyval, NULL) != MPI_SUCCESS)
-        return *err = COLLC_MPICUDA_ERR_MPI, collc_cuda_fail(*err, "MPI_Comm_create_keyval failed"), nullptr;
+        return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "MPI_Comm_create_keyval failed");
     MPI_Comm_get_attr(comm, a->keyval, &agreed, &found);
     if (!found || agreed == NULL) {
         struct collc_mpicuda_anyp_sched *e = collc_mpicuda_anyp_get(a, p, rank);
         char text[400];
         MPI_Request req;
         int failed = e == NULL || e->why[0] != '\0' ? rank : p; /* the lowest rank that failed */
-        if ((*err = collc_mpicuda_anyp_wait(MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, comm, &req),
-                                            &req, rank, "agreeing on the schedule of this communicator's size")) !=
-            COLLC_CUDA_OK)
-            return nullptr;
+        err = collc_mpicuda_anyp_wait(MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, comm, &req), &req,
+                                      rank, "agreeing on the schedule of this communicator's size");
+        if (err != COLLC_CUDA_OK) return err;
         if (failed < p) {
             snprintf(text, sizeof text, "%s", e == NULL ? "out of host memory" : e->why);
-            if ((*err = collc_mpicuda_anyp_wait(MPI_Ibcast(text, (int)sizeof text, MPI_CHAR, failed, comm, &req), &req,
-                                                rank, "sharing why a rank has no schedule")) != COLLC_CUDA_OK)
-                return nullptr;
+            err = collc_mpicuda_anyp_wait(MPI_Ibcast(text, (int)sizeof text, MPI_CHAR, failed, comm, &req), &req, rank,
+                                          "sharing why a rank has no schedule");
+            if (err != COLLC_CUDA_OK) return err;
             text[sizeof text - 1] = '\0';
         }
         agreed = (struct collc_mpicuda_anyp_agreed *)calloc(1, sizeof *agreed);
@@ -243,10 +241,9 @@ static inline const struct collc_mpicuda_sched *collc_mpicuda_anyp_for(struct co
         }
         MPI_Comm_set_attr(comm, a->keyval, agreed);
     }
-    *err = COLLC_CUDA_ERR_ARG;
-    if (agreed->s == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "%s", agreed->why), nullptr;
-    *err = COLLC_CUDA_OK;
-    return agreed->s;
+    if (agreed->s == NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "%s", agreed->why);
+    *out = agreed->s;
+    return COLLC_CUDA_OK;
 }
 
 /* ---------------------------------------------------------------------------
@@ -257,10 +254,9 @@ static inline const struct collc_mpicuda_sched *collc_mpicuda_anyp_for(struct co
 static inline int collc_mpicuda_anyp_run(struct collc_mpicuda_anyp *a, void *buffer, int64_t count, int dtype,
                                          int op, MPI_Comm comm, void *stream)
 {
-    int err;
-    const struct collc_mpicuda_sched *s = collc_mpicuda_anyp_for(a, comm, &err);
-    if (s == NULL) return err;
-    return collc_mpicuda_execute(s, buffer, count, dtype, op, comm, stream);
+    const struct collc_mpicuda_sched *s = NULL;
+    const int err = collc_mpicuda_anyp_for(a, comm, &s);
+    return err != COLLC_CUDA_OK ? err : collc_mpicuda_execute(s, buffer, count, dtype, op, comm, stream);
 }
 
 /* The number of chunks of p ranks' schedule, or -1 (the error set). */
@@ -283,6 +279,14 @@ static inline int64_t collc_mpicuda_anyp_scratch_bytes(struct collc_mpicuda_anyp
 {
     const struct collc_mpicuda_sched *s = collc_mpicuda_anyp_local(a, p, rank);
     return s == NULL ? -1 : collc_mpicuda_scratch_bytes(s, count, dtype, rank);
+}
+
+/* Waits for the last call (0, or -2): any-p libraries have no codecs to report on. */
+static inline int collc_mpicuda_anyp_check(void)
+{
+    struct collc_mpicuda_sched none;
+    memset(&none, 0, sizeof none);
+    return collc_mpicuda_check(&none);
 }
 
 #endif /* COLLC_MPICUDA_ANYP_CUH */

@@ -53,6 +53,7 @@ from collc.ir import Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
 
 __all__ = [
+    "ANYP_MARK",
     "LIBRARY_FLAGS",
     "NO_DEVICE",
     "RUNTIME_HEADERS",
@@ -62,10 +63,12 @@ __all__ = [
     "Plan",
     "build",
     "check_transport",
+    "driver_link",
     "driver_path",
     "environment",
     "generate",
     "library_path",
+    "nvcc_command",
     "plan",
     "run",
     "run_built",
@@ -88,6 +91,10 @@ RUNTIME_HEADERS: tuple[str, ...] = (
 NO_DEVICE = "no CUDA device is visible"
 
 LIBRARY_FLAGS = ("-Xcompiler", "-fPIC", "-shared")
+
+ANYP_MARK = '#include "collc_mpicuda_anyp.cuh"'
+"""The line by which the .cu of an any-p library (`mpi_cuda_anyp`) is told from one of a single p (they share its
+file name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,16 +311,25 @@ def build(
     cu_name, _, main_name = source_names(schedule)
     if not (out_dir / cu_name).is_file():
         raise CollError(f"{out_dir / cu_name} does not exist: generate the sources first (collc.backends.mpi_cuda)")
-    if '#include "collc_mpicuda_anyp.cuh"' in (out_dir / cu_name).read_text(encoding="utf-8"):
+    if ANYP_MARK in (out_dir / cu_name).read_text(encoding="utf-8"):
         raise CollError(f"{out_dir / cu_name} was generated for any p: build it with mpi_cuda_anyp.build")
-    base = [str(cuda.nvcc()), cuda.BASE_FLAGS[0], f"-arch={arch}", "-ccbin", str(mpicxx()), *flags, "-I", str(out_dir)]
+    base = nvcc_command(out_dir, arch, flags)
     lib, exe = library_path(out_dir, schedule), driver_path(out_dir, schedule)
     _compile([*base, *LIBRARY_FLAGS, "-o", str(lib), str(out_dir / cu_name)], out_dir, out_dir / cu_name)
     if not driver:
         return lib, exe
-    link = ["-L", str(out_dir), f"-l{lib.stem[3:]}", "-Xlinker", "-rpath,$ORIGIN"]
-    _compile([*base, "-o", str(exe), str(out_dir / main_name), *link], out_dir, out_dir / main_name)
+    _compile([*base, "-o", str(exe), str(out_dir / main_name), *driver_link(lib)], out_dir, out_dir / main_name)
     return lib, exe
+
+
+def nvcc_command(out_dir: Path, arch: str, flags: Sequence[str]) -> list[str]:
+    """nvcc with MPI's C++ wrapper as host compiler, for ``arch``, ``flags`` and the folder's headers."""
+    return [str(cuda.nvcc()), cuda.BASE_FLAGS[0], f"-arch={arch}", "-ccbin", str(mpicxx()), *flags, "-I", str(out_dir)]
+
+
+def driver_link(lib: Path) -> list[str]:
+    """What links a driver with the library ``lib`` beside it (found there at run time too)."""
+    return ["-L", str(lib.parent), f"-l{lib.stem[3:]}", "-Xlinker", "-rpath,$ORIGIN"]
 
 
 # --------------------------------------------------------------------------

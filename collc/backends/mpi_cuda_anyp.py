@@ -30,8 +30,8 @@ RUNTIME_HEADERS: tuple[str, ...] = tuple(
 )
 
 
-ANYP_MARK = '#include "collc_mpicuda_anyp.cuh"'
-"""The line by which the .cu of an any-p library is told from one of a single p (they share its file name)."""
+PROGRAM_CFLAGS: tuple[str, ...] = tuple(flag for flag in mpi_c.CFLAGS if flag != "-shared")
+"""mpicc's flags for the program file: the mpi-c target's, for an object instead of a shared library."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ def _plan(program: Program, params: Mapping[str, ParamValue], arch: str) -> MpiC
         driver=f"collc_{ident}_mpicuda_run",
         link_name=f"collc_{ident}_mpicuda",
         runtime_headers=RUNTIME_HEADERS,
-        cflags=" ".join(flag for flag in mpi_c.CFLAGS if flag != "-shared"),
+        cflags=" ".join(PROGRAM_CFLAGS),
         nvcc_base=" ".join(base),
         nvcc_flags=" ".join((*base, f"-arch={arch}", *mpi_cuda.LIBRARY_FLAGS)),
         library_flags=" ".join(mpi_cuda.LIBRARY_FLAGS),
@@ -128,18 +128,15 @@ def build(
     if not cu.is_file() or not program_c.is_file():
         raise CollError(f"{out_dir} holds no any-p mpi-cuda sources of {program.name}: generate them first "
                         "(collc.backends.mpi_cuda_anyp)")  # fmt: skip
-    if ANYP_MARK not in cu.read_text(encoding="utf-8"):
+    if mpi_cuda.ANYP_MARK not in cu.read_text(encoding="utf-8"):
         raise CollError(f"{cu} was generated for one p: build it with collc.backends.mpi_cuda.build")
     obj = out_dir / f"collc_{ident}_program.o"
-    cflags = [flag for flag in mpi_c.CFLAGS if flag != "-shared"]
-    run_compiler([str(mpicc()), *cflags, *mpi_c.extra_cflags(), "-c", "-I", str(out_dir), "-o", str(obj),
+    run_compiler([str(mpicc()), *PROGRAM_CFLAGS, *mpi_c.extra_cflags(), "-c", "-I", str(out_dir), "-o", str(obj),
                   str(program_c)], out_dir, program_c)  # fmt: skip
-    nvcc = [str(cuda.nvcc()), cuda.BASE_FLAGS[0], f"-arch={arch}", "-ccbin", str(mpi_cuda.mpicxx()), *flags]
-    nvcc += ["-I", str(out_dir)]
+    nvcc = mpi_cuda.nvcc_command(out_dir, arch, flags)
     lib, exe = library_path(out_dir, program), driver_path(out_dir, program)
     run_compiler([*nvcc, *mpi_cuda.LIBRARY_FLAGS, "-o", str(lib), str(cu), str(obj)], out_dir, cu)
     if driver:
         main = out_dir / f"collc_{ident}_mpicuda_main.cu"
-        link = ["-L", str(out_dir), f"-l{lib.stem[3:]}", "-Xlinker", "-rpath,$ORIGIN"]
-        run_compiler([*nvcc, "-o", str(exe), str(main), *link], out_dir, main)
+        run_compiler([*nvcc, "-o", str(exe), str(main), *mpi_cuda.driver_link(lib)], out_dir, main)
     return lib, exe
