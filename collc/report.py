@@ -15,6 +15,7 @@ from collc.verify.deadlock import DeadlockReport
 from collc.verify.findings import contents_note
 from collc.verify.forall import AllP
 from collc.verify.sweep import SKIPPED, InstanceResult, SweepResult
+from collc.verify.symmetry import Orbit
 from collc.verify.trace import trace_chunk
 
 
@@ -115,6 +116,16 @@ def _omitted_json(report: CheckReport) -> dict[str, Any]:
     if not report.omitted:
         return {}
     return {"omitted": report.omitted, "omitted_by_code": dict(report.omitted_by_code)}
+
+
+def orbit_text(orbit: Orbit, nranks: int) -> str:
+    """How an instance checked through its rank symmetry (`collc.verify.symmetry`) was checked."""
+    k, last = orbit.shift, orbit.chunks - 1
+    chunks = "chunk 0" if last == 0 else f"chunks 0..{last}"
+    return (
+        f"checked through its rank symmetry: every rank r does what rank r mod {k} does, every peer and chunk "
+        f"moved by r - r mod {k}; {chunks} (one of each orbit) followed at all {nranks} ranks"
+    )
 
 
 def summary_text(report: CheckReport) -> str:

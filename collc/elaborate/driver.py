@@ -226,11 +226,17 @@ def _check_constraint(program: Program, compiler: _Compiler, param: ast.Param, g
 
 
 def elaborate(
-    program: Program, values: Mapping[str, ParamValue], ranks: Sequence[int] | None = None
+    program: Program,
+    values: Mapping[str, ParamValue],
+    ranks: Sequence[int] | None = None,
+    *,
+    max_slots: int = MAX_SLOTS,
 ) -> Schedule:
     """Instantiate ``program`` with parameter ``values`` and collect every rank's steps (only the steps of
-    ``ranks``, when given: every check of the instance still runs, and the steps hold only their ops)."""
-    return _guarded(program, values, None, ranks)[0]
+    ``ranks``, when given: every check of the instance still runs, and the steps hold only their ops).
+    ``max_slots`` bounds ranks x chunks; a caller that keeps state for fewer slots than that (a check that
+    streams the ranks, `collc.verify.symmetry`) may raise it."""
+    return _guarded(program, values, None, ranks, max_slots)[0]
 
 
 def elaborate_sampled(
@@ -248,7 +254,11 @@ def elaborate_sampled(
 
 
 def _guarded(
-    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None, ranks: Sequence[int] | None = None
+    program: Program,
+    values: Mapping[str, ParamValue],
+    sampler: StepSampler | None,
+    ranks: Sequence[int] | None = None,
+    max_slots: int = MAX_SLOTS,
 ) -> tuple[Schedule, tuple[int, ...]]:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
@@ -257,7 +267,7 @@ def _guarded(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _elaborate(program, values, sampler, ranks)
+        return _elaborate(program, values, sampler, ranks, max_slots)
     except RecursionError:
         raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
     finally:
@@ -306,7 +316,11 @@ def _globals(program: Program, values: Mapping[str, ParamValue]) -> tuple[_Compi
 
 
 def _elaborate(
-    program: Program, values: Mapping[str, ParamValue], sampler: StepSampler | None, ranks: Sequence[int] | None
+    program: Program,
+    values: Mapping[str, ParamValue],
+    sampler: StepSampler | None,
+    ranks: Sequence[int] | None,
+    max_slots: int = MAX_SLOTS,
 ) -> tuple[Schedule, tuple[int, ...]]:
     compiler, globals_, emitter = _globals(program, values)
     emitter.sampler = sampler
@@ -323,10 +337,10 @@ def _elaborate(
         raise CollError(str(err), program.chunks.span) from None
     if not 1 <= nchunks <= MAX_CHUNKS:
         raise CollError(f"the number of chunks ({nchunks}) must be in 1..{MAX_CHUNKS}", program.chunks.span)
-    if p * nchunks > MAX_SLOTS:
+    if p * nchunks > max_slots:
         raise CollError(
-            f"{p} ranks x {nchunks} chunks make {p * nchunks} (rank, chunk) slots, beyond the limit of {MAX_SLOTS} "
-            f"(2^{MAX_SLOTS.bit_length() - 1}) that collc keeps state for",
+            f"{p} ranks x {nchunks} chunks make {p * nchunks} (rank, chunk) slots, beyond the limit of {max_slots} "
+            f"(2^{max_slots.bit_length() - 1}) that collc keeps state for",
             program.chunks.span,
         )
     layout = collectives.layout_error(program.collective, p, nchunks)
