@@ -118,14 +118,17 @@ def _omitted_json(report: CheckReport) -> dict[str, Any]:
     return {"omitted": report.omitted, "omitted_by_code": dict(report.omitted_by_code)}
 
 
-def orbit_text(orbit: Orbit, nranks: int) -> str:
+def orbit_text(orbit: Orbit, nranks: int, ok: bool = True) -> str:
     """How an instance checked through its rank symmetry (`collc.verify.symmetry`) was checked."""
-    k, last = orbit.shift, orbit.chunks - 1
-    chunks = "chunk 0" if last == 0 else f"chunks 0..{last}"
-    return (
+    k, width = orbit.shift, orbit.chunks
+    chunks = "chunk 0" if width == 1 else f"chunks 0..{width - 1}"
+    text = (
         f"checked through its rank symmetry: every rank r does what rank r mod {k} does, every peer and chunk "
         f"moved by r - r mod {k}; {chunks} (one of each orbit) followed at all {nranks} ranks"
     )
+    if not ok:
+        text += f"; every chunk c fails as chunk c mod {width} does"
+    return text
 
 
 def summary_text(report: CheckReport) -> str:

@@ -22,6 +22,7 @@ from collc.cli import main
 from collc.diagnostics import CollError
 from collc.elaborate import MAX_SLOTS, elaborate
 from collc.frontend.program import Program, load_program, parse_program
+from collc.verify import symmetry
 from collc.verify.check import check
 from collc.verify.sweep import check_instance
 from collc.verify.symmetry import MIN_SLOTS, Orbit, check_symmetric
@@ -43,11 +44,14 @@ phase allgather:
 """
 
 
-def _ring(
+def _ring_text(
     rs_steps: str = "p - 1", rs_peer: str = "ring_next(rank)", ag_recv: str = "(rank - s - 1)", ag_action: str = "copy"
-) -> Program:
-    text = RING.format(rs_steps=rs_steps, rs_peer=rs_peer, ag_recv=ag_recv, ag_action=ag_action)
-    return parse_program(text, "ring_variant.coll")
+) -> str:
+    return RING.format(rs_steps=rs_steps, rs_peer=rs_peer, ag_recv=ag_recv, ag_action=ag_action)
+
+
+def _ring(**changes: str) -> Program:
+    return parse_program(_ring_text(**changes), "ring_variant.coll")
 
 
 def _reference(program: Program, p: int):  # type: ignore[no-untyped-def]
@@ -206,3 +210,28 @@ def test_beyond_the_per_op_checkers_slots() -> None:
     assert got is not None
     assert got[1].ok and got[2] == Orbit(2, 2)
     assert got[1].stats.messages == 32768 * 30 and got[1].stats.max_chunks_sent == 32767
+
+
+@pytest.mark.parametrize("change", [{"rs_steps": "p - 2"}, {"ag_action": "reduce"}], ids=["short", "reduce"])
+def test_a_wrong_orbit_is_reported_where_the_per_op_checker_cannot_run(
+    change: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above `WRONG_ABOVE` slots (2^28, the per-op checker's limit; lowered here) the orbit's findings are the
+    report: real ranks, steps and chunks of the orbit, the same kinds of finding the per-op checker makes."""
+    path = tmp_path / "ring_variant.coll"
+    path.write_text(_ring_text(**change))
+    program = load_program(path)
+    got = check_symmetric(program, {"p": 8}, min_slots=0, wrong_above=0)
+    assert got is not None
+    _, wrong, orbit = got
+    ref = _reference(program, 8)
+    assert not wrong.ok and not ref.ok
+    assert wrong.findings and all(f.chunk is None or f.chunk < orbit.chunks for f in wrong.findings)
+    assert {f.code for f in wrong.findings} <= {f.code for f in ref.findings}
+    assert wrong.stats == ref.stats
+    # collc check: the report, the orbit, and the exit code of a wrong schedule
+    monkeypatch.setattr(symmetry, "MIN_SLOTS", 0)
+    monkeypatch.setattr(symmetry, "WRONG_ABOVE", 0)
+    out = CliRunner().invoke(main, ["check", str(path), "-p", "8"])
+    assert out.exit_code == 1, out.output
+    assert "WRONG" in out.output and "every chunk c fails as chunk c mod 1 does" in out.output

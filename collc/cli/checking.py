@@ -117,8 +117,8 @@ def check(
                 else:
                     click.echo(report.report_text(schedule, result.report, alg.sources, shown))
                     if orbit is not None:
-                        click.echo(f"  {report.orbit_text(orbit, schedule.nranks)}")
-                sys.exit(EXIT_OK)
+                        click.echo(f"  {report.orbit_text(orbit, schedule.nranks, result.report.ok)}")
+                sys.exit(EXIT_OK if result.status == "ok" else EXIT_WRONG)
         with progress_bar(f"elaborating {alg.name}", quiet=as_json) as bar:
             try:
                 schedule = alg.instantiate(**instances[0]).schedule
@@ -181,14 +181,15 @@ def _from_model(
 def _from_symmetry(
     alg: api.Algorithm, params: dict[str, ParamValue], quiet: bool
 ) -> tuple[tuple[Schedule, InstanceResult] | None, Orbit | None]:
-    """A large correct allreduce instance checked through its rank symmetry (`collc.verify.symmetry`): one
-    orbit of chunks at every rank; (None, None) when that path does not apply or does not find it correct."""
+    """A large allreduce instance checked through its rank symmetry (`collc.verify.symmetry`): one orbit of
+    chunks at every rank; (None, None) when that path does not apply or leaves it to the per-op checker."""
     with progress_bar(f"checking {alg.name} through its rank symmetry", quiet=quiet) as bar:
         got = check_symmetric(alg.program, params, on_progress=bar.on_progress)
     if got is None:
         return None, None
     header, checked, orbit = got
-    return (header, InstanceResult(dict(params), "ok", checked, check_step(header, 0), None)), orbit
+    status = "ok" if checked.ok else "wrong"
+    return (header, InstanceResult(dict(params), status, checked, check_step(header, 0), None)), orbit
 
 
 def _check_all_p(

@@ -133,7 +133,8 @@ def check_instance(
     if model == "step":
         orbit = check_symmetric(program, params)
         if orbit is not None:
-            return InstanceResult(dict(params), "ok", orbit[1], check_step(orbit[0], 0), None)
+            status = "ok" if orbit[1].ok else "wrong"
+            return InstanceResult(dict(params), status, orbit[1], check_step(orbit[0], 0), None)
     try:
         schedule = elaborate(program, params)
     except CollError as err:

@@ -21,13 +21,16 @@ swing_bw at p = 65536 has 2^32 slots (32 GiB of fingerprints), its orbit 2^17.
   `collc.verify.check.check`, which follows the data of those chunks at every rank;
 * the statistics are the representatives' (totals times p / k), as the per-op checker counts them.
 
-Like `collc.verify.vector` it only ever says "correct": an instance that is not invariant, not an allreduce,
-compresses, has lanes, or that the cut check finds wrong gives None, and the caller runs the per-op checker,
-whose report names the problem.
+Like `collc.verify.vector` it says "correct" or leaves the instance to the per-op checker: one that is not
+invariant, not an allreduce, compresses, has lanes, or whose orbit is wrong gives None, and the caller runs
+the per-op checker, whose report names the problem.  Only where the per-op checker cannot run (more than
+2^28 slots) does an invariant instance whose orbit is wrong get the orbit's findings: real ranks, steps and
+chunks (0 .. k*m - 1), each standing for its orbit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,9 +42,10 @@ from collc.frontend.program import Program
 from collc.ir import Action, ChunkSet, Collective, Op, OpKind, ParamValue, Schedule, Step
 from collc.verify.check import CheckReport, Stats, bandwidth_bound, check
 
-__all__ = ["MIN_SLOTS", "Orbit", "check_symmetric"]
+__all__ = ["MIN_SLOTS", "WRONG_ABOVE", "Orbit", "check_symmetric"]
 
 MIN_SLOTS = 1 << 24  # ranks x chunks below which the per-op checker is as fast (this path is not tried)
+WRONG_ABOVE = MAX_SLOTS  # ranks x chunks above which a wrong orbit is reported (the per-op checker cannot run)
 _BATCH_RANKS = 2048  # ranks elaborated at once: swing_bw at p = 65536 takes about 1.4 GB per batch
 _MAX_SHIFT = 64  # the largest k tried
 _STREAM_SLOTS = 1 << 36  # ranks x chunks this check streams through (its state is p x k*m of them)
@@ -64,19 +68,24 @@ def check_symmetric(
     program: Program,
     params: Mapping[str, ParamValue],
     *,
-    min_slots: int = MIN_SLOTS,
+    min_slots: int | None = None,
+    wrong_above: int | None = None,
     batch: int = _BATCH_RANKS,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Schedule, CheckReport, Orbit] | None:
     """Check the allreduce instance ``params`` through its rank symmetry: the representatives' schedule (for
     its header), a correct report and the orbit checked; None when this path does not apply or does not find
-    the instance correct, or smaller than ``min_slots`` ranks x chunks.  ``on_progress(done, total)`` is called
-    after each batch of ranks."""
+    the instance correct, or smaller than ``min_slots`` ranks x chunks (default `MIN_SLOTS`).  An invariant
+    instance of more than ``wrong_above`` slots (default `WRONG_ABOVE`: those the per-op checker keeps no
+    state for) whose orbit is wrong gets the orbit's findings instead: they name real ranks, chunks and
+    steps, and by the symmetry every chunk c fails as chunk c mod the orbit's width does.  ``on_progress(done, total)`` is called after each batch."""
     # the pass makes no garbage cycles; the cyclic collector would only re-scan the ops of each batch
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _check(program, params, min_slots, batch, on_progress)
+        least = MIN_SLOTS if min_slots is None else min_slots
+        most = WRONG_ABOVE if wrong_above is None else wrong_above
+        return _check(program, params, least, most, batch, on_progress)
     finally:
         if collecting:
             gc.enable()
@@ -86,6 +95,7 @@ def _check(
     program: Program,
     params: Mapping[str, ParamValue],
     min_slots: int,
+    wrong_above: int,
     batch: int,
     on_progress: Callable[[int, int], None] | None,
 ) -> tuple[Schedule, CheckReport, Orbit] | None:
@@ -146,15 +156,13 @@ def _check(
         span=reps.span,
     )
     verdict = check(orbit)
-    if not verdict.ok:
+    if not verdict.ok and p * n <= wrong_above:
         return None
+    stats = _stats(reps, rep_pairs, p, n, shift)
+    if not verdict.ok:
+        return reps, dataclasses.replace(verdict, stats=stats), Orbit(shift, width)
     report = CheckReport(
-        algorithm=reps.algorithm,
-        params=tuple(reps.params),
-        nranks=p,
-        ok=True,
-        findings=(),
-        stats=_stats(reps, rep_pairs, p, n, shift),
+        algorithm=reps.algorithm, params=tuple(reps.params), nranks=p, ok=True, findings=(), stats=stats
     )
     return reps, report, Orbit(shift, width)
 
