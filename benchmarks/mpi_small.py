@@ -11,8 +11,13 @@ are compared bit for bit (small-integer inputs: exact float sums); a wrong eleme
 Libraries: the ring, swing_lat (latency-optimal), and the ring with swing_lat as its
 small-message schedule below ``--small-below`` (`collc compile --small`).
 
-    python benchmarks/mpi_small.py                        # 4 ranks, 1 KiB .. 16 MiB, 5 rounds
-    python benchmarks/mpi_small.py --sizes 1K:64K --rounds 3
+Each library runs in ``--repeats`` jobs, the libraries taking turns (in reverse order every other
+turn): on a machine with fewer cores than ranks, where the ranks land and what else runs moves a
+job's figures by 10-20 % at small sizes, and one job per library would compare those placements
+rather than the libraries.  The medians are over every round of every job.
+
+    python benchmarks/mpi_small.py                        # 4 ranks, 1 KiB .. 16 MiB, 5 rounds, 3 jobs
+    python benchmarks/mpi_small.py --sizes 1K:64K --rounds 3 --repeats 1
 """
 
 from __future__ import annotations
@@ -76,18 +81,25 @@ def main() -> int:
     parser.add_argument("--ranks", "-p", type=int, default=4)
     parser.add_argument("--sizes", default="1K:16MiB")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="jobs per library, the libraries taking turns")
     parser.add_argument("--budget", type=parse_size, default=64 << 20, help="bytes per (implementation, size)")
     parser.add_argument("--small-below", type=parse_size, default=64 << 10)
     args = parser.parse_args()
     sizes = parse_sizes(args.sizes)
     print(f"# {args.ranks} ranks on {platform.node()} ({os.cpu_count()} cores), float32 sum, C driver, MPICH")
     print(f"# command: python benchmarks/{Path(__file__).name} " + " ".join(sys.argv[1:]))
+    print(f"# {args.repeats} job(s) per library, {args.rounds} rounds each, the libraries taking turns")
     speeds: dict[str, dict[int, float]] = {}
     with tempfile.TemporaryDirectory(prefix="collc-small-") as tmp:
         driver = Path(tmp) / "allreduce_pmpi"
         subprocess.run([str(mpicc()), "-O2", "-o", str(driver), str(DRIVER)], check=True)
-        for label, lib in build(Path(tmp), args.ranks, args.small_below).items():
-            rows = run(driver, lib, args.ranks, args.rounds, args.budget, sizes)
+        libs = build(Path(tmp), args.ranks, args.small_below)
+        runs: dict[str, dict[int, list[tuple]]] = {label: {} for label in libs}
+        for turn in range(args.repeats):
+            for label in list(libs) if turn % 2 == 0 else list(reversed(libs)):
+                for n, got in run(driver, libs[label], args.ranks, args.rounds, args.budget, sizes).items():
+                    runs[label].setdefault(n, []).extend(got)
+        for label, rows in runs.items():
             print(f"\n## {label}")
             print(f"{'size':>8} {'native(us)':>11} {'collc(us)':>10} {'speed':>6}")
             for n in sizes:

@@ -162,12 +162,12 @@ def test_never_accepts_a_mutant_the_per_op_checker_rejects(tmp_path: Path) -> No
     ]
     assert len(chosen) > 150
     accepted = rejected = 0
-    for mutant in chosen:
+    for i, mutant in enumerate(chosen):
         try:
             program = parse(mutant)
         except CollError:
             continue
-        for p in (6, 8):
+        for p in (6 + 2 * (i % 2),):  # every other mutant at p = 6 (Swing's blocks deduplicated), at p = 8
             try:
                 ref = _reference(program, p)
             except CollError:
@@ -179,7 +179,7 @@ def test_never_accepts_a_mutant_the_per_op_checker_rejects(tmp_path: Path) -> No
             assert ref.ok, (mutant.key, mutant.description, p)
             assert got[1].stats == ref.stats, (mutant.key, p)
             accepted += 1
-    assert rejected > 100 and accepted > 10  # the mutants bite, and some are equivalent programs
+    assert rejected > 120 and accepted > 100  # the mutants bite (169 here), and many are still correct (292)
 
 
 def test_the_cli_says_how_it_checked(tmp_path: Path) -> None:
