@@ -258,6 +258,56 @@ static inline void collc_av_tables_free(struct collc_av_tables *t)
     memset(t, 0, sizeof *t);
 }
 
+static inline int collc_av_run_order(const void *a, const void *b)
+{
+    const struct collc_run *x = (const struct collc_run *)a, *y = (const struct collc_run *)b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Alltoall: the chunk runs rank `rank` of p touches, the segments its work buffer holds end to end
+ * (collc_exec.h; mpi_c._segments for a library of one p): the chunks it holds at the start (its send buffer,
+ * source = rank), those it must hold at the end (destination = rank) and every run of its messages, sorted and
+ * merged where they meet.  NULL when out of memory; *nsegs is their number. */
+static inline struct collc_run *collc_av_segments(const struct collc_av_tables *t, int p, int rank, int nchunks,
+                                                  int *nsegs)
+{
+    const int k = nchunks / p / p; /* chunk (source * p + destination) * k + j; nchunks % (p * p) == 0 */
+    const int64_t most = t->nruns + (int64_t)p + 1;
+    struct collc_run *r = (struct collc_run *)calloc((size_t)most, sizeof *r);
+    int64_t m = 0, out = 0;
+    *nsegs = 0;
+    if (r == NULL) return NULL;
+    r[m].lo = rank * p * k, r[m].hi = (rank + 1) * p * k, m++;
+    for (int s = 0; s < p; s++) r[m].lo = (s * p + rank) * k, r[m].hi = (s * p + rank + 1) * k, m++;
+    for (int64_t i = 0; i < t->nruns; i++) r[m].lo = t->runs[i].lo, r[m].hi = t->runs[i].hi, m++;
+    qsort(r, (size_t)m, sizeof *r, collc_av_run_order);
+    for (int64_t i = 0; i < m; i++) {
+        if (out > 0 && r[i].lo <= r[out - 1].hi) {
+            if (r[i].hi > r[out - 1].hi) r[out - 1].hi = r[i].hi;
+        } else {
+            r[out++] = r[i];
+        }
+    }
+    *nsegs = (int)out;
+    return r;
+}
+
+/* The debug dump's line "rank segments lo-hi ..." of an alltoall rank, appended to *text (size *size, used
+ * bytes); returns the bytes used after it. */
+static inline int64_t collc_av_dump_segments(struct collc_av *X, const struct collc_av_tables *t, int rank,
+                                             char **text, int64_t *size, int64_t used)
+{
+    int n = 0;
+    struct collc_run *segs = collc_av_segments(t, X->p, rank, X->nchunks, &n);
+    if (segs == NULL) collc_av_fail(X, -1, "out of memory for the segments");
+    *text = (char *)collc_av_grow(X, *text, size, used + 32 + 24 * (int64_t)n, 1);
+    used += snprintf(*text + used, (size_t)(*size - used), "%d segments", rank);
+    for (int i = 0; i < n; i++) used += snprintf(*text + used, (size_t)(*size - used), " %d-%d", segs[i].lo, segs[i].hi);
+    (*text)[used++] = '\n';
+    free(segs);
+    return used;
+}
+
 /* The union of the runs of ops[i] for i in idx[0 .. n-1] whose kind is in `kinds` (a bit mask). */
 static inline cv collc_av_union_ops(struct collc_av *X, const int64_t *idx, int64_t n, int kinds)
 {
@@ -586,6 +636,8 @@ struct collc_anyp_sched {
     struct collc_span *spans;  /* [p]: the flow's rows per rank (only `rank`'s) */
     int *flow_ops;             /* [p]: likewise */
     int *flow_scratch;         /* [p]: likewise */
+    struct collc_run *segments;            /* alltoall: the rank's segments (collc_av_segments), else NULL */
+    struct collc_span *spans_of_segments;  /* [p]: the rank's row of them (only `rank`'s) */
     char why[400];             /* why it could not be built ("" when it could) */
     struct collc_anyp_sched *next;
 };
@@ -623,8 +675,9 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
     e->spans = (struct collc_span *)calloc((size_t)p, sizeof *e->spans);
     e->flow_ops = (int *)calloc((size_t)p, sizeof(int));
     e->flow_scratch = (int *)calloc((size_t)p, sizeof(int));
+    e->spans_of_segments = (struct collc_span *)calloc((size_t)p, sizeof *e->spans_of_segments);
     if (e->scratch_chunks == NULL || e->receives == NULL || e->spans == NULL || e->flow_ops == NULL ||
-        e->flow_scratch == NULL) {
+        e->flow_scratch == NULL || e->spans_of_segments == NULL) {
         snprintf(e->why, sizeof e->why, "out of memory");
     } else if (a->build(p, rank, &e->t, &nchunks, &root, e->why, sizeof e->why) == 0) {
         e->why[0] = '\0';
@@ -645,6 +698,11 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
         e->flow_scratch[rank] = (int)e->t.flow_scratch;
         e->s.flow = &e->flow, e->s.nflow = 1;
         e->s.flow_ops = e->flow_ops, e->s.flow_scratch = e->flow_scratch;
+        if (a->base->collective == COLLC_COLL_ALLTOALL) { /* the rank's segments; only its row is set */
+            e->segments = collc_av_segments(&e->t, p, rank, nchunks, &e->spans_of_segments[rank].n);
+            if (e->segments == NULL) snprintf(e->why, sizeof e->why, "out of memory for the segments of rank %d", rank);
+            e->s.segments = e->segments, e->s.rank_segments = e->spans_of_segments;
+        }
     } else if (e->why[0] == '\0') {
         snprintf(e->why, sizeof e->why, "the tables could not be built");
     }

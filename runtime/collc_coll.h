@@ -242,17 +242,18 @@ static inline int collc_alltoall(const struct collc_sched *s, const char *entry,
                                  const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                                  MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    const int p = s->nranks, k = s->nchunks / (s->nranks * s->nranks);
-    struct collc_call c =
-        collc_call_of(s, entry, mode, comm, recvcount, recvtype, MPI_OP_NULL, -1, recvcount * p * p);
+    struct collc_call c = collc_call_of(s, entry, mode, comm, recvcount, recvtype, MPI_OP_NULL, -1,
+                                        recvcount * s->nranks * s->nranks);
     struct collc_ctx ctx;
     const int same = sendbuf == MPI_IN_PLACE || (sendcount == recvcount && sendtype == recvtype);
     const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     char *ref = NULL, *work = NULL;
-    int err;
+    int err, p, k;
     if (collc_admit(&c, same) != COLLC_FITS)
         return COLLC_UNFIT(mode, Alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     if (recvcount == 0) return MPI_SUCCESS;
+    /* the schedule admitted for this communicator: the library's, one of its other sizes, or one built for it */
+    s = c.sched, p = s->nranks, k = s->nchunks / (p * p);
     if (collc_env.check) {
         ref = collc_check_buffer(&c, recvcount * p);
         COLLC_PMPI(Alltoall)(in, recvcount, recvtype, ref, recvcount, recvtype, comm);

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from test_cli import cli
+from test_mpi_c import assert_passed, driver  # noqa: F401  (driver: a fixture)
+from test_mpi_c import mpirun as mpirun_driver
 from test_shim_ops import RAN, assert_every_call_ran, mpirun, summary
 from test_small_schedule import matrix  # noqa: F401  (a fixture)
 
@@ -111,3 +113,18 @@ def test_cli_compiles_a_range_for_mpi_c_only(tmp_path: Path) -> None:
     assert res.code == 0 and "one library for p = 2, 4 (3, 5, 6 excluded by the constraints)" in res.stderr, res.text
     res = cli("compile", path, "-p", "2..6", "--target", "mpi-py", "-o", tmp_path / "c")
     assert res.code == 2 and "takes one rank count" in res.text
+
+
+def test_an_alltoall_library_runs_each_size_on_its_own_schedule(
+    tmp_path: Path,
+    driver: Path,  # noqa: F811
+) -> None:
+    """The alltoall entry point takes p, the block size and the segments from the schedule admitted for the
+    communicator, not from the library's first size (which crashed the sizes after it)."""
+    files, compiled = collc.load(EXAMPLES / "pairwise_alltoall.coll").compile_library((3, 4, 6), tmp_path)
+    assert compiled == [3, 4, 6]
+    for p in (4, 6):
+        run = mpirun_driver(p, [str(driver), "alltoall"], preload=str(files[-1]), env={"COLLC_SHIM_LOG": "1"})
+        assert_passed(run)
+        ran = [line for line in run.stderr.splitlines() if line.startswith("collc: MPI_Alltoall")]
+        assert len(ran) >= 100 * p and all(f"pairwise_alltoall p={p} rank" in line for line in ran), ran[:3]

@@ -16,19 +16,22 @@ compile time, at the construct.
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_cli import cli
+from test_mpi_c import assert_passed, driver  # noqa: F401  (driver: a fixture)
+from test_mpi_c import mpirun as mpirun_driver
 from test_shim_ops import RAN, assert_every_call_ran, mpirun, summary
 from test_small_schedule import matrix  # noqa: F401  (a fixture)
 
 import collc
-from collc.backends import dataflow, mpi_c_anyp, mpi_launch, tables
+from collc.backends import dataflow, mpi_c, mpi_c_anyp, mpi_launch, tables
 from collc.collectives import element_offsets
 from collc.diagnostics import CollError
-from collc.ir import OpKind
+from collc.ir import Collective, OpKind
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -48,11 +51,12 @@ TABLE_CASES = {
     "binomial_broadcast": [100],
     "pipelined_ring_allreduce": [64],
     "weighted_striped_ring_allreduce": [64],
+    "pairwise_alltoall": [100],
 }
 
 
 # The examples whose tables the normal suite compares (the slow suite compares them all).
-FAST_TABLES = ("ring_allreduce", "swing_bw", "recursive_doubling", "pipelined_ring_allreduce")
+FAST_TABLES = ("ring_allreduce", "swing_bw", "recursive_doubling", "pipelined_ring_allreduce", "pairwise_alltoall")
 
 
 class _Libraries(dict[str, Path]):
@@ -93,6 +97,9 @@ def _compare(alg: collc.Algorithm, library: Path, p: int, **params: int) -> None
         # Dataflow issue: what each message waits for, and the run's scratch space.
         assert got[rank].deps == tuple(op.deps for op in dataflow.rank_ops(want, rank)), f"{alg.name} p={p} {rank}"
         assert got[rank].flow_scratch == dataflow.flow_scratch(want.ranks[rank])
+    if inst.schedule.collective is Collective.ALLTOALL:  # the chunk runs each rank's work buffer holds
+        segments = mpi_c._segments(inst.schedule, want)
+        assert [got[r].segments for r in range(p)] == [b.segments for b in segments], f"{alg.name} p={p}"
 
 
 def _table_params() -> list[object]:
@@ -180,6 +187,34 @@ def test_a_size_the_constraints_exclude_goes_to_the_mpi_library(built: dict[str,
     assert "p=6 violates the constraint is_pow2(p))" in run.stderr, run.tail()
     assert "recursive_doubling p=6 rank 5" in run.stderr
     assert not RAN.findall(run.stderr)
+
+
+@pytest.mark.parametrize(
+    ("p", "flags"),
+    [
+        (3, ("--split", "--dup")),
+        (8, ()),
+        pytest.param(4, (), marks=pytest.mark.slow),
+        pytest.param(6, ("--split",), marks=pytest.mark.slow),
+    ],
+)
+def test_one_alltoall_library_at_any_size(
+    built: dict[str, Path],
+    driver: Path,  # noqa: F811
+    p: int,
+    flags: tuple[str, ...],
+) -> None:
+    """Every datatype and count of the mpi-c driver (tests/mpi_c/driver.c) against the MPI library's alltoall; with
+    --split, its sub-communicators too: each size gets its own tables and segments."""
+    run = mpirun_driver(p, [str(driver), "alltoall", *flags], preload=str(built["pairwise_alltoall"]),
+                        env={"COLLC_SHIM_LOG": "1"})  # fmt: skip
+    assert_passed(run)
+    lines = run.stderr.splitlines()
+    ran = [line for line in lines if line.startswith("collc: MPI_Alltoall") and "->" not in line]
+    assert len(ran) >= 100 * p and not [line for line in lines if "PMPI fallback" in line], run.stderr[-2000:]
+    assert any(f"pairwise_alltoall p={p} rank " in line for line in ran)
+    if flags:  # sub-communicators of other sizes ran on their own schedules
+        assert {m.group(1) for line in ran if (m := re.search(r" p=(\d+) ", line))} - {str(p)}
 
 
 # ---------------------------------------------------------------------------- refusals

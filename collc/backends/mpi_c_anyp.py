@@ -26,7 +26,7 @@ from collc.backends.csource import Sources, c_ident, run_compiler, write_sources
 from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
 from collc.frontend.program import Program
-from collc.ir import Collective, ParamValue
+from collc.ir import ParamValue
 
 __all__ = [
     "AnypPlan",
@@ -82,9 +82,6 @@ def check_supported(program: Program, params: Mapping[str, ParamValue]) -> None:
     problem = refusal(program, params)
     if problem is not None:
         raise problem
-    if program.collective is Collective.ALLTOALL:
-        raise CollError(f"any-p compilation ({program.name}) does not support alltoall (its buffer segments are "
-                        "per p); compile it for a list of p instead", program.header.collective_span)  # fmt: skip
 
 
 def plan(program: Program, params: Mapping[str, ParamValue], verified: Sequence[int]) -> AnypPlan:
@@ -165,6 +162,7 @@ class RankTables:
     max_messages: int
     deps: tuple[tuple[int, ...], ...]
     flow_scratch: int
+    segments: tuple[tuple[int, int], ...] = ()  # alltoall: the chunk runs the rank touches (mpi_c's segments)
 
 
 def _dump(library: Path, algorithm: str, p: int, rank: int) -> str:
@@ -204,6 +202,7 @@ def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
     msgs: list[dict[int, tuple[list[tables.Message], list[tables.Message]]]] = [{} for _ in range(p)]
     extra: list[dict[str, int]] = [{} for _ in range(p)]
     deps: list[list[tuple[int, ...]]] = [[] for _ in range(p)]
+    segments: list[tuple[tuple[int, int], ...]] = [() for _ in range(p)]
     for line in lines[1:]:
         parts = line.split()
         if parts[0] == "prefix":  # the chunk weights (anyp_prefix)
@@ -211,6 +210,9 @@ def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
         rank = int(parts[0])
         if parts[1] in ("scratch", "max_messages", "flow_scratch"):
             extra[rank][parts[1]] = int(parts[2])
+            continue
+        if parts[1] == "segments":
+            segments[rank] = tuple((int(a), int(b)) for a, _, b in (x.partition("-") for x in parts[2:]))
             continue
         step, kind, peer = int(parts[1]), parts[2], int(parts[3])
         assert parts[-2] == "after", line
@@ -235,6 +237,7 @@ def _parse(text: str, p: int) -> tuple[int, list[RankTables]]:
                 extra[rank].get("max_messages", 0),
                 tuple(deps[rank]),
                 extra[rank].get("flow_scratch", 0),
+                segments[rank],
             )
         )
     return nchunks, out

@@ -7,7 +7,7 @@ mpicc; ``collc_<algorithm>_mpicuda.cu`` (nvcc) asks it for the calling rank's ta
 first call on a communicator of p ranks and runs them with the mpi-cuda runtime
 (``runtime/collc_mpicuda_anyp.cuh``).  `generate` writes both, the header, the driver and a
 Makefile; `build` compiles them.  The same constructs as for mpi-c are supported (no
-compression points, levels, groups, alltoall: refused with the place in the .coll file).
+compression points, levels, groups, tori: refused with the place in the .coll file).
 """
 
 from __future__ import annotations

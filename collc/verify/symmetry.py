@@ -78,7 +78,8 @@ def check_symmetric(
     the instance correct, or smaller than ``min_slots`` ranks x chunks (default `MIN_SLOTS`).  An invariant
     instance of more than ``wrong_above`` slots (default `WRONG_ABOVE`: those the per-op checker keeps no
     state for) whose orbit is wrong gets the orbit's findings instead: they name real ranks, chunks and
-    steps, and by the symmetry every chunk c fails as chunk c mod the orbit's width does.  ``on_progress(done, total)`` is called after each batch."""
+    steps, and by the symmetry every chunk c fails as chunk c mod the orbit's width does.
+    ``on_progress(done, total)`` is called after each batch of ranks."""
     # the pass makes no garbage cycles; the cyclic collector would only re-scan the ops of each batch
     collecting = gc.isenabled()
     gc.disable()
