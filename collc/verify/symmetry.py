@@ -115,8 +115,8 @@ def _check(
     shift = _find_shift(probe, p, m)
     if shift is None or p * shift * m > MAX_SLOTS:
         return None
-    reps = elaborate(program, params, ranks=range(shift), max_slots=_STREAM_SLOTS)
-    if any(st.lanes is not None for st in reps.steps):
+    reps = _batch(program, params, range(shift), shift)
+    if reps is None or any(st.lanes is not None for st in reps.steps):
         return None
     own = _by_rank(reps)
     if set(own) != set(range(shift)):
