@@ -44,7 +44,7 @@ print(json.dumps(dict(ok=got is not None and got[1].ok, prepare=t1 - t0, check=t
                       steps=got[1].stats.steps if got else None)))
 """
 
-_OPS = """
+OPS_SCRIPT = """  # elaborate, check op by op, the naive checker (its JSON's last line)
 import gc, json, resource, sys, time
 sys.path.insert(0, {bench!r})
 from collc.frontend.program import load_program
@@ -63,11 +63,12 @@ if {naive}:
     naive = time.perf_counter() - t2
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 ops = sum(len(s.ops) for s in schedule.steps)
-print(json.dumps(dict(ok=report.ok, total=t1 - t0, naive=naive, rss=rss, ops=ops)))
+print(json.dumps(dict(ok=report.ok, total=t1 - t0, naive=naive, rss=rss, ops=ops, report=repr(report))))
 """
 
 
-def _run(code: str, timeout: float) -> dict | None:
+def run_case(code: str, timeout: float) -> dict | None:
+    """Run ``code`` in a fresh Python process; the JSON of its last line (None on a timeout or an error)."""
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -102,7 +103,7 @@ def main() -> int:
         name, sizes = case.split(":")
         path = str(EXAMPLES / f"{name}.coll")
         for p in (int(x) for x in sizes.split(",")):
-            m = _run(_MODEL.format(path=path, p=p), args.timeout)
+            m = run_case(_MODEL.format(path=path, p=p), args.timeout)
             if m is None or not m["ok"]:
                 print(f"  {name:<20} {p:>6} model path: no result ({m})")
                 continue
@@ -110,7 +111,8 @@ def main() -> int:
             row = f"  {name:<20} {p:>6} {model_s:>9.2f} {m['prepare']:>8.2f} {m['rss']:>8.0f}"
             if _ops_estimate(name, p) <= args.op_max_ops:
                 naive = p <= args.naive_max_p
-                o = _run(_OPS.format(bench=str(ROOT / "benchmarks"), path=path, p=p, naive=naive), args.timeout)
+                script = OPS_SCRIPT.format(bench=str(ROOT / "benchmarks"), path=path, p=p, naive=naive)
+                o = run_case(script, args.timeout)
                 if o is None:
                     row += f" {'failed':>12}"
                 else:

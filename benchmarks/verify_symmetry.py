@@ -17,11 +17,11 @@ Every case runs in a fresh process, so its peak resident memory is its own.  Per
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
+
+from verify_model import OPS_SCRIPT, run_case  # benchmarks/ is the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -41,38 +41,6 @@ print(json.dumps(dict(ok=got is not None and got[1].ok, took=took, rss=rss,
                       report=repr(got[1]) if got else None)))
 """
 
-_OPS = """
-import json, resource, sys, time
-sys.path.insert(0, {bench!r})
-from collc.frontend.program import load_program
-from collc.elaborate import elaborate
-from collc.verify.check import check
-program = load_program({path!r})
-t0 = time.perf_counter()
-schedule = elaborate(program, {{"p": {p}}})
-report = check(schedule)
-t1 = time.perf_counter()
-naive = None
-if {naive}:
-    from check_time import naive_check
-    t2 = time.perf_counter()
-    assert naive_check(schedule)
-    naive = time.perf_counter() - t2
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps(dict(ok=report.ok, took=t1 - t0, naive=naive, rss=rss, report=repr(report))))
-"""
-
-
-def _run(code: str, timeout: float) -> dict | None:
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        return None
-    if out.returncode != 0:
-        print(out.stderr[-2000:], file=sys.stderr)
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,7 +58,7 @@ def main() -> int:
         name, sizes = case.split(":")
         path = str(EXAMPLES / f"{name}.coll")
         for p in (int(x) for x in sizes.split(",")):
-            s = _run(_SYMMETRY.format(path=path, p=p), args.timeout)
+            s = run_case(_SYMMETRY.format(path=path, p=p), args.timeout)
             if s is None or not s["ok"]:
                 print(f"  {name:<16} {p:>6} symmetric path: no result ({s})", flush=True)
                 continue
@@ -98,12 +66,13 @@ def main() -> int:
             row = f"  {name:<16} {p:>6} {orbit:>7} {s['took']:>12.2f} {s['rss']:>8.0f}"
             if p <= args.op_max_p:
                 naive = p <= args.naive_max_p
-                o = _run(_OPS.format(bench=str(ROOT / "benchmarks"), path=path, p=p, naive=naive), args.timeout)
+                script = OPS_SCRIPT.format(bench=str(ROOT / "benchmarks"), path=path, p=p, naive=naive)
+                o = run_case(script, args.timeout)
                 if o is None:
                     row += f" {'failed':>12}"
                 else:
                     same = "yes" if o["report"] == s["report"] else "NO"
-                    row += f" {o['took']:>12.2f} {o['rss']:>8.0f} {o['took'] / s['took']:>6.1f}x {same:>5}"
+                    row += f" {o['total']:>12.2f} {o['rss']:>8.0f} {o['total'] / s['took']:>6.1f}x {same:>5}"
                     if o["naive"] is not None:
                         row += f" {o['naive']:>9.2f} {o['naive'] / s['took']:>9.1f}x"
             else:

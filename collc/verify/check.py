@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error, vector_chunks
-from collc.ir import Action, Collective, Op, OpKind, Schedule
+from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error
+from collc.ir import Action, Op, OpKind, Schedule
 from collc.verify.compression import ErrorStats, analyse, fmt_bound
 from collc.verify.fast import Regular
 from collc.verify.findings import CODES, Finding
@@ -39,8 +39,9 @@ from collc.verify.findings import ids_bits as _ids_bits
 from collc.verify.findings import lowest as _lowest
 from collc.verify.findings import them as _them
 from collc.verify.races import find_races
+from collc.verify.stats import Stats, bandwidth_bound, traffic_stats
 
-__all__ = ["CODES", "CheckReport", "Finding", "Stats", "bandwidth_bound", "check"]
+__all__ = ["CODES", "CheckReport", "Finding", "Stats", "bandwidth_bound", "check", "traffic_stats"]
 
 _SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
@@ -48,25 +49,6 @@ _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cle
 _BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
 _FAST_MIN_OPS = 192  # smaller steps cost less op by op than in numpy calls
 _FAST_BATCH_ELEMENTS = 1 << 21  # the same for regular steps (`collc.verify.fast`), whose temporaries are larger
-
-
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """Traffic statistics (sends merged per (src, dst) pair per step)."""
-
-    steps: int
-    messages: int
-    max_chunks_sent: int
-    max_chunks_received: int
-    max_sent_fraction: float
-    max_received_fraction: float
-    max_fan_out: int
-    max_fan_in: int
-    fan_out_per_step: tuple[int, ...] = ()  # max distinct peers a rank sends to, step by step
-    fan_in_per_step: tuple[int, ...] = ()
-    latency_deficiency: float = 0.0  # steps / ceil(log2 p): 1.0 is the latency lower bound
-    bandwidth_deficiency: float = 0.0  # max sent fraction / the collective's lower bound
-    temp_buffer_steps: int = 0  # (step, rank) pairs where a rank receives a chunk it also sends
 
 
 @dataclass(frozen=True, slots=True)
@@ -682,17 +664,6 @@ def _trace(
         out.add(Finding("postcondition", msg, span, st, r, chunk, exp_text, actual))
 
 
-def bandwidth_bound(collective: Collective, p: int) -> float:
-    """The least fraction of the vector some rank must send (1 for p = 1, to avoid dividing by 0)."""
-    if p == 1:
-        return 1.0
-    if collective is Collective.ALLREDUCE:
-        return 2 * (p - 1) / p
-    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL):
-        return (p - 1) / p
-    return 1.0
-
-
 def _last_receive(schedule: Schedule, rank: int) -> tuple[int, Op] | None:
     """The last receive op of ``rank``: where a chunk it never gets should have arrived."""
     for step in reversed(schedule.steps):
@@ -773,22 +744,18 @@ def check(
             span = where.span if where is not None else schedule.span
             out.add(Finding("tolerance", msg, span, None, errors.worst_rank, errors.worst_chunk, None, None))
     findings, omitted = out.select()
-    vector = vector_chunks(schedule.collective, p, n)
     sent = int((np.array(fp.sent, dtype=np.int64) + fp.sent_fast).max(initial=0))
     received = int((np.array(fp.received, dtype=np.int64) + fp.received_fast).max(initial=0))
-    stats = Stats(
+    stats = traffic_stats(
+        schedule.collective,
+        p,
+        n,
         steps=fp.steps,
         messages=fp.messages,
-        max_chunks_sent=sent,
-        max_chunks_received=received,
-        max_sent_fraction=sent / vector,
-        max_received_fraction=received / vector,
-        max_fan_out=fp.fan_out,
-        max_fan_in=fp.fan_in,
-        fan_out_per_step=tuple(fp.fan_out_steps),
-        fan_in_per_step=tuple(fp.fan_in_steps),
-        latency_deficiency=fp.steps / max(1, (p - 1).bit_length()),
-        bandwidth_deficiency=(sent / vector) / bandwidth_bound(schedule.collective, p),
+        most_sent=sent,
+        most_received=received,
+        fan_out_steps=fp.fan_out_steps,
+        fan_in_steps=fp.fan_in_steps,
         temp_buffer_steps=fp.temp_buffers,
     )
     return CheckReport(

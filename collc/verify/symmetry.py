@@ -35,12 +35,11 @@ import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from collc.collectives import vector_chunks
 from collc.diagnostics import CollError
 from collc.elaborate import MAX_SLOTS, elaborate
 from collc.frontend.program import Program
 from collc.ir import Action, ChunkSet, Collective, Op, OpKind, ParamValue, Schedule, Step
-from collc.verify.check import CheckReport, Stats, bandwidth_bound, check
+from collc.verify.check import CheckReport, Stats, check, traffic_stats
 
 __all__ = ["MIN_SLOTS", "WRONG_ABOVE", "Orbit", "check_symmetric"]
 
@@ -321,21 +320,15 @@ def _stats(reps: Schedule, pairs: dict[int, _Pairs], p: int, n: int, k: int) -> 
                 temp += copies
         fan_out.append(step_out)
         fan_in.append(step_in)
-    vector = vector_chunks(reps.collective, p, n)
-    most_sent = max(sent.values(), default=0)
-    most_received = max(received.values(), default=0)
-    return Stats(
+    return traffic_stats(
+        reps.collective,
+        p,
+        n,
         steps=len(fan_out),
         messages=messages,
-        max_chunks_sent=most_sent,
-        max_chunks_received=most_received,
-        max_sent_fraction=most_sent / vector,
-        max_received_fraction=most_received / vector,
-        max_fan_out=max(fan_out, default=0),
-        max_fan_in=max(fan_in, default=0),
-        fan_out_per_step=tuple(fan_out),
-        fan_in_per_step=tuple(fan_in),
-        latency_deficiency=len(fan_out) / max(1, (p - 1).bit_length()),
-        bandwidth_deficiency=(most_sent / vector) / bandwidth_bound(reps.collective, p),
+        most_sent=max(sent.values(), default=0),
+        most_received=max(received.values(), default=0),
+        fan_out_steps=fan_out,
+        fan_in_steps=fan_in,
         temp_buffer_steps=temp,
     )

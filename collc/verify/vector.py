@@ -23,13 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from collc.collectives import vector_chunks
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.frontend.program import Program
 from collc.ir import Collective, ParamValue, Schedule
 from collc.verify.allp import sample_sizes
-from collc.verify.check import CheckReport, Stats, bandwidth_bound
+from collc.verify.check import CheckReport, Stats, traffic_stats
 from collc.verify.symbolic import Model, Refusal, evaluate, evaluate_array, extract, same_steps
 
 __all__ = ["check_model", "prepare"]
@@ -201,21 +200,16 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
             received += received_add
     if not _postcondition(schedule, fp, held, h, origin):
         return None
-    vector = vector_chunks(schedule.collective, p, n)
-    most_sent, most_received = int(sent.max(initial=0)), int(received.max(initial=0))
-    return Stats(
+    return traffic_stats(
+        schedule.collective,
+        p,
+        n,
         steps=steps,
         messages=messages,
-        max_chunks_sent=most_sent,
-        max_chunks_received=most_received,
-        max_sent_fraction=most_sent / vector,
-        max_received_fraction=most_received / vector,
-        max_fan_out=max(fan_out_steps, default=0),
-        max_fan_in=max(fan_in_steps, default=0),
-        fan_out_per_step=tuple(fan_out_steps),
-        fan_in_per_step=tuple(fan_in_steps),
-        latency_deficiency=steps / max(1, (p - 1).bit_length()),
-        bandwidth_deficiency=(most_sent / vector) / bandwidth_bound(schedule.collective, p),
+        most_sent=int(sent.max(initial=0)),
+        most_received=int(received.max(initial=0)),
+        fan_out_steps=fan_out_steps,
+        fan_in_steps=fan_in_steps,
         temp_buffer_steps=temp,
     )
 
