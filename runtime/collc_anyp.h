@@ -298,9 +298,11 @@ static inline int64_t collc_av_dump_segments(struct collc_av *X, const struct co
                                              char **text, int64_t *size, int64_t used)
 {
     int n = 0;
-    struct collc_run *segs = collc_av_segments(t, X->p, rank, X->nchunks, &n);
+    struct collc_run *segs;
+    /* room for every run the segments could hold first: collc_av_grow does not return when out of memory */
+    *text = (char *)collc_av_grow(X, *text, size, used + 32 + 24 * (t->nruns + (int64_t)X->p + 1), 1);
+    segs = collc_av_segments(t, X->p, rank, X->nchunks, &n);
     if (segs == NULL) collc_av_fail(X, -1, "out of memory for the segments");
-    *text = (char *)collc_av_grow(X, *text, size, used + 32 + 24 * (int64_t)n, 1);
     used += snprintf(*text + used, (size_t)(*size - used), "%d segments", rank);
     for (int i = 0; i < n; i++) used += snprintf(*text + used, (size_t)(*size - used), " %d-%d", segs[i].lo, segs[i].hi);
     (*text)[used++] = '\n';

@@ -350,6 +350,11 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
         else
             c->sched = s = s->sizes[i];
     }
+    /* the logical space at this communicator's size (collc_call_of counted the library's first size) */
+    if (s->collective == COLLC_COLL_ALLGATHER || s->collective == COLLC_COLL_REDUCE_SCATTER)
+        c->elems = c->count * c->size;
+    else if (s->collective == COLLC_COLL_ALLTOALL)
+        c->elems = c->count * c->size * c->size;
     if (c->root >= 0 && c->root != s->root)
         return collc_reason_set(COLLC_ROOT, "root %d, compiled for root=%d", c->root, s->root);
     if (c->op != MPI_OP_NULL) {

@@ -235,3 +235,35 @@ def test_a_wrong_orbit_is_reported_where_the_per_op_checker_cannot_run(
     out = CliRunner().invoke(main, ["check", str(path), "-p", "8"])
     assert out.exit_code == 1, out.output
     assert "WRONG" in out.output and "every chunk c fails as chunk c mod 1 does" in out.output
+
+
+PHASES = (
+    _ring_text()
+    + """  if rank == 70:
+    step: send {} to ring_next(rank)
+phase tail:
+  if rank == {late}:
+    step: send {} to ring_next(rank)
+"""
+)
+
+
+def test_phases_are_checked_across_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks 70 and 75 reach one (empty) step in different phases: the elaborator refuses the instance, and so
+    must the batches, which elaborate the two ranks apart (their ops alone are invariant); likewise for rank 9,
+    among the first ranks, which the check elaborates before its batches."""
+    for late in (75, 9):
+        path = tmp_path / f"phases{late}.coll"
+        path.write_text(PHASES.replace("{late}", str(late)))
+        program = load_program(path)
+        with pytest.raises(CollError, match="reaches step") as whole:
+            elaborate(program, {"p": 80})
+        assert check_symmetric(program, {"p": 80}, min_slots=0, batch=4) is None
+        # where the per-op checker cannot run, the same error, from the batches
+        with pytest.raises(CollError, match="reaches step") as batched:
+            check_symmetric(program, {"p": 80}, min_slots=0, wrong_above=0, batch=4)
+        assert batched.value.message == whole.value.message
+    monkeypatch.setattr(symmetry, "MIN_SLOTS", 0)
+    monkeypatch.setattr(symmetry, "WRONG_ABOVE", 0)
+    out = CliRunner().invoke(main, ["check", str(path), "-p", "80"])
+    assert out.exit_code == 2 and "reaches step" in out.output, out.output

@@ -184,7 +184,10 @@ def _from_symmetry(
     """A large allreduce instance checked through its rank symmetry (`collc.verify.symmetry`): one orbit of
     chunks at every rank; (None, None) when that path does not apply or leaves it to the per-op checker."""
     with progress_bar(f"checking {alg.name} through its rank symmetry", quiet=quiet) as bar:
-        got = check_symmetric(alg.program, params, on_progress=bar.on_progress)
+        try:
+            got = check_symmetric(alg.program, params, on_progress=bar.on_progress)
+        except CollError as err:  # an error of the program at an instance the per-op checker cannot hold
+            fail_input(err, alg.sources)
     if got is None:
         return None, None
     header, checked, orbit = got

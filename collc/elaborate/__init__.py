@@ -38,7 +38,7 @@ The stage, module by module:
 
 from collc.elaborate.driver import bind_params, constants, elaborate, elaborate_sampled, level_splits
 from collc.elaborate.emitter import MAX_CALL_DEPTH as MAX_CALL_DEPTH
-from collc.elaborate.emitter import MAX_CHUNKS, MAX_RANKS, MAX_SLOTS
+from collc.elaborate.emitter import MAX_CHUNKS, MAX_RANKS, MAX_SLOTS, Carry
 from collc.elaborate.emitter import MAX_LOOP_ITERATIONS as MAX_LOOP_ITERATIONS
 from collc.elaborate.emitter import MAX_STEPS as MAX_STEPS
 from collc.ir import ChunkSet
@@ -47,6 +47,7 @@ __all__ = [
     "MAX_CHUNKS",
     "MAX_RANKS",
     "MAX_SLOTS",
+    "Carry",
     "ChunkSet",
     "bind_params",
     "constants",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collc import collectives
 from collc.diagnostics import CollError
 from collc.elaborate.compiler import _Compiler
-from collc.elaborate.emitter import MAX_CALL_DEPTH, MAX_CHUNKS, MAX_RANKS, MAX_SLOTS, _Emitter
+from collc.elaborate.emitter import MAX_CALL_DEPTH, MAX_CHUNKS, MAX_RANKS, MAX_SLOTS, Carry, _Emitter
 from collc.elaborate.sampling import SamplingConflict, StepSampler
 from collc.elaborate.scope import Env, _bool
 from collc.elaborate.syntax import _assigned, _source_text
@@ -231,12 +231,15 @@ def elaborate(
     ranks: Sequence[int] | None = None,
     *,
     max_slots: int = MAX_SLOTS,
+    carry: Carry | None = None,
 ) -> Schedule:
     """Instantiate ``program`` with parameter ``values`` and collect every rank's steps (only the steps of
-    ``ranks``, when given: every check of the instance still runs, and the steps hold only their ops).
-    ``max_slots`` bounds ranks x chunks; a caller that keeps state for fewer slots than that (a check that
-    streams the ranks, `collc.verify.symmetry`) may raise it."""
-    return _guarded(program, values, None, ranks, max_slots)[0]
+    ``ranks``, when given: every check of the instance and of those ranks still runs, and the steps hold only
+    their ops; the checks across ranks, phases per step and the loop-iteration budget, span the ranks given,
+    or the ranks of every elaboration that shares ``carry``).  ``max_slots`` bounds ranks x chunks; a caller
+    that keeps state for fewer slots than that (a check that streams the ranks, `collc.verify.symmetry`) may
+    raise it."""
+    return _guarded(program, values, None, ranks, max_slots, carry)[0]
 
 
 def elaborate_sampled(
@@ -259,6 +262,7 @@ def _guarded(
     sampler: StepSampler | None,
     ranks: Sequence[int] | None = None,
     max_slots: int = MAX_SLOTS,
+    carry: Carry | None = None,
 ) -> tuple[Schedule, tuple[int, ...]]:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH + 2000))
@@ -267,7 +271,7 @@ def _guarded(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _elaborate(program, values, sampler, ranks, max_slots)
+        return _elaborate(program, values, sampler, ranks, max_slots, carry)
     except RecursionError:
         raise CollError("the program recurses too deeply to evaluate", program.header.span) from None
     finally:
@@ -321,9 +325,15 @@ def _elaborate(
     sampler: StepSampler | None,
     ranks: Sequence[int] | None,
     max_slots: int = MAX_SLOTS,
+    carry: Carry | None = None,
 ) -> tuple[Schedule, tuple[int, ...]]:
     compiler, globals_, emitter = _globals(program, values)
     emitter.sampler = sampler
+    if carry is not None:
+        emitter.phase_of.update(carry.phase_of)
+        if carry.started:
+            emitter.iterations_left = carry.iterations_left
+        carry.started = True
 
     p = globals_["p"]
     assert type(p) is int  # checked by _check_p
@@ -338,9 +348,10 @@ def _elaborate(
     if not 1 <= nchunks <= MAX_CHUNKS:
         raise CollError(f"the number of chunks ({nchunks}) must be in 1..{MAX_CHUNKS}", program.chunks.span)
     if p * nchunks > max_slots:
+        power = f" (2^{max_slots.bit_length() - 1})" if max_slots & (max_slots - 1) == 0 else ""
         raise CollError(
-            f"{p} ranks x {nchunks} chunks make {p * nchunks} (rank, chunk) slots, beyond the limit of {max_slots} "
-            f"(2^{max_slots.bit_length() - 1}) that collc keeps state for",
+            f"{p} ranks x {nchunks} chunks make {p * nchunks} (rank, chunk) slots, beyond the limit of {max_slots}"
+            f"{power} that collc keeps state for",
             program.chunks.span,
         )
     layout = collectives.layout_error(program.collective, p, nchunks)
@@ -379,6 +390,8 @@ def _elaborate(
             raise CollError(where, phase_span, (f"while elaborating rank {rank}",)) from None
 
     compiler.release()
+    if carry is not None:
+        carry.phase_of, carry.iterations_left = emitter.phase_of, emitter.iterations_left
     if sampler is not None and probing:
         sampler.changes = StepSampler.changes_of(emitter.ops, emitter.counter)
     steps = []

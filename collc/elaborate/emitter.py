@@ -58,6 +58,17 @@ def _op(
 
 
 @dataclass(slots=True)
+class Carry:
+    """What one elaboration hands the next when a caller elaborates the ranks of one instance in parts
+    (`collc.verify.symmetry`): the phase each step counter was first reached in and the loop iterations
+    left, so that the parts together make the checks of one elaboration across all their ranks."""
+
+    phase_of: dict[int, tuple[str, Span]] = field(default_factory=dict)
+    iterations_left: int = MAX_LOOP_ITERATIONS
+    started: bool = False  # the first part has run (the global constants' iterations are counted once)
+
+
+@dataclass(slots=True)
 class _Emitter:
     """Collects the ops of all ranks, step by step (mutable state of one elaboration)."""
 

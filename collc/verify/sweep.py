@@ -131,7 +131,10 @@ def check_instance(
         if fast is not None:
             return InstanceResult(dict(params), "ok", fast[1], check_step(fast[0], 0), None)
     if model == "step":
-        orbit = check_symmetric(program, params)
+        try:
+            orbit = check_symmetric(program, params)
+        except CollError as err:  # an error of the program at an instance the per-op checker cannot hold
+            return InstanceResult(dict(params), "error", None, None, err)
         if orbit is not None:
             status = "ok" if orbit[1].ok else "wrong"
             return InstanceResult(dict(params), status, orbit[1], check_step(orbit[0], 0), None)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from collc.diagnostics import CollError
-from collc.elaborate import MAX_SLOTS, elaborate
+from collc.elaborate import MAX_SLOTS, Carry, elaborate
 from collc.frontend.program import Program
 from collc.ir import Action, ChunkSet, Collective, Op, OpKind, ParamValue, Schedule, Step
 from collc.verify.check import CheckReport, Stats, check, traffic_stats
@@ -77,7 +77,9 @@ def check_symmetric(
     the instance correct, or smaller than ``min_slots`` ranks x chunks (default `MIN_SLOTS`).  An invariant
     instance of more than ``wrong_above`` slots (default `WRONG_ABOVE`: those the per-op checker keeps no
     state for) whose orbit is wrong gets the orbit's findings instead: they name real ranks, chunks and
-    steps, and by the symmetry every chunk c fails as chunk c mod the orbit's width does.
+    steps, and by the symmetry every chunk c fails as chunk c mod the orbit's width does; and an error of the
+    program at some rank (a failed assertion, ranks that reach a step in different phases) is raised as the
+    CollError a whole elaboration would raise, since the per-op checker cannot elaborate it to say so.
     ``on_progress(done, total)`` is called after each batch of ranks."""
     # the pass makes no garbage cycles; the cyclic collector would only re-scan the ops of each batch
     collecting = gc.isenabled()
@@ -106,6 +108,8 @@ def _check(
     try:
         probe = elaborate(program, params, ranks=range(min(p, _MAX_SHIFT + 1)), max_slots=_STREAM_SLOTS)
     except CollError:
+        if _slots(program, params) > wrong_above:  # an error at one of the first ranks: the caller cannot say it
+            raise
         return None
     n = probe.nchunks
     if probe.collective is not Collective.ALLREDUCE or probe.codecs or n % p or p * n < min_slots:
@@ -131,9 +135,10 @@ def _check(
     cut: dict[int, list[Op]] = {st.index: [] for st in reps.steps}
     step_size = max(shift, batch // shift * shift)
     total = -(-p // step_size)
+    carry = Carry()
     for done, start in enumerate(range(0, p, step_size), 1):
         ranks = range(start, min(p, start + step_size))
-        part = _batch(program, params, ranks, shift)
+        part = _batch(program, params, ranks, shift, carry, loud=p * n > wrong_above)
         if part is None or [(st.index, st.phase) for st in part.steps] != [(st.index, st.phase) for st in reps.steps]:
             return None
         if any(st.lanes is not None for st in part.steps):
@@ -167,12 +172,33 @@ def _check(
     return reps, report, Orbit(shift, width)
 
 
-def _batch(program: Program, params: Mapping[str, ParamValue], ranks: range, shift: int) -> Schedule | None:
-    """The steps of ``ranks`` and of the representatives 0 .. shift-1 (whose steps number the batch's)."""
+def _slots(program: Program, params: Mapping[str, ParamValue]) -> int:
+    """The instance's (rank, chunk) slots, 0 when the instance itself is refused (its parameters, its chunks)."""
+    try:
+        header = elaborate(program, params, ranks=(), max_slots=_STREAM_SLOTS)
+    except CollError:
+        return 0
+    return header.nranks * header.nchunks
+
+
+def _batch(
+    program: Program,
+    params: Mapping[str, ParamValue],
+    ranks: range,
+    shift: int,
+    carry: Carry | None = None,
+    loud: bool = False,
+) -> Schedule | None:
+    """The steps of ``ranks`` and of the representatives 0 .. shift-1 (whose steps number the batch's); None
+    when the elaboration fails, or its error when ``loud``.  The batches of one check share ``carry``: the
+    phase of every step and the loop-iteration budget are checked across all of them, as one elaboration
+    checks them across all ranks (the representatives' iterations count once per batch)."""
     wanted = sorted({*range(shift), *ranks})
     try:
-        return elaborate(program, params, ranks=wanted, max_slots=_STREAM_SLOTS)
+        return elaborate(program, params, ranks=wanted, max_slots=_STREAM_SLOTS, carry=carry)
     except CollError:
+        if loud:
+            raise
         return None
 
 
