@@ -292,6 +292,18 @@ static inline struct collc_run *collc_av_segments(const struct collc_av_tables *
     return r;
 }
 
+/* The debug dump's line "prefix" and the chunk weights' prefix sums, appended to *text (size *size, used bytes);
+ * returns the bytes used after it. */
+static inline int64_t collc_av_dump_prefix(struct collc_av *X, char **text, int64_t *size, int64_t used)
+{
+    *text = (char *)collc_av_grow(X, *text, size, used + 32 + 21 * ((int64_t)X->nchunks + 1), 1);
+    used += snprintf(*text + used, (size_t)(*size - used), "prefix");
+    for (int c = 0; c <= X->nchunks; c++)
+        used += snprintf(*text + used, (size_t)(*size - used), " %llu", (unsigned long long)X->prefix[c]);
+    (*text)[used++] = '\n';
+    return used;
+}
+
 /* The debug dump's line "rank segments lo-hi ..." of an alltoall rank, appended to *text (size *size, used
  * bytes); returns the bytes used after it. */
 static inline int64_t collc_av_dump_segments(struct collc_av *X, const struct collc_av_tables *t, int rank,
@@ -639,7 +651,7 @@ struct collc_anyp_sched {
     int *flow_ops;             /* [p]: likewise */
     int *flow_scratch;         /* [p]: likewise */
     struct collc_run *segments;            /* alltoall: the rank's segments (collc_av_segments), else NULL */
-    struct collc_span *spans_of_segments;  /* [p]: the rank's row of them (only `rank`'s) */
+    struct collc_span *spans_of_segments;  /* alltoall: [p], the rank's row of them (only `rank`'s) */
     char why[400];             /* why it could not be built ("" when it could) */
     struct collc_anyp_sched *next;
 };
@@ -677,9 +689,8 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
     e->spans = (struct collc_span *)calloc((size_t)p, sizeof *e->spans);
     e->flow_ops = (int *)calloc((size_t)p, sizeof(int));
     e->flow_scratch = (int *)calloc((size_t)p, sizeof(int));
-    e->spans_of_segments = (struct collc_span *)calloc((size_t)p, sizeof *e->spans_of_segments);
     if (e->scratch_chunks == NULL || e->receives == NULL || e->spans == NULL || e->flow_ops == NULL ||
-        e->flow_scratch == NULL || e->spans_of_segments == NULL) {
+        e->flow_scratch == NULL) {
         snprintf(e->why, sizeof e->why, "out of memory");
     } else if (a->build(p, rank, &e->t, &nchunks, &root, e->why, sizeof e->why) == 0) {
         e->why[0] = '\0';
@@ -701,7 +712,9 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
         e->s.flow = &e->flow, e->s.nflow = 1;
         e->s.flow_ops = e->flow_ops, e->s.flow_scratch = e->flow_scratch;
         if (a->base->collective == COLLC_COLL_ALLTOALL) { /* the rank's segments; only its row is set */
-            e->segments = collc_av_segments(&e->t, p, rank, nchunks, &e->spans_of_segments[rank].n);
+            e->spans_of_segments = (struct collc_span *)calloc((size_t)p, sizeof *e->spans_of_segments);
+            if (e->spans_of_segments != NULL)
+                e->segments = collc_av_segments(&e->t, p, rank, nchunks, &e->spans_of_segments[rank].n);
             if (e->segments == NULL) snprintf(e->why, sizeof e->why, "out of memory for the segments of rank %d", rank);
             e->s.segments = e->segments, e->s.rank_segments = e->spans_of_segments;
         }

@@ -102,6 +102,18 @@ def _compare(alg: collc.Algorithm, library: Path, p: int, **params: int) -> None
         assert [got[r].segments for r in range(p)] == [b.segments for b in segments], f"{alg.name} p={p}"
 
 
+def _same_error(alg: collc.Algorithm, library: Path, p: int) -> CollError:
+    """The elaborator's error at p; the library refuses p with the same message at the same place."""
+    with pytest.raises(CollError) as python:
+        alg.instantiate(p=p)
+    with pytest.raises(CollError) as c:
+        mpi_c_anyp.anyp_tables(library, alg.name, p)
+    span = python.value.span
+    assert span is not None
+    assert str(c.value) == f"{Path(span.file).name}:{span.line}:{span.column}: {python.value.args[0]}"
+    return python.value
+
+
 def _table_params() -> list[object]:
     out: list[object] = [
         pytest.param(name, "fast", id=f"{name}-fast", marks=() if name in FAST_TABLES else pytest.mark.slow)
@@ -260,13 +272,8 @@ def test_chunk_weights_are_computed_for_any_p(tmp_path: Path) -> None:
     bad = collc.load(path)
     files, _ = bad.compile_any_p(tmp_path / "b", verify_up_to=4)
     assert mpi_c_anyp.anyp_prefix(files[-1], "w", 5) == (0, 1, 2, 3, 4, 5)
-    with pytest.raises(CollError) as python:
-        bad.instantiate(p=20)
-    with pytest.raises(CollError) as c:
-        mpi_c_anyp.anyp_tables(files[-1], "w", 20)
-    assert python.value.args[0] == "the weight of chunk 0 is 0; a chunk's weight must be an int >= 1"
-    span = python.value.span
-    assert span is not None and str(c.value) == f"prog.coll:{span.line}:{span.column}: {python.value.args[0]}"
+    error = _same_error(bad, files[-1], 20)
+    assert error.args[0] == "the weight of chunk 0 is 0; a chunk's weight must be an int >= 1"
 
 
 def test_the_library_cuts_the_vector_by_the_weights(tmp_path: Path) -> None:
@@ -313,13 +320,7 @@ def test_instance_errors_follow_the_elaborator(tmp_path: Path, chunks: str, root
                   "    elif s == 0:\n      recv {0, 1} from root copy\n")  # fmt: skip
     alg = collc.load(path)
     files, _ = alg.compile_any_p(tmp_path / "b", verify_up_to=4)
-    with pytest.raises(CollError) as python:
-        alg.instantiate(p=17)
-    with pytest.raises(CollError) as c:
-        mpi_c_anyp.anyp_tables(files[-1], "b", 17)
-    span = python.value.span
-    assert message in python.value.args[0] and span is not None
-    assert str(c.value) == f"prog.coll:{span.line}:{span.column}: {python.value.args[0]}"
+    assert message in _same_error(alg, files[-1], 17).args[0]
 
 
 def test_weights_up_to_2_to_the_32_are_accepted(tmp_path: Path) -> None:
@@ -351,14 +352,9 @@ def test_a_lane_is_checked_as_the_elaborator_checks_it(tmp_path: Path) -> None:
     alg = collc.load(path)
     files, _ = alg.compile_any_p(tmp_path / "l", verify_up_to=4)
     _compare(alg, files[-1], 7)
-    with pytest.raises(CollError) as python:
-        alg.instantiate(p=20)
-    with pytest.raises(CollError) as c:
-        mpi_c_anyp.anyp_tables(files[-1], "l", 20)
-    assert "a lane is an int in 0..1048575, got -1" in str(python.value)
-    span = python.value.span
-    assert span is not None and (span.line, span.column) == (6, 10)
-    assert str(c.value) == f"{path.name}:6:10: {python.value.args[0]}"
+    error = _same_error(alg, files[-1], 20)
+    assert "a lane is an int in 0..1048575, got -1" in str(error)
+    assert error.span is not None and (error.span.line, error.span.column) == (6, 10)
 
 
 def test_a_parameter_without_a_value_is_refused(tmp_path: Path) -> None:

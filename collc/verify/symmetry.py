@@ -125,10 +125,12 @@ def _check(
     if set(own) != set(range(shift)):
         return None
     canon = {r: _sig(own[r], p, n, 0, 0) for r in own}
-    pairs = {r: _pairs_of(own[r], r, p, n) for r in own}
-    if any(v is None for v in pairs.values()):
-        return None
-    rep_pairs: dict[int, _Pairs] = {r: v for r, v in pairs.items() if v is not None}
+    rep_pairs: dict[int, _Pairs] = {}
+    for r in own:
+        merged = _pairs_of(own[r], r, p, n)
+        if merged is None:
+            return None
+        rep_pairs[r] = merged
     if not _matched(rep_pairs, p, n, m, shift):
         return None
     width = shift * m
