@@ -36,6 +36,7 @@ from collc.diagnostics import CollError
 from collc.elaborate import elaborate
 from collc.elaborate.codec_ops import codec_table, override_codecs
 from collc.elaborate.driver import missing_param, param_problem
+from collc.elaborate.emitter import MAX_SLOTS
 from collc.frontend.program import Program, load_program, parse_program
 from collc.ir import Collective, ParamValue, Schedule, schedule_to_json
 from collc.resources import data_dir
@@ -51,9 +52,20 @@ MPI_BACKENDS = ("mpi", "mpi-py", "mpi-c")
 
 TARGETS = ("mpi-py", "mpi-c", "cuda", "mpi-cuda")
 
-ANY_P_VERIFIED = 16
-"""`Algorithm.compile_any_p` verifies the schedule at every rank count up to this one that the constraints allow."""
 """What `Instance.compile` generates."""
+
+ANY_P_VERIFIED = 64
+"""`Algorithm.compile_any_p` verifies the schedule at p = 1 .. this one unless told otherwise: the library it builds
+serves those sizes (the others the constraints allow go to the MPI library, with the reason)."""
+
+ANY_P_PROOF_LIMIT = MAX_SLOTS
+"""The largest p the all-p proof covers (p x chunks <= 2^28: no instance of any program has more ranks)."""
+
+ANY_P_PROOF_BOUND = 16
+"""Without an all-p proof, `Algorithm.compile_any_p` checks p = 1 .. this one for a counterexample to report."""
+
+ANY_P_PROOF_SECONDS = 600
+"""The time the all-p proof of `Algorithm.compile_any_p` may take (as `collc check --ranks all --time-limit`)."""
 
 
 EXAMPLE_FOLDERS = (".", "compression", "torus", "hierarchical")
@@ -217,32 +229,114 @@ class Algorithm:
         *,
         target: str = "mpi-c",
         params: Mapping[str, ParamValue] | None = None,
-        verify_up_to: int = ANY_P_VERIFIED,
+        verify_ranks: Iterable[int] | str | None = None,
+        verify_up_to: int | None = None,
+        jobs: int | None = None,
         build: bool = True,
-    ) -> tuple[list[Path], list[int]]:
-        """One library for every communicator size: the program itself in C, which computes a rank's step
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[list[Path], mpi_c_anyp.Coverage]:
+        """One library for every communicator size it covers: the program itself in C, which computes a rank's step
         tables at the first call on a communicator of p ranks (``target`` mpi-c: `collc.backends.mpi_c_anyp`;
         mpi-cuda: `collc.backends.mpi_cuda_anyp`, the library and its driver).  ``params`` gives every parameter
-        but p (those with a default may be left out).  The schedule is verified at every p in 1 ..
-        ``verify_up_to`` the constraints allow (a failure is a CollError).  The files written and the rank
-        counts verified."""
+        but p (those with a default may be left out).
+
+        The library serves only the sizes covered here; a call on a communicator of another size goes to the MPI
+        library (mpi-c) or fails (mpi-cuda), with the reason.  ``verify_ranks``: the rank counts to verify one by
+        one (``verify_up_to=N``: 1 .. N; default 1 .. `ANY_P_VERIFIED`), in ``jobs`` processes (default: every
+        core) with the fast exact paths of `collc.verify.sweep` (``on_progress(done, total)`` after each); the
+        program refuses those the constraints exclude at run time, and a wrong instance is a CollError naming it.
+        ``verify_ranks="all"``: the all-p proof (`collc.verify.forall.check_all_p`, as ``collc check --ranks
+        all``), covering every p up to its limit; no proof is a CollError with the prover's reason.  The files
+        written and the `Coverage`."""
         if target not in ("mpi-c", "mpi-cuda"):
             raise CollError(f"one library for any p is built for the mpi-c and mpi-cuda targets, not {target}")
+        if verify_ranks is not None and verify_up_to is not None:
+            raise CollError("give verify_ranks or verify_up_to, not both")
         values = dict(params or {})
         mpi_c_anyp.check_supported(self.program, values)
-        kept, _ = self.allowed(range(1, verify_up_to + 1), **values)
-        for inst in kept:
-            inst._require_verified(f"compile --target {target} -p any")
-        verified = [i.nranks for i in kept]
+        what = f"compile --target {target} -p any"
+        if isinstance(verify_ranks, str):
+            if verify_ranks.strip().lower() != "all":
+                raise CollError(f"verify_ranks: {verify_ranks!r}; expected rank counts or 'all'")
+            coverage = self._prove_all_p(values, what)
+        else:
+            ranks = verify_ranks if verify_ranks is not None else range(1, (verify_up_to or ANY_P_VERIFIED) + 1)
+            coverage = self._verify_sizes(sorted(set(ranks)), values, what, jobs, on_progress)
+        out = Path(out_dir)
         if target == "mpi-cuda":
-            files = mpi_cuda_anyp.generate(self.program, Path(out_dir), values, verified)
+            files = mpi_cuda_anyp.generate(self.program, out, values, coverage)
             if build:
-                files.extend(mpi_cuda_anyp.build(Path(out_dir), self.program))
-            return files, verified
-        files = mpi_c_anyp.generate(self.program, Path(out_dir), values, verified)
+                files.extend(mpi_cuda_anyp.build(out, self.program))
+            return files, coverage
+        files = mpi_c_anyp.generate(self.program, out, values, coverage)
         if build:
-            files.append(mpi_c_anyp.build(Path(out_dir), self.program))
-        return files, verified
+            files.append(mpi_c_anyp.build(out, self.program))
+        return files, coverage
+
+    def _verify_sizes(
+        self,
+        ranks: list[int],
+        values: Mapping[str, ParamValue],
+        what: str,
+        jobs: int | None,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> mpi_c_anyp.Coverage:
+        """Every p of ``ranks`` checked (`collc.verify.sweep.sweep`); CollError at the first wrong one, or when the
+        constraints allow none."""
+        from collc.verify.sweep import SKIPPED, sweep
+
+        if not ranks:
+            raise CollError(f"{what}: no rank counts to verify")
+        if ranks[0] < 1:
+            raise CollError(f"{what}: rank counts start at 1, not {ranks[0]}")
+        outcome = sweep(self.program, [{**values, "p": p} for p in ranks], jobs=jobs, on_progress=on_progress)
+        for result in outcome.failures:
+            p = result.params["p"]
+            if result.error is not None:
+                raise CollError(f"{what}: p={p}: {result.error.message}", result.error.span)
+            findings = result.report.findings if result.report is not None else ()
+            if findings:
+                first = findings[0]
+                raise CollError(f"{what}: the schedule fails verification at p={p}: {first.message}", first.span)
+            reason = result.deadlock.message if result.deadlock is not None else "it does not verify"
+            raise CollError(f"{what}: the schedule fails verification at p={p}: {reason}")
+        verified = [p for r in outcome.results if r.status != SKIPPED and isinstance(p := r.params["p"], int)]
+        if not verified:
+            shown = mpi_c_anyp.Coverage.of_sizes(ranks, ()).text()
+            try:
+                self.instantiate(p=ranks[0], **values)
+            except CollError as err:
+                raise CollError(f"{what}: no rank count in {shown} is allowed: {err.message}", err.span) from None
+            raise CollError(f"{what}: no rank count in {shown} is allowed")
+        return mpi_c_anyp.Coverage.of_sizes(ranks, verified)
+
+    def _prove_all_p(self, values: Mapping[str, ParamValue], what: str) -> mpi_c_anyp.Coverage:
+        """The all-p proof's coverage (every p up to its limit), or CollError with why there is no proof."""
+        from collc.verify.forall import check_all_p
+
+        ints: dict[str, int] = {}
+        for name, value in values.items():
+            if not isinstance(value, int):
+                raise CollError(f"{what} --verify-ranks all: parameter {name} must be an int, not {value!r}")
+            ints[name] = value
+        outcome = check_all_p(self.program, ints, bound=ANY_P_PROOF_BOUND, time_limit=ANY_P_PROOF_SECONDS)
+        if outcome.status == "proved":
+            return mpi_c_anyp.Coverage(((1, ANY_P_PROOF_LIMIT),), (), outcome.how)
+        hint = f"verify a range instead (--verify-ranks 1..N; without the option, 1..{ANY_P_VERIFIED})"
+        failure = outcome.failure
+        if failure is not None:
+            p = failure.params["p"]
+            if failure.error is not None:
+                raise CollError(f"{what} --verify-ranks all: p={p}: {failure.error.message}", failure.error.span)
+            findings = failure.report.findings if failure.report is not None else ()
+            message = findings[0].message if findings else "it does not verify"
+            raise CollError(f"{what} --verify-ranks all: the schedule fails verification at p={p}: {message}",
+                            findings[0].span if findings else None)  # fmt: skip
+        raise CollError(
+            f"{what} --verify-ranks all: no proof for every p: {outcome.how} (every allowed p up to {outcome.bound} "
+            f"is correct); {hint}",
+            outcome.span,
+        )
 
 
 @dataclass(frozen=True, slots=True)

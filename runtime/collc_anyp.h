@@ -26,6 +26,8 @@
  *   (step, peer) with its chunks merged into ascending runs, receives tagged
  *   copy or reduce, "direct" receives, and the scratch space a step needs;
  *   then each message's dependencies and the dataflow run's scratch space;
+ * - the sizes the library serves (collc_cover.h): a communicator of another
+ *   size goes to PMPI with the reason, before any table is built;
  * - the cache of built schedules, per (p, rank), and the agreement on a
  *   communicator's first call: every rank of it learns whether all ranks could
  *   build their tables (one PMPI_Allreduce, and a PMPI_Bcast of the reason when
@@ -50,6 +52,7 @@
 
 #include "collc_anyp_rows.h"
 #include "collc_avalue.h"
+#include "collc_cover.h"
 
 /* ---------------------------------------------------------------------------
  * Names, functions and their memos
@@ -596,13 +599,15 @@ static inline void collc_av_begin_rank(struct collc_av *X, int rank)
 typedef int (*collc_av_build_fn)(int p, int rank, struct collc_av_tables *t, int *nchunks, int *root, char *why,
                                  size_t len);
 
-/* The tables `build` makes for `rank` of p ranks, as plain rows (collc_anyp_rows.h): 0, or -1 with the reason. */
-static inline int collc_av_rows(collc_av_build_fn build, int p, int rank, struct collc_anyp_rows *out, char *why,
-                                size_t len)
+/* The tables `build` makes for `rank` of p ranks, as plain rows (collc_anyp_rows.h): 0, or -1 with the reason (a p
+ * outside `cover` among them). */
+static inline int collc_av_rows(collc_av_build_fn build, const struct collc_cover *cover, int p, int rank,
+                                struct collc_anyp_rows *out, char *why, size_t len)
 {
     struct collc_av_tables t;
     int nchunks = 0, root = -1;
     memset(out, 0, sizeof *out);
+    if (!collc_cover_check(cover, p, why, len)) return -1; /* a size the library does not serve */
     if (build(p, rank, &t, &nchunks, &root, why, len) != 0) return -1;
     out->msgs = (struct collc_anyp_msg *)calloc((size_t)t.nmsgs + 1, sizeof *out->msgs);
     out->runs = (struct collc_anyp_run *)calloc((size_t)t.nruns + 1, sizeof *out->runs);
@@ -672,6 +677,7 @@ struct collc_anyp {
     /* Evaluates the program for `rank` of `p` ranks into `t`; 0, or -1 with the reason in `why`. */
     int (*build)(int p, int rank, struct collc_av_tables *t, int *nchunks, int *root, char *why, size_t len);
     const struct collc_sched *base; /* the library's schedule: algorithm, collective, root */
+    const struct collc_cover *cover; /* the sizes it serves (collc_cover.h) */
 };
 
 /* The schedule of (p, rank), built on first use (under a->lock). */
@@ -739,8 +745,8 @@ static inline int collc_anyp_delete(MPI_Comm comm, int keyval, void *attr, void 
     return MPI_SUCCESS;
 }
 
-/* The schedule for the calling rank of `comm` (size p), or NULL with the reason in why: the first call on a
- * communicator builds (or finds) the rank's tables and agrees with the other ranks, which all get NULL and the
+/* The schedule for the calling rank of `comm` (size p), or NULL with the reason in why: a size outside a->cover
+ * gets NULL at once, on every rank; otherwise the first call on a communicator builds (or finds) the rank's tables and agrees with the other ranks, which all get NULL and the
  * reason of the lowest rank that failed when one did. */
 static inline const struct collc_sched *collc_anyp_for(struct collc_anyp *a, MPI_Comm comm, int p, int rank,
                                                        char *why, size_t len)
@@ -748,6 +754,7 @@ static inline const struct collc_sched *collc_anyp_for(struct collc_anyp *a, MPI
     struct collc_anyp_agreed *agreed = NULL;
     struct collc_anyp_sched *e;
     int found = 0, failed;
+    if (!collc_cover_check(a->cover, p, why, len)) return NULL; /* the same on every rank: it depends on p only */
     pthread_mutex_lock(&a->lock);
     if (a->keyval == MPI_KEYVAL_INVALID)
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_anyp_delete, &a->keyval, NULL);

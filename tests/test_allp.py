@@ -341,7 +341,7 @@ REVIEWED = {
     "r_ortrue": (20, "can be computed"),
     "r_setneg": (20, "can be computed"),
     "r_fnassert": (20, "assert"),
-    "r_intcond": (20, "not a comparison"),
+    "r_intcond": (20, "a condition on one path and an int on another"),
     "r_minone": (20, "min()"),
     "h_dedup": (22, "can be computed"),
 }

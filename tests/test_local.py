@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import re
+import shutil
+import sys
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_cli import EXAMPLES, EXIT_WRONG, REPO, cli
 
+import collc
+from collc import api, collectives
 from collc.backends import local
 from collc.backends.local import DTYPES, OPS, count_wrong, execute, expected, make_inputs, plan, run
+from collc.diagnostics import CollError
+from collc.elaborate import elaborate
+from collc.frontend.program import parse_program
 from collc.ir import UNKNOWN_SPAN, Action, ChunkSet, Collective, Op, OpKind, Schedule, Step
+from collc.verify.check import check
 
 # --------------------------------------------------------------------------
 # Schedules built by hand
@@ -236,13 +249,15 @@ def test_reduce_instead_of_copy_is_caught() -> None:
 
 
 def test_misplaced_chunk_is_caught() -> None:
-    # rank 0 receives the wrong rank's block in an alltoall
+    # rank 2 sends rank 0 the wrong rank's block in an alltoall (rank 1's, which rank 2 does not hold), and
+    # rank 0 receives it: sends and receives match, the data are wrong
     good = pairwise_alltoall(3)
     step = good.steps[0]
-    ops = tuple(
-        dataclasses.replace(o, chunks=ChunkSet.of([1 * 3 + 0])) if o.kind is OpKind.RECV and o.rank == 0 else o
-        for o in step.ops
-    )
+
+    def misplaced(o: Op) -> bool:
+        return (o.kind is OpKind.RECV and o.rank == 0) or (o.kind is OpKind.SEND and (o.rank, o.peer) == (2, 0))
+
+    ops = tuple(dataclasses.replace(o, chunks=ChunkSet.of([1 * 3 + 0])) if misplaced(o) else o for o in step.ops)
     bad = dataclasses.replace(good, steps=(dataclasses.replace(step, ops=ops), *good.steps[1:]))
     assert run(bad, 30, "int32", "sum").wrong > 0
     assert run(bad, 30, "float32", "sum").wrong > 0
@@ -481,3 +496,249 @@ def test_ring_allreduce_p64_large_vector() -> None:
     want = np.add.reduce(buffers, axis=0)
     execute(lowered, buffers, "sum")
     assert all(np.array_equal(row, want) for row in buffers)
+
+
+# --------------------------------------------------------------------------
+# Sends must match receives (check_matching): the executor is an independent witness
+# --------------------------------------------------------------------------
+
+# A ring allreduce in which rank 5 sends the wrong block at step 0 (when p > 6: the ranks exist); rank 6
+# still receives the block it expects.  The receive-driven data flow alone would come out right.
+WRONG_BLOCK = """\
+algorithm wrong_block : allreduce
+param p : int where p >= 1
+chunks p
+
+phase reduce_scatter:
+  for step s in 0 .. p - 1:
+    if p > 6 and rank == 5 and s == 0:
+      send (rank - s - 2) mod p to ring_next(rank)
+    else:
+      send (rank - s - 1) mod p to ring_next(rank)
+    recv (rank - s - 2) mod p from ring_prev(rank) reduce
+phase allgather:
+  for step s in 0 .. p - 1:
+    send (rank - s) mod p to ring_next(rank)
+    recv (rank - s - 1) mod p from ring_prev(rank) copy
+"""
+
+# Every rank also sends chunk 0 at the second gather step, which nobody receives.
+SEND_WITHOUT_RECV = """\
+algorithm extra_send : allgather
+param p : int where p >= 2
+chunks p
+
+phase gather:
+  for step s in 0 .. p - 1:
+    send (rank - s) mod p to ring_next(rank)
+    if s == 1:
+      send {0} to ring_prev(rank)
+    recv (rank - s - 1) mod p from ring_prev(rank) copy
+"""
+
+# Rank 1 also receives its own chunk from rank 2 at the last step (when p > 2), which rank 2 does not send.
+RECV_WITHOUT_SEND = """\
+algorithm extra_recv : allgather
+param p : int where p >= 2
+chunks p
+
+phase gather:
+  for step s in 0 .. p - 1:
+    send (rank - s) mod p to ring_next(rank)
+    recv (rank - s - 1) mod p from ring_prev(rank) copy
+    if p > 2 and rank == 1 and s == p - 2:
+      recv {1} from 2 copy
+"""
+
+
+def _load(tmp_path: Path, name: str, text: str, **params: int) -> Schedule:
+    path = tmp_path / f"{name}.coll"
+    path.write_text(text)
+    return collc.load(path).instantiate(**params).schedule
+
+
+def test_wrong_block_is_a_mismatch(tmp_path: Path) -> None:
+    schedule = _load(tmp_path, "wrong_block", WRONG_BLOCK, p=8)
+    with pytest.raises(local.MismatchError) as caught:
+        plan(schedule, 64)
+    err = caught.value
+    assert (err.step, err.phase, err.sender, err.receiver) == (0, "reduce_scatter", 5, 6)
+    assert (err.sent, err.expected) == (ChunkSet.of([3]), ChunkSet.of([4]))
+    assert (err.span.file, err.span.line) == (str(tmp_path / "wrong_block.coll"), 8)
+    text = str(err)
+    assert text.startswith(f"{tmp_path / 'wrong_block.coll'}:8:7: step 0 (phase reduce_scatter): ")
+    assert "rank 5 sends chunks {3} to rank 6, but rank 6 receives chunks {4} from rank 5" in text
+    assert f"the receive is at {tmp_path / 'wrong_block.coll'}:11:5" in text
+    for count_dtype in (("float32", "sum"), ("int64", "max")):
+        with pytest.raises(local.MismatchError, match="step 0"):
+            run(schedule, 64, *count_dtype)
+    # for p <= 6 the program is a correct ring allreduce: no false alarm
+    assert run(_load(tmp_path, "wrong_block", WRONG_BLOCK, p=6), 60).wrong == 0
+
+
+def test_send_without_receive_is_a_mismatch(tmp_path: Path) -> None:
+    schedule = _load(tmp_path, "extra_send", SEND_WITHOUT_RECV, p=4)
+    assert without_unmatched(schedule) == 0  # the receive-driven data flow alone is right
+    with pytest.raises(local.MismatchError) as caught:
+        run(schedule, 40)
+    err = caught.value
+    assert (err.step, err.sender, err.receiver, err.sent, err.expected) == (1, 0, 3, ChunkSet.of([0]), ChunkSet())
+    assert "step 1 (phase gather): rank 0 sends chunks {0} to rank 3, but rank 3 receives nothing" in str(err)
+    assert (err.span.line, err.span.column) == (9, 7)
+
+
+def test_receive_without_send_is_a_mismatch(tmp_path: Path) -> None:
+    schedule = _load(tmp_path, "extra_recv", RECV_WITHOUT_SEND, p=4)
+    with pytest.raises(local.MismatchError) as caught:
+        plan(schedule, 40)
+    err = caught.value
+    assert (err.step, err.sender, err.receiver, err.sent, err.expected) == (2, 2, 1, ChunkSet(), ChunkSet.of([1]))
+    text = str(err)
+    assert "step 2 (phase gather): rank 2 sends nothing to rank 1, but rank 1 receives chunks {1} from rank 2" in text
+    assert (err.span.line, err.span.column) == (10, 7)  # the receive: there is no send to point at
+    with pytest.raises(CollError, match="rank 2 sends nothing to rank 1"):
+        collc.load(tmp_path / "extra_recv.coll").instantiate(p=4).run(40)
+
+
+def without_unmatched(schedule: Schedule) -> int:
+    """Wrong elements of ``schedule`` run without its sends that nobody receives (the old, receive-driven run)."""
+    steps = []
+    for step in schedule.steps:
+        wanted = {(o.peer, o.rank) for o in step.ops if o.kind is OpKind.RECV}
+        ops = tuple(o for o in step.ops if o.kind is not OpKind.SEND or (o.rank, o.peer) in wanted)
+        steps.append(dataclasses.replace(step, ops=ops))
+    return run(dataclasses.replace(schedule, steps=tuple(steps)), 40).wrong
+
+
+def test_what_one_message_is() -> None:
+    """One message per (step, sender, receiver): the union of the sends against the union of the receives."""
+    ok = [
+        # a set split over several ops on either side; a chunk sent twice; a chunk received twice
+        [send(0, 1, [0]), send(0, 1, [1]), recv(1, 0, [0, 1], COPY)],
+        [send(0, 1, [0, 1]), send(0, 1, [1]), recv(1, 0, [1], COPY), recv(1, 0, [0], COPY)],
+        [send(0, 1, [0]), recv(1, 0, [0], COPY), recv(1, 0, [0], COPY)],
+        # copies and reduces both count; empty ops and ops with the rank itself are no messages
+        [send(0, 1, [0, 1]), recv(1, 0, [0], COPY), recv(1, 0, [1], REDUCE), send(1, 0, []), recv(0, 0, [1], COPY)],
+    ]
+    for ops in ok:
+        local.check_matching(make_schedule("ok", Collective.ALLREDUCE, 2, 2, [ops]))
+    bad = [
+        (
+            [send(0, 1, [0, 1]), recv(1, 0, [0], COPY)],
+            "rank 0 sends chunks {0..1} to rank 1, but rank 1 receives chunks {0}",
+        ),
+        ([send(0, 1, [0]), recv(0, 1, [0], COPY)], "rank 0 sends chunks {0} to rank 1, but rank 1 receives nothing"),
+        ([*xfer(0, 1, [0], COPY), recv(0, 1, [1], REDUCE)], "rank 1 sends nothing to rank 0, but rank 0 receives"),
+    ]
+    for ops, message in bad:
+        schedule = make_schedule("bad", Collective.ALLREDUCE, 2, 2, [xfer(1, 0, [0], COPY), ops])
+        with pytest.raises(local.MismatchError, match=re.escape(f"step 1 (phase main): {message}")):
+            plan(schedule, 10)
+
+
+def test_compressed_schedules_are_matched_too(tmp_path: Path) -> None:
+    text = (EXAMPLES / "compression" / "compressed_ring_allgather_p2p.coll").read_text()
+    extra = "    send block(rank, k) to ring_next(rank) compress q\n"
+    last = text.splitlines(keepends=True)[-1]
+    assert last.lstrip().startswith("recv block(")
+    path = tmp_path / "bad_compressed.coll"
+    path.write_text(text.replace(last, f"    if s == 1:\n    {extra}{last}"))
+    inst = collc.load(path).instantiate(p=4)
+    assert inst.schedule.compresses()
+    bounds = np.zeros((4, 4))
+    with pytest.raises(local.MismatchError, match=r"step 1 \(phase allgather\): rank 0 sends chunks \{0, 3\}"):
+        run(inst.schedule, 40, error_bounds=bounds)
+    out = cli("run", path, "-p", 4, "--size", "1K", "--no-check", "--backend", "local")
+    assert out.code == EXIT_WRONG, out.text
+    assert "all results" not in out.stdout and "rank 0 sends chunks {0, 3} to rank 1" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "p"),
+    [("wrong_block", WRONG_BLOCK, 8), ("extra_send", SEND_WITHOUT_RECV, 4), ("extra_recv", RECV_WITHOUT_SEND, 4)],
+)
+def test_cli_run_without_check_reports_a_mismatch(tmp_path: Path, name: str, text: str, p: int) -> None:
+    path = tmp_path / f"{name}.coll"
+    path.write_text(text)
+    for extra in ((), ("--json",)):
+        out = cli("run", path, "-p", p, "--sizes", "1K:2K", "--no-check", "--backend", "local", *extra)
+        assert out.code == EXIT_WRONG, out.text
+        assert "all results correct" not in out.text and "Traceback" not in out.text
+        assert out.stdout == ""  # no rows
+        assert f"{path}:" in out.stderr and ": error: step " in out.stderr and "note: an MPI run" in out.stderr
+    # where the mismatch is not there (wrong_block at p=6, the others at p=2) the run is right
+    ok = cli("run", path, "-p", 6 if name == "wrong_block" else 2, "--size", "1K", "--no-check")
+    assert ok.code == 0 and "all results correct" in ok.stdout, ok.text
+
+
+def _example_instances(path: Path) -> list[collc.Instance]:
+    """Instances of a bundled example at a few sizes its constraints allow (p 3, 4, 8, or the like)."""
+    alg = collc.load(path)
+    names = alg.param_names
+    if "dims" in names:
+        choices: list[dict[str, Any]] = [{"dims": d} for d in ((2, 2), (3, 3), (4, 4), (2, 4), (2, 2, 2))]
+    elif "nodes" in names:
+        choices = [{"nodes": n, "local": k} for n, k in ((2, 2), (2, 3), (4, 2), (3, 1))]
+    else:
+        choices = [{"p": p, **({"root": (3 * p) // 4} if "root" in names else {})} for p in (3, 4, 8)]
+    out = []
+    for params in choices:
+        try:
+            out.append(alg.instantiate(**params))
+        except CollError as err:
+            if "violates the constraint" not in err.message:
+                raise
+    return out
+
+
+@pytest.mark.parametrize("path", api.list_examples(), ids=lambda path: path.stem)
+def test_every_example_matches_and_runs_correctly(path: Path) -> None:
+    instances = _example_instances(path)
+    assert len(instances) >= 2, path.stem
+    for inst in instances:
+        s = inst.schedule
+        local.check_matching(s)
+        p = s.nranks
+        count = 3 * p * p if s.collective is Collective.ALLTOALL else 7 * p
+        result = inst.run(count, "float64", "sum", seed=p)
+        assert result.wrong == 0, f"{path.stem} {s.params}: {result.wrong} wrong"
+
+
+def test_mismatches_are_the_verifiers_unmatched_findings(tmp_path: Path) -> None:
+    """On mutants of the example library (benchmarks/mutants.py) the executor refuses exactly the schedules the
+    verifier reports unmatched sends or receives for."""
+    benchmarks = str(REPO / "benchmarks")
+    if benchmarks not in sys.path:
+        sys.path.insert(0, benchmarks)
+    mutants = importlib.import_module("mutants")
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    seen = {True: 0, False: 0}
+    for m in mutants.select(mutants.generate_mutants(), 160, seed=5):
+        program, mutated = tmp_path / m.program, tmp_path / m.file
+        original = mutated.read_text()
+        mutated.write_text(m.text)
+        try:
+            parsed = parse_program(program.read_text(), str(program))
+        except CollError:
+            continue
+        finally:
+            mutated.write_text(original)
+        names = {param.name for param in parsed.params}
+        for p in (3, 4, 8):
+            try:
+                s = elaborate(parsed, {"p": p, **({"root": p - 1} if "root" in names else {})})
+            except CollError:
+                continue
+            unmatched = {f.code for f in check(s).findings} & {"unmatched-send", "unmatched-recv"}
+            try:
+                local.check_matching(s)
+                refused = False
+            except local.MismatchError:
+                refused = True
+            assert refused == bool(unmatched), (m.key, m.description, p)
+            seen[refused] += 1
+            layout_ok = collectives.layout_error(s.collective, s.nranks, s.nchunks) is None
+            if refused and layout_ok:  # plan checks the layout first, then the matching
+                with pytest.raises(local.MismatchError):
+                    plan(s, 3 * s.nranks * s.nchunks)
+    assert seen[True] >= 20 and seen[False] >= 50, seen

@@ -8,7 +8,8 @@
   enough that a message takes several.  The normal suite builds the ring allreduce (run at 3, 4, 6 and 8
   ranks) and tests/data/anyp/mixed_runs_allreduce.coll, whose messages carry a reduce run and a copy run of
   adjacent chunks that the sender merges into one, and whose chunks have unequal weights (4 and 6 ranks;
-  5 ranks, which its constraint excludes, is an error naming the constraint on every rank).  ``-m slow``
+  5 ranks, which its constraint excludes, is an error naming the constraint on every rank; the ring's library
+  serves 1..4, 6 and 8 only, so that 5 ranks, which nothing verified, is an error on every rank too).  ``-m slow``
   adds the allgather, reduce-scatter, both Swing schedules, recursive doubling (powers of two, and any p),
   the binomial broadcast from rank 2, the pipelined ring (lanes) and the weighted striped ring at 2..9
   ranks, and bit-for-bit equality with the library compiled for one p.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,11 +69,15 @@ def _path(name: str) -> Path:
     return MIXED if name == MIXED.stem else EXAMPLES / f"{name}.coll"
 
 
-def _build(name: str, params: dict[str, int], out: Path, flags: tuple[str, ...] = ("-cudart", "shared")) -> Path:
-    """The example's any-p mpi-cuda library and driver, built into ``out``; the driver's path."""
+def _build(
+    name: str, params: dict[str, int], out: Path, flags: tuple[str, ...] = ("-cudart", "shared"),
+    ranks: Sequence[int] = range(1, 11),
+) -> Path:  # fmt: skip
+    """The example's any-p mpi-cuda library and driver, built into ``out`` (serving the sizes ``ranks``, each
+    verified); the driver's path."""
     alg = collc.load(_path(name))
-    files, verified = alg.compile_any_p(out, target="mpi-cuda", params=params, verify_up_to=4, build=False)
-    assert verified and files[0].name == f"collc_{name}_program.c"
+    files, coverage = alg.compile_any_p(out, target="mpi-cuda", params=params, verify_ranks=ranks, build=False)
+    assert coverage.verified and files[0].name == f"collc_{name}_program.c"
     return mpi_cuda_anyp.build(out, alg.program, flags=flags)[1]
 
 
@@ -100,8 +106,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The two libraries of the normal suite, built two at a time."""
     _nvcc()
     root = tmp_path_factory.mktemp("anyp_cuda")
+    ranks = {"ring_allreduce": (1, 2, 3, 4, 6, 8), MIXED.stem: range(1, 11)}  # the ring: not 5 (below)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        jobs = {name: pool.submit(_build, name, {}, root / name) for name in ("ring_allreduce", MIXED.stem)}
+        jobs = {name: pool.submit(_build, name, {}, root / name, ranks=ranks[name]) for name in ranks}
         return {name: job.result() for name, job in jobs.items()}
 
 
@@ -120,8 +127,8 @@ def _run(
 
 def test_generated_sources(tmp_path: Path) -> None:
     alg = collc.load(EXAMPLES / "ring_allreduce.coll")
-    files, verified = alg.compile_any_p(tmp_path, target="mpi-cuda", params={"k": 2}, verify_up_to=5, build=False)
-    assert verified == [1, 2, 3, 4, 5]
+    files, coverage = alg.compile_any_p(tmp_path, target="mpi-cuda", params={"k": 2}, verify_up_to=5, build=False)
+    assert coverage.runs == ((1, 5),) and coverage.verified == (1, 2, 3, 4, 5)
     names = {f.name for f in files}
     assert {"collc_ring_allreduce_program.c", "collc_ring_allreduce_mpicuda.cu", "collc_ring_allreduce_mpicuda.h",
             "collc_ring_allreduce_mpicuda_main.cu", "Makefile", "collc_mpicuda_anyp.cuh", "collc_anyp.h",
@@ -131,7 +138,7 @@ def test_generated_sources(tmp_path: Path) -> None:
     assert "int collc_ring_allreduce_anyp_rows(int p, int rank" in program
     header = (tmp_path / "collc_ring_allreduce_mpicuda.h").read_text()
     assert "int collc_ring_allreduce_mpicuda_nchunks(int p);" in header and "MPICUDA_NRANKS" not in header
-    assert "verified at p = 1, 2, 3, 4, 5" in (tmp_path / "collc_ring_allreduce_mpicuda.cu").read_text()
+    assert "p = 1..5, each verified at compile time" in (tmp_path / "collc_ring_allreduce_mpicuda.cu").read_text()
 
 
 def test_what_any_p_does_not_support_is_refused(tmp_path: Path) -> None:
@@ -162,7 +169,10 @@ def test_cli_compiles_for_any_p(tmp_path: Path) -> None:
     res = cli("compile", EXAMPLES / "swing_bw.coll", "-p", "any", "--target", "mpi-cuda", "--no-build",
               "-o", tmp_path / "a")  # fmt: skip
     assert res.code == 0, res.text
-    assert "swing_bw: one library for any p (verified at p = 2, 3," in res.stderr
+    assert (
+        "swing_bw: one library for any p: it serves p = 1..64, each verified at compile time (the constraints "
+        "allow 2..64 of them); a communicator of another size fails, with the reason" in res.stderr
+    )
     assert (tmp_path / "a" / "collc_swing_bw_mpicuda.cu").is_file()
 
 
@@ -217,7 +227,8 @@ def test_mixed_runs_travel_as_one_piece(
 
 def test_the_layout_follows_the_chunk_weights(built: dict[str, Path], mock: Path) -> None:
     """The library's chunk offsets at several p and counts are collc's (weights 1, 2, 3, 1, ...), through its
-    ``_layout(p, count, offsets)``; and ``_nchunks`` and ``_scratch_bytes`` answer for any p they serve."""
+    ``_layout(p, count, offsets)``; and ``_nchunks`` and ``_scratch_bytes`` answer for any p they serve, and refuse
+    a p the constraints exclude or compile time did not verify."""
     ctypes.CDLL(str(mock / "libcudart.so.13"), mode=ctypes.RTLD_GLOBAL)
     lib = ctypes.CDLL(str(built[MIXED.stem].parent / f"libcollc_{MIXED.stem}_mpicuda.so"))
     layout, nchunks = lib.collc_mixed_runs_allreduce_mpicuda_layout, lib.collc_mixed_runs_allreduce_mpicuda_nchunks
@@ -235,6 +246,10 @@ def test_the_layout_follows_the_chunk_weights(built: dict[str, Path], mock: Path
             assert list(offsets) == [int(x) for x in want], (p, count)
         assert scratch(4099, 0, p, p - 1) > 0
     assert nchunks(5) == -1 and layout(5, 100, (ctypes.c_int64 * 11)()) == -1
+    last_error = lib.collc_mixed_runs_allreduce_mpicuda_last_error
+    last_error.restype = ctypes.c_char_p
+    assert nchunks(12) == -1 and scratch(4099, 0, 12, 0) == -1  # beyond the sizes verified (1..10)
+    assert "p=12 is outside the sizes verified at compile time (1..10)" in last_error().decode()
 
 
 def test_an_excluded_size_is_an_error_on_every_rank(built: dict[str, Path], mock: Path, tmp_path: Path) -> None:
@@ -245,6 +260,19 @@ def test_an_excluded_size_is_an_error_on_every_rank(built: dict[str, Path], mock
     text = str(info.value)
     assert "mixed_runs_allreduce, p=5: " in text and "p=5 violates the constraint" in text, text
     assert "mixed_runs_allreduce.coll:7:32: p=5 violates the constraint p % 2 == 0" in text, text
+
+
+def test_a_size_not_verified_is_an_error_on_every_rank(built: dict[str, Path], mock: Path, tmp_path: Path) -> None:
+    """The ring's library serves the sizes verified at compile time (1..4, 6, 8): at 5 ranks, which the program
+    allows but nothing verified, every rank's call fails with the reason instead of running unverified."""
+    schedule = _schedule("ring_allreduce", {}, 5)
+    with pytest.raises(CollError) as info:
+        _run(mock, built["ring_allreduce"], schedule, tmp_path, "0", "dataflow", "256", "float32", "sum")
+    text = str(info.value)
+    assert (
+        "ring_allreduce, p=5: p=5 is outside the sizes verified at compile time (1..4, 6, 8); recompile "
+        "with --verify-ranks 1..5, or --verify-ranks all to prove every p" in text
+    ), text
 
 
 def test_driver_help_says_any_p(built: dict[str, Path], mock: Path) -> None:

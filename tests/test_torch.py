@@ -223,6 +223,16 @@ def test_schedule_errors_name_the_file_and_the_group_size(cache: Path, tmp_path:
         prepare("allreduce", "nowhere.coll", 4, cache_dir=cache)
 
 
+def test_a_group_size_runs_only_once_verified(cache: Path) -> None:
+    """The rule of any-p libraries holds here by construction: every group size is elaborated and verified before
+    its library is compiled or taken from the cache.  A ring wrong from p = 5 on only (rank 4 sends the wrong block,
+    tests/data/anyp/ring_fault_allreduce.coll) serves 4 ranks and is refused at 5, naming the finding."""
+    fault = ROOT / "tests" / "data" / "anyp" / "ring_fault_allreduce.coll"
+    assert prepare("allreduce", str(fault), 4, cache_dir=cache).nranks == 4
+    with pytest.raises(ScheduleError, match=r"the schedule fails verification for p=5: .*step 5: rank 4 sends chunk"):
+        prepare("allreduce", str(fault), 5, cache_dir=cache)
+
+
 def test_only_collc_torch_imports_torch() -> None:
     package = ROOT / "collc"
     importers = [

@@ -5,8 +5,13 @@ sender's buffer as it was at the start of the step, and every receive lands at
 its end (a ``copy`` overwrites the chunks, a ``reduce`` combines the incoming
 data into them with the reduction op).  A receive of rank ``r`` from ``q`` for
 chunks ``C`` takes chunks ``C`` of ``q``'s buffer as it was at the start of the
-step; matching sends with receives is the verifier's job, so sends are ignored
-here.
+step.  The data moves receive by receive, but sends are not ignored: before
+anything runs, `check_matching` checks that in every step the chunks each rank
+sends to each peer are exactly those the peer receives from it (one message per
+(step, sender, receiver), as the MPI executors' step tables have it), and
+raises `MismatchError` when they differ, as an MPI run would fail with a
+message of the wrong size or one that never arrives.  So a run of an
+unverified schedule (``collc run --no-check``) is an independent witness.
 
 Each rank holds one buffer over the whole logical element space of the
 collective (`collectives.logical_count`), cut into chunks by
@@ -33,16 +38,18 @@ import numpy as np
 from collc import collectives
 from collc.backends import local_codecs
 from collc.collectives import EVERY
-from collc.ir import Action, ChunkSet, Collective, OpKind, Schedule
+from collc.ir import Action, ChunkSet, Collective, Op, OpKind, Schedule, Span, Step
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DTYPES",
     "OPS",
+    "MismatchError",
     "Plan",
     "Region",
     "RunResult",
     "Transfer",
+    "check_matching",
     "count_wrong",
     "execute",
     "expected",
@@ -131,6 +138,131 @@ def _check_budget(schedule: Schedule, count: int, itemsize: int, max_bytes: int)
 
 
 # --------------------------------------------------------------------------
+# Matching sends with receives
+# --------------------------------------------------------------------------
+
+
+class MismatchError(ValueError):
+    """In step ``step``, what ``sender`` sends to ``receiver`` differs from what ``receiver`` receives from it.
+
+    ``sent`` and ``expected`` are the two chunk sets (either may be empty: a send
+    nobody receives, a receive nobody sends); ``span`` locates the send (or the
+    receive when there is no send); ``message`` is the text without the location
+    and ``notes`` what it means for an MPI run.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: int,
+        phase: str,
+        sender: int,
+        receiver: int,
+        sent: ChunkSet,
+        expected: ChunkSet,
+        span: Span,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__("; ".join((f"{span}: {message}", *notes)))
+        self.message = message
+        self.notes = notes
+        self.step = step
+        self.phase = phase
+        self.sender = sender
+        self.receiver = receiver
+        self.sent = sent
+        self.expected = expected
+        self.span = span
+
+
+def check_matching(schedule: Schedule) -> None:
+    """`MismatchError` unless, in every step, each rank sends each peer exactly the chunks the peer receives.
+
+    For every ordered pair (sender, receiver) of a step, the union of the
+    sender's sends to the receiver must equal the union of the receiver's
+    receives from the sender (copies and reduces alike; compression points and
+    their codecs do not matter here): that union is the one message the MPI
+    executors exchange (`collc.backends.tables`), so a chunk sent or received
+    twice is no mismatch (the verifier reports it as a duplicate transfer).  Ops
+    the verifier reports as ill-formed (a rank or peer out of range, a peer that
+    is the rank itself) are left out, and chunks beyond the last are ignored, as
+    the verifier does; the differences are exactly its ``unmatched-send`` /
+    ``unmatched-recv`` findings.  Linear in the ops.
+    """
+    send_kind, recv_kind = OpKind.SEND, OpKind.RECV
+    for step in schedule.steps:
+        sends: dict[tuple[int, int], int] = {}
+        recvs: dict[tuple[int, int], int] = {}
+        for op in step.ops:
+            kind = op.kind
+            if kind is send_kind:
+                key = (op.rank, op.peer)
+                got = sends.get(key)
+                sends[key] = op.chunks.bits if got is None else got | op.chunks.bits
+            elif kind is recv_kind:
+                key = (op.peer, op.rank)
+                got = recvs.get(key)
+                recvs[key] = op.chunks.bits if got is None else got | op.chunks.bits
+        if sends != recvs:
+            _check_step(schedule, step)
+
+
+def _check_step(schedule: Schedule, step: Step) -> None:
+    """`check_matching` of one step whose quick comparison failed: raise for the first pair that really differs."""
+    p, mask = schedule.nranks, (1 << schedule.nchunks) - 1
+    sends: dict[tuple[int, int], int] = {}
+    recvs: dict[tuple[int, int], int] = {}
+    for op in step.ops:
+        if op.kind is not OpKind.SEND and op.kind is not OpKind.RECV:
+            continue
+        if not (0 <= op.rank < p and 0 <= op.peer < p) or op.rank == op.peer:
+            continue
+        table, key = (sends, (op.rank, op.peer)) if op.kind is OpKind.SEND else (recvs, (op.peer, op.rank))
+        table[key] = table.get(key, 0) | (op.chunks.bits & mask)
+    for src, dst in sorted(sends.keys() | recvs.keys()):
+        sent, want = sends.get((src, dst), 0), recvs.get((src, dst), 0)
+        if sent == want:
+            continue
+        send_op = _first_op(step.ops, src, OpKind.SEND, dst, sent & ~want)
+        recv_op = _first_op(step.ops, dst, OpKind.RECV, src, want & ~sent)
+        where = f"step {step.index}" + (f" (phase {step.phase})" if step.phase else "")
+        sends_text = f"sends chunks {ChunkSet(sent)} to" if sent else "sends nothing to"
+        recvs_text = f"receives chunks {ChunkSet(want)} from" if want else "receives nothing from"
+        message = f"{where}: rank {src} {sends_text} rank {dst}, but rank {dst} {recvs_text} rank {src}"
+        if send_op is not None and recv_op is not None:
+            message += f" (the receive is at {recv_op.span})"
+        note = (
+            "an MPI run would exchange a message of the wrong size, or one that never arrives; "
+            "collc check reports it as unmatched-send / unmatched-recv"
+        )
+        op = send_op if send_op is not None else recv_op
+        assert op is not None
+        raise MismatchError(
+            message,
+            step=step.index,
+            phase=step.phase,
+            sender=src,
+            receiver=dst,
+            sent=ChunkSet(sent),
+            expected=ChunkSet(want),
+            span=op.span,
+            notes=(note,),
+        )
+
+
+def _first_op(ops: tuple[Op, ...], rank: int, kind: OpKind, peer: int, bits: int) -> Op | None:
+    """The first op of ``rank`` of ``kind`` with ``peer`` that moves some of ``bits``, else the first such op at all."""
+    fallback: Op | None = None
+    for op in ops:
+        if op.rank == rank and op.kind is kind and op.peer == peer:
+            if op.chunks.bits & bits:
+                return op
+            fallback = fallback or op
+    return fallback
+
+
+# --------------------------------------------------------------------------
 # Plans
 # --------------------------------------------------------------------------
 
@@ -198,8 +330,17 @@ def _region(bits: int, offsets: np.ndarray) -> Region:
 
 
 def plan(schedule: Schedule, count: int) -> Plan:
-    """Lower ``schedule`` to per-step element transfers for a ``count``-element collective."""
+    """Lower ``schedule`` to per-step element transfers for a ``count``-element collective.
+
+    The transfers are the receives (a receive of rank r from q for chunks C
+    takes chunks C of q's start-of-step buffer), but first `check_matching`
+    checks that every step's sends and receives agree pair by pair: a send
+    nobody receives, a receive nobody sends, or a rank that sends other chunks
+    than its peer receives is a `MismatchError` (a ValueError), as it is an
+    error on the MPI executors.
+    """
     _check_layout(schedule)
+    check_matching(schedule)
     logical = _logical(schedule, count)
     p, nchunks = schedule.nranks, schedule.nchunks
     offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
@@ -595,6 +736,7 @@ def _run_compressed(
     """`run` for a schedule with compression points: its codecs run (`local_codecs.execute`) and its result is
     judged by ``bounds``, the verifier's per-slot error bounds (`judge_error_bounds`)."""
     local_codecs.check_args(schedule, dtype, op)
+    check_matching(schedule)
     if bounds.shape != (schedule.nranks, schedule.nchunks):
         raise ValueError(f"error bounds of shape {bounds.shape}, expected {(schedule.nranks, schedule.nchunks)}")
     inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)

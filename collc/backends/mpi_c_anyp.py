@@ -8,6 +8,11 @@ ranks the calling rank runs them for itself (``runtime/collc_anyp.h``) and gets 
 the table builder's entry and the MPI entry points), ``collc_<algorithm>.h`` and a Makefile;
 `build` compiles them with mpicc (`mpi_c.build`).
 
+A library serves only the communicator sizes its `Coverage` names: those verified at compile
+time (or all of them up to the all-p proof's limit); the generated file embeds them as runs
+of sizes, and ``runtime/collc_cover.h`` sends a call on a communicator of another size to
+PMPI with the reason, before any table is built.
+
 `anyp_tables` reads the tables a built library computes for one p (its debugging entry point
 ``collc_<algorithm>_anyp_tables``, called through ctypes without MPI) as `RankTables`, in the
 terms of `collc.backends.tables`, for comparison with the Python tables.
@@ -30,6 +35,7 @@ from collc.ir import ParamValue
 
 __all__ = [
     "AnypPlan",
+    "Coverage",
     "RankTables",
     "anyp_prefix",
     "anyp_tables",
@@ -39,7 +45,57 @@ __all__ = [
     "library_path",
 ]
 
-RUNTIME_HEADERS: tuple[str, ...] = (*mpi_c.RUNTIME_HEADERS, "collc_avalue.h", "collc_anyp_rows.h", "collc_anyp.h")
+RUNTIME_HEADERS: tuple[str, ...] = (
+    *mpi_c.RUNTIME_HEADERS,
+    "collc_avalue.h",
+    "collc_anyp_rows.h",
+    "collc_cover.h",
+    "collc_anyp.h",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The communicator sizes an any-p library serves: ``runs`` of sizes ``lo..hi`` (both included, ascending,
+    disjoint), all of them verified one by one at compile time (``verified``: those the constraints allow, every one
+    correct; the constraints exclude the rest, and the program refuses them at run time), or, with ``proved`` (how the
+    proof went), every p up to the all-p proof's limit."""
+
+    runs: tuple[tuple[int, int], ...]
+    verified: tuple[int, ...] = ()
+    proved: str = ""
+
+    @classmethod
+    def of_sizes(cls, sizes: Sequence[int], verified: Sequence[int]) -> Coverage:
+        """The coverage of the rank counts ``sizes`` checked one by one, ``verified`` of them correct."""
+        runs: list[tuple[int, int]] = []
+        for p in sorted(set(sizes)):
+            if runs and runs[-1][1] == p - 1:
+                runs[-1] = (runs[-1][0], p)
+            else:
+                runs.append((p, p))
+        return cls(tuple(runs), tuple(sorted(verified)))
+
+    def __contains__(self, p: object) -> bool:
+        return isinstance(p, int) and any(lo <= p <= hi for lo, hi in self.runs)
+
+    def text(self, most: int = 8) -> str:
+        """The sizes as runs, ``1..64`` or ``2, 4, 8..16`` (at most ``most`` runs shown, then ``...`` and the last)."""
+        shown = [f"{lo}..{hi}" if hi > lo + 1 else f"{lo}, {hi}" if hi > lo else str(lo) for lo, hi in self.runs]
+        if len(shown) > most:
+            shown = [*shown[: most - 1], "...", shown[-1]]
+        return ", ".join(shown)
+
+    def how(self) -> str:
+        """Which sizes are served and how they were covered, for a comment or a message."""
+        if self.proved:
+            return f"every p up to {self.runs[-1][1]} the constraints allow, proved for all p ({self.proved})"
+        sizes = sum(hi - lo + 1 for lo, hi in self.runs)
+        text = f"p = {self.text()}, each verified at compile time"
+        if len(self.verified) == sizes:
+            return text
+        allowed = Coverage.of_sizes(self.verified, ()).text() if self.verified else "none"
+        return f"{text} (the constraints allow {allowed} of them)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +116,10 @@ class AnypPlan:
     api_name: str
     source: str
     params: str
-    verified: str  # the rank counts verified at compile time, for the file's comment
+    cover_runs: tuple[tuple[int, int], ...]  # the sizes the library serves (`Coverage`)
+    cover_text: str
+    cover_proved: bool
+    cover_how: str  # for the file's comment
     root: int
     files: tuple[str, ...]
     globals: tuple[GlobalRow, ...]
@@ -84,8 +143,11 @@ def check_supported(program: Program, params: Mapping[str, ParamValue]) -> None:
         raise problem
 
 
-def plan(program: Program, params: Mapping[str, ParamValue], verified: Sequence[int]) -> AnypPlan:
-    """The data the templates render for ``program`` with the compile-time ``params`` (p excluded)."""
+def plan(program: Program, params: Mapping[str, ParamValue], coverage: Coverage) -> AnypPlan:
+    """The data the templates render for ``program`` with the compile-time ``params`` (p excluded), serving the
+    sizes of ``coverage``."""
+    if not coverage.runs:
+        raise CollError(f"{program.name}: an any-p library that serves no communicator size")
     check_supported(program, params)
     sources = Sources(program.path)
     t = translate(program, params, sources)
@@ -102,7 +164,10 @@ def plan(program: Program, params: Mapping[str, ParamValue], verified: Sequence[
         api_name=mpi_c.API_NAMES[program.collective],
         source=sources.label(program.path),
         params=f"p=any{', ' + shown if shown else ''}",
-        verified=", ".join(map(str, verified)) or "none",
+        cover_runs=coverage.runs,
+        cover_text=coverage.text(),
+        cover_proved=bool(coverage.proved),
+        cover_how=_comment(coverage.how()),
         root=root,
         files=t.files,
         globals=tuple(GlobalRow(name, c_ident(name)) for name in t.globals),
@@ -117,6 +182,11 @@ def plan(program: Program, params: Mapping[str, ParamValue], verified: Sequence[
         cflags=" ".join(mpi_c.CFLAGS),
         sanitize_flags=" ".join(mpi_c.SANITIZE_FLAGS),
     )
+
+
+def _comment(text: str) -> str:
+    """``text`` safe inside a C comment."""
+    return text.replace("*/", "* /")
 
 
 def library_path(out_dir: Path, program: Program) -> Path:
@@ -135,11 +205,10 @@ def build(out_dir: Path, program: Program, *, cflags: Sequence[str] = ()) -> Pat
     return lib
 
 
-def generate(
-    program: Program, out_dir: Path, params: Mapping[str, ParamValue], verified: Sequence[int] = ()
-) -> list[Path]:
-    """Write the any-p library's sources, header, Makefile and runtime headers into ``out_dir``."""
-    data = plan(program, params, verified)
+def generate(program: Program, out_dir: Path, params: Mapping[str, ParamValue], coverage: Coverage) -> list[Path]:
+    """Write the any-p library's sources, header, Makefile and runtime headers into ``out_dir``; the library serves
+    the sizes of ``coverage``."""
+    data = plan(program, params, coverage)
     out_dir = Path(out_dir)
     header = f"collc_{data.ident}.h"
     files = [(data.file_name, "collc_anyp.c.j2"), (header, "collc_anyp.h.j2"), ("Makefile", "Makefile.j2")]

@@ -6,7 +6,9 @@ translated to C with the mpi-c runtime's evaluator (``runtime/collc_anyp.h``), b
 mpicc; ``collc_<algorithm>_mpicuda.cu`` (nvcc) asks it for the calling rank's tables at the
 first call on a communicator of p ranks and runs them with the mpi-cuda runtime
 (``runtime/collc_mpicuda_anyp.cuh``).  `generate` writes both, the header, the driver and a
-Makefile; `build` compiles them.  The same constructs as for mpi-c are supported (no
+Makefile; `build` compiles them.  Like the mpi-c library, it serves only the sizes of its
+`mpi_c_anyp.Coverage` (a call on a communicator of another size fails on every rank with the
+reason).  The same constructs as for mpi-c are supported (no
 compression points, levels, groups, tori: refused with the place in the .coll file).
 """
 
@@ -91,13 +93,14 @@ def generate(
     program: Program,
     out_dir: Path,
     params: Mapping[str, ParamValue],
-    verified: Sequence[int] = (),
+    coverage: mpi_c_anyp.Coverage,
     *,
     arch: str = cuda.DEFAULT_ARCH,
 ) -> list[Path]:
     """Write the any-p mpi-cuda library's sources, header, driver, Makefile and runtime headers into ``out_dir``
-    (CollError at the first construct any-p compilation does not support)."""
-    data = mpi_c_anyp.plan(program, params, verified)
+    (CollError at the first construct any-p compilation does not support); the library serves the sizes of
+    ``coverage`` and fails a call on a communicator of another size with the reason."""
+    data = mpi_c_anyp.plan(program, params, coverage)
     mpi = _plan(program, params, arch)
     ident = data.ident
     files = [

@@ -35,6 +35,7 @@ from collc.collectives import busbw_factor, count_error
 from collc.diagnostics import CollError
 from collc.ir import Collective, Schedule
 from collc.verify.check import CheckReport
+from collc.verify.sweep import parse_int_spec
 
 
 @main.command(name="compile")
@@ -72,6 +73,15 @@ from collc.verify.check import CheckReport
     help=f"mpi-c with --small: calls of fewer bytes (count x type size) run it [default: "
     f"{mpi_c.SMALL_BELOW // 1024}KiB; COLLC_SMALL_BYTES overrides it at run time].",
 )
+@click.option(
+    "--verify-ranks",
+    "verify_ranks",
+    default=None,
+    metavar="SPEC",
+    help=f"-p any: the communicator sizes the library serves, each verified at compile time: ranks as for collc "
+    f"check -p (2..1024, pow2:2..16384, 4,6,12), or 'all' to prove every p (as collc check --ranks all). Any other "
+    f"size goes to the MPI library (mpi-c) or fails (mpi-cuda), with the reason [default: 1..{api.ANY_P_VERIFIED}].",
+)
 def compile_cmd(
     file: str,
     p: str | None,
@@ -84,17 +94,20 @@ def compile_cmd(
     transport: str,
     small_file: str | None,
     small_below: str | None,
+    verify_ranks: str | None,
 ) -> None:
     """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda).
 
     mpi-c takes several rank counts (-p 3..8: one library holding each one's schedule); mpi-c and mpi-cuda take
-    -p any (one library that computes the schedule of any communicator size at its first call, docs/mpi.md,
-    docs/mpi-cuda.md)."""
+    -p any (one library that computes the schedule of the communicator's size at its first call, for the sizes
+    verified at compile time: --verify-ranks; docs/mpi.md, docs/mpi-cuda.md)."""
     _check_transport(target, transport)
     below = _small_options(target, small_file, small_below)
     if p == "any":
-        _compile_any_p(file, target, params, dims, codecs, out, no_build, small_file)
+        _compile_any_p(file, target, params, dims, codecs, out, no_build, small_file, verify_ranks)
         return
+    if verify_ranks is not None:
+        raise click.UsageError("--verify-ranks applies to -p any only (-p N verifies the schedule of N)")
     if target == "mpi-c" and p is not None and len(collect_ranges(p, (), None)["p"]) > 1:
         _compile_sizes(file, p, params, dims, codecs, out, no_build, small_file, below)
         return
@@ -250,6 +263,14 @@ def _run_rows(
     rows = []
     try:
         if backend == "local":
+            try:  # sends and receives that disagree: the schedule is wrong (an MPI run fails on it too)
+                local.check_matching(s)
+            except local.MismatchError as err:
+                from collc.diagnostics import format_error
+
+                bar.close()
+                click.echo(format_error(CollError(err.message, err.span, err.notes), inst.algorithm.sources), err=True)
+                sys.exit(EXIT_WRONG)
             for count in counts:
                 rows.append(_row(s, inst.run(count, dtype, redop, backend=backend, iters=iters)))
                 if bar.on_progress is not None:
@@ -326,21 +347,45 @@ def _compile_any_p(
     out: str,
     no_build: bool,
     small_file: str | None,
+    verify_ranks: str | None,
 ) -> None:
-    """``collc compile --target mpi-c|mpi-cuda -p any``: one library for every communicator size."""
+    """``collc compile --target mpi-c|mpi-cuda -p any``: one library for the communicator sizes it covers."""
     if target not in ("mpi-c", "mpi-cuda"):
         raise click.UsageError(f"-p any applies to the mpi-c and mpi-cuda targets only, not {target}")
     if small_file is not None:
         raise click.UsageError("-p any takes no --small schedule")
+    ranks = _verify_ranks(verify_ranks)
     values = collect_params(None, params, dims)
     alg = load_algorithm(file, codecs)
+    what = "proving" if ranks == "all" else "verifying"
     try:
-        files, verified = alg.compile_any_p(out, target=target, params=values, build=not no_build)
+        with progress_bar(f"{what} {alg.name} for -p any") as bar:
+            files, coverage = alg.compile_any_p(
+                out, target=target, params=values, verify_ranks=ranks, build=not no_build,
+                on_progress=bar.on_progress,
+            )  # fmt: skip
     except CollError as err:
         fail_input(err, alg.sources)
     for path in files:
         click.echo(str(path))
-    click.echo(f"# {alg.name}: one library for any p (verified at p = {', '.join(map(str, verified))})", err=True)
+    other = "goes to the MPI library" if target == "mpi-c" else "fails"
+    click.echo(f"# {alg.name}: one library for any p: it serves {coverage.how()}; a communicator of another "
+               f"size {other}, with the reason", err=True)  # fmt: skip
+
+
+def _verify_ranks(text: str | None) -> list[int] | str:
+    """``--verify-ranks``: the rank counts to verify (1 .. `api.ANY_P_VERIFIED` by default), or ``"all"``."""
+    if text is None:
+        return list(range(1, api.ANY_P_VERIFIED + 1))
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        ranks = parse_int_spec(text)
+    except ValueError as err:
+        raise bad_value("--verify-ranks", text, str(err)) from None
+    if ranks[0] < 1:
+        raise bad_value("--verify-ranks", text, f"rank counts start at 1, not {ranks[0]}")
+    return ranks
 
 
 def _small_options(target: str, small_file: str | None, small_below: str | None) -> int:

@@ -74,6 +74,14 @@ from collc.verify.vector import check_model
     metavar="SECONDS",
     help="With --ranks all: the time z3 may spend on each proof obligation before the proof gives up.",
 )
+@click.option(
+    "--time-limit",
+    default=600,
+    show_default=True,
+    type=click.IntRange(min=1, max=86400),
+    metavar="SECONDS",
+    help="With --ranks all: the time the whole proof may take; then 'not proved' and the check of p = 1..N.",
+)
 def check(
     file: str,
     p: str | None,
@@ -90,12 +98,13 @@ def check(
     tolerance: float | None,
     bound: int,
     solver_time: int,
+    time_limit: int,
 ) -> None:
     """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition,
     compression points and their error bound.  ``--ranks all`` proves the program for every p, or finds the
     smallest p where it fails, or says up to which p it checked and why there is no proof."""
     if p is not None and p.strip().lower() == "all":
-        _check_all_p(file, params, codecs, dims, as_json, shown, model, bound, solver_time)
+        _check_all_p(file, params, codecs, dims, as_json, shown, model, bound, solver_time, time_limit)
     ranges = collect_ranges(p, params, dims)
     alg = load_algorithm(file, codecs)
     check_values(alg, ranges, p, params, dims)
@@ -205,6 +214,7 @@ def _check_all_p(
     model: str,
     bound: int,
     solver_time: int = 60,
+    time_limit: int = 600,
 ) -> NoReturn:
     if dims is not None:
         raise click.UsageError("--ranks all proves a program over p; --dims fixes the shape (and so p) instead")
@@ -222,7 +232,9 @@ def _check_all_p(
             raise bad_value("--param", name, "takes one integer value with --ranks all")
         values[name] = given[0]
     with progress_bar(f"proving {alg.name} for all p", quiet=as_json):
-        outcome = check_all_p(alg.program, values, bound=bound, model=model, solver_seconds=solver_time)
+        outcome = check_all_p(
+            alg.program, values, bound=bound, model=model, solver_seconds=solver_time, time_limit=time_limit
+        )
     if as_json:
         click.echo(json.dumps(report.allp_json(alg, outcome), indent=2))
     else:

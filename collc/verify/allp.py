@@ -27,6 +27,7 @@ checking p = 1 .. N one instance at a time (`collc.verify.sweep`), which finds t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -228,11 +229,9 @@ def _obligations(
     out.append(("the number of chunks is at least 1", nch >= 1, model.span))
     if model.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
         out.append((f"the number of chunks is {ct.k} * p", nch == kk * p, model.span))
-    for t in model.lets:  # global and phase-level values: the elaborator computes every one
-        out.append(
-            (_COMPUTABLE,
-             z3.Implies(rng(r, p), _safe(zz, t, {"p": p, "rank": r})), model.span)
-        )
+    for g, t in model.lets:  # values outside steps: the elaborator computes each where its guard holds
+        env_g = {"p": p, "rank": r}
+        out.append((_COMPUTABLE, z3.Implies(z3.And(rng(r, p), zz.term(g, env_g)), _safe(zz, t, env_g)), model.span))
     if not model.loops:
         out.append(("the postcondition with no steps", z3.Implies(z3.And(*base, required), init == full), model.span))
         return out
@@ -418,9 +417,16 @@ def _pairs(xs: list[Any]) -> list[tuple[Any, Any]]:
     return [(a, b) for n_, a in enumerate(xs) for b in xs[n_ + 1 :]]
 
 
-def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms: int = 60000) -> Proof:
-    """Try to prove ``model`` correct for every p its constraints allow."""
+def prove(
+    model: Model,
+    on_note: Callable[[str], None] | None = None,
+    timeout_ms: int = 60000,
+    deadline: float | None = None,
+) -> Proof:
+    """Try to prove ``model`` correct for every p its constraints allow: z3 spends at most ``timeout_ms`` on
+    each obligation, and the whole proof ends by ``deadline`` (a `time.monotonic` value) with "no answer"."""
     note = on_note or (lambda _: None)
+    clock = _Clock(deadline)
     try:
         import z3
     except ImportError:
@@ -438,6 +444,8 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
     states: dict[int, list[np.ndarray]] = {}
     for _round in range(_ROUNDS):
         for p in data_p:
+            if clock.out():
+                return clock.no_answer(model)
             if p not in states:
                 try:
                     got = learn.states(model, ct, p)
@@ -457,6 +465,8 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             invs.append(learn.dnf(atoms, learn.simplest(atoms, truth, terms)))
         texts = tuple(_show(t) for t in invs)
         note(f"invariants from p in {data_p}: " + "; ".join(texts))
+        if clock.out():
+            return clock.no_answer(model, texts)
         solver = _solver(z3, bits)
         solver.set("timeout", timeout_ms)
         try:
@@ -466,10 +476,12 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
             obligations = _obligations(zz, model, ct, invs)
         except z3.Z3Exception as err:  # a term z3 cannot type (an int used as a condition, say)
             return Proof(False, "", f"the step formulas do not translate to z3 ({err})", model.span, texts)
-        failed = _first_failure(zz, solver, evaluable, bits)
+        failed = _first_failure(zz, solver, evaluable, bits, clock, timeout_ms)
         if failed is None:
             solver.add(*zz.constraints(model))
-            failed = _first_failure(zz, solver, obligations, bits)
+            failed = _first_failure(zz, solver, obligations, bits, clock, timeout_ms)
+        if failed == "deadline" or (failed is not None and failed[3] != z3.sat and clock.out()):
+            return clock.no_answer(model, texts)
         if failed is None:
             arith = "64-bit integers" if bits else "integers"
             how = (f"induction over the steps of {len(model.loops)} loop(s), invariants learned from p in "
@@ -490,11 +502,43 @@ def prove(model: Model, on_note: Callable[[str], None] | None = None, timeout_ms
     return Proof(False, "", "the learned invariants were not inductive", model.span, ())
 
 
-def _first_failure(zz: _Z3, solver: Any, checks: Sequence[tuple[str, Any, Span | None]], bits: bool) -> Any:
+class _Clock:
+    """The proof's deadline (none: no limit)."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline, self.start = deadline, time.monotonic()
+
+    def out(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def left_ms(self, timeout_ms: int) -> int:
+        """The time z3 may spend on the next obligation: ``timeout_ms``, or less to keep the deadline."""
+        if self.deadline is None:
+            return timeout_ms
+        return max(1, min(timeout_ms, int(1000 * (self.deadline - time.monotonic()))))
+
+    def no_answer(self, model: Model, invariants: tuple[str, ...] = ()) -> Proof:
+        spent = round(time.monotonic() - self.start)
+        return Proof(False, "", f"z3 gave no answer in {spent} s (--time-limit)", model.span, invariants)
+
+
+def _first_failure(
+    zz: _Z3,
+    solver: Any,
+    checks: Sequence[tuple[str, Any, Span | None]],
+    bits: bool,
+    clock: _Clock | None = None,
+    timeout_ms: int = 60000,
+) -> Any:
     """The first of ``checks`` (what, formula that must be valid, where) the solver does not prove, as (what,
-    where, the smallest p it fails at or None, z3's result), or None when it proves them all."""
+    where, the smallest p it fails at or None, z3's result), or None when it proves them all; "deadline" when
+    the clock ran out first."""
     z3 = zz.z3
     for what, formula, span in checks:
+        if clock is not None:
+            if clock.out():
+                return "deadline"
+            solver.set("timeout", clock.left_ms(timeout_ms))
         solver.push()
         solver.add(z3.Not(formula))
         res = solver.check()

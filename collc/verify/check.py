@@ -2,13 +2,20 @@
 
 Two passes.  A *fingerprint* pass runs the whole schedule with numpy: slot
 (rank, chunk) holds the wrapping uint64 sum of random odd hashes of the origins
-it contains, plus an exact "held" flag; it also does the well-formedness,
+it contains, plus an exact "held" flag and, once some reduce has run, a count of
+its contributions that cannot wrap around (`collc.verify.fast.count_dtype`: a
+slot holding every contribution 2^64 + 1 times has the right sum modulo 2^64,
+never the right count); it also does the well-formedness,
 matching and statistics work.  Only the chunks that fail the postcondition there
 (at most `_MAX_TRACED_CHUNKS`) are then re-traced *exactly* (per rank, a bitset
 of origins plus the counts above one) to name the missing or doubly counted
-contributions and the op responsible.  A schedule with compression points
-(noticed by the fingerprint pass) also gets the compression pass of
-`collc.verify.compression`: slot states, codec matching and error bounds.
+contributions and the op responsible.  The hashes are drawn afresh for every
+check: a slot with the right count whose contributions are wrong lacks some
+contribution j, so its fingerprint differs from the right one by a sum in which
+h_j has the odd coefficient -1, which vanishes modulo 2^64 with a probability of
+at most 2^-63 over h_j (docs/verifier.md, "Soundness").  A schedule with
+compression points (noticed by the fingerprint pass) also gets the compression
+pass of `collc.verify.compression`: slot states, codec matching and error bounds.
 
 Semantics (see collc.ir and collc.collectives): per step and (src, dst) pair,
 sends and receives are merged into sets and must match; only matched chunks
@@ -28,7 +35,7 @@ import numpy as np
 from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error
 from collc.ir import Action, Op, OpKind, Schedule
 from collc.verify.compression import ErrorStats, analyse, fmt_bound
-from collc.verify.fast import Regular
+from collc.verify.fast import Regular, count_dtype
 from collc.verify.findings import CODES, Finding
 from collc.verify.findings import Collector as _Collector
 from collc.verify.findings import bits_ids as _bits_ids
@@ -38,12 +45,12 @@ from collc.verify.findings import fmt_ids as _fmt_ids
 from collc.verify.findings import ids_bits as _ids_bits
 from collc.verify.findings import lowest as _lowest
 from collc.verify.findings import them as _them
+from collc.verify.multiset import Extra, counts_of, format_counts, msum
 from collc.verify.races import find_races
 from collc.verify.stats import Stats, bandwidth_bound, traffic_stats
 
 __all__ = ["CODES", "CheckReport", "Finding", "Stats", "bandwidth_bound", "check", "traffic_stats"]
 
-_SEED = 0x5EED_C011C
 _MAX_TRACED_CHUNKS = 8
 _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cleared
 _BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
@@ -77,13 +84,6 @@ class CheckReport:
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
-
-
-def _format_counts(counts: np.ndarray) -> str:
-    """A multiset of origins: ``{0..7}`` or ``{0..7} (x2: {1, 2})``."""
-    text = _fmt_ids(np.flatnonzero(counts > 0))
-    extra = [f"x{m}: {_fmt_ids(np.flatnonzero(counts == m))}" for m in np.unique(counts[counts > 1])]
-    return text + (f" ({', '.join(extra)})" if extra else "")
 
 
 _Pairs = dict[tuple[int, int], list[int]]  # (src, dst) -> [sent, copied, reduced] chunk bits
@@ -235,26 +235,37 @@ class _Fingerprint:
         # flat slot indices fit in 32 bits up to 2**31 slots: half the memory traffic of int64
         self.index_dtype = np.int32 if p * n < 2**31 else np.int64
         self.all_held = False
+        self.held: np.ndarray | None = None  # None: every slot holds data, from the start to the end
+        # contributions per slot, made at the first reduce (`counts`): until then a slot holds one or none
+        self.count: np.ndarray | None = None
         if dataflow:
             origin = chunk_origin(schedule.collective, p, n, schedule.root)
             self.origin = origin
             # every slot starts held (reducing collectives): copies and reduces keep it so, skip the flags
             self.all_held = bool((origin == EVERY).all())
-            self.h = np.random.default_rng(_SEED).integers(
+            self.h = np.random.default_rng().integers(  # fresh hashes for every check (see the module docstring)
                 0, np.iinfo(np.uint64).max, size=p, dtype=np.uint64, endpoint=True
             ) | np.uint64(1)
             every = origin == EVERY
             cols = np.flatnonzero(~every)
-            if cols.size == 0:  # every rank holds every chunk: broadcast, no column mask
+            if cols.size == 0:  # every rank holds every chunk (reducing collectives): no held flags
                 self.state = np.repeat(self.h[:, None], n, axis=1)
-                self.held = np.ones((p, n), dtype=bool)
             else:
                 self.state = np.zeros((p, n), dtype=np.uint64)
                 self.held = np.zeros((p, n), dtype=bool)
                 self.state[:, every] = self.h[:, None]
                 self.held[:, every] = True
-            self.state[origin[cols], cols] = self.h[origin[cols]]
-            self.held[origin[cols], cols] = True
+                self.state[origin[cols], cols] = self.h[origin[cols]]
+                self.held[origin[cols], cols] = True
+
+    def counts(self) -> np.ndarray:
+        """The counts of contributions (flat), made now if no reduce has run yet: each slot then holds one
+        contribution or none, as its held flag says."""
+        if self.count is None:
+            dtype = count_dtype(self.s.nranks)
+            held = self.held
+            self.count = np.ones(self.state.shape, dtype=dtype) if held is None else held.astype(dtype)
+        return self.count.reshape(-1)
 
     def ids(self, bits: int) -> np.ndarray:
         got = self.ids_cache.get(bits)
@@ -284,8 +295,9 @@ class _Fingerprint:
         temp = self.regular.temp_buffers(plan)
         if self.dataflow:
             batch = _FAST_BATCH_ELEMENTS if self.all_held and temp == 0 else None
-            held = None if self.all_held else self.held.reshape(-1)
-            if not self.regular.apply(plan, self.state.reshape(-1), held, batch, self.index_dtype):
+            held = None if self.held is None else self.held.reshape(-1)
+            count = self.counts() if self.count is not None or plan.reduce.any() else None
+            if not self.regular.apply(plan, self.state.reshape(-1), held, count, batch, self.index_dtype):
                 return False
         self.steps += 1
         self.messages += plan.src.size
@@ -396,17 +408,18 @@ class _Fingerprint:
     def flow(
         self, step: int, ops: Sequence[Op], segs: tuple[list[_Seg], ...], dups: bool, conflict_free: bool = False
     ) -> None:
-        """Apply one step to the fingerprints: gather every source first, then scatter."""
+        """Apply one step to the fingerprints and counts: gather every source first, then scatter."""
         flat = segs[0] + segs[1] + segs[2]
         if not flat:
             return
         n = self.s.nchunks
-        if self.all_held and conflict_free:
+        count = self.counts() if self.count is not None or segs[1] else None
+        if self.held is None and conflict_free:
             # no slot is both read and written in this step: any order is the step's order, so move the
             # data in batches and keep the index arrays small
             for action, group in ((Action.COPY, segs[0]), (Action.REDUCE, segs[1])):
                 for batch in self._batches(group):
-                    self._move(batch, action is Action.REDUCE, dups)
+                    self._move(batch, action is Action.REDUCE, dups, count)
             return
         ids = [self.ids(bits) for _, _, bits in flat]
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
@@ -417,33 +430,31 @@ class _Fingerprint:
         dst_flat = _expand([d * n for _, d, _ in flat], offsets, cols)
         nc = int(offsets[len(segs[0])])
         nr = int(offsets[len(segs[0]) + len(segs[1])]) - nc
-        state = self.state.reshape(-1)
-        if self.all_held:  # nothing can be missing: only the fingerprints move
-            incoming = state[src_flat[: nc + nr]]
-            state[dst_flat[:nc]] = incoming[:nc]
+        src_moved, dst_c, dst_r = src_flat[: nc + nr], dst_flat[:nc], dst_flat[nc : nc + nr]
+        held = None if self.held is None else self.held.reshape(-1)
+        src_held: np.ndarray | None = None
+        all_targets_held = True
+        if held is not None:
+            src_held = held[src_flat]
+            dst_r_held = held[dst_r]
+            all_targets_held = bool(dst_r_held.all())
+            if not src_held.all():
+                self.report(step, ops, flat, offsets, cols, np.flatnonzero(~src_held), "send-not-held")
+            if not all_targets_held:
+                self.report(step, ops, flat, offsets, cols, nc + np.flatnonzero(~dst_r_held), "reduce-into-empty")
+        for values in (self.state.reshape(-1), count):
+            if values is None:
+                continue
+            incoming = values[src_moved]  # every source read before any target is written
+            values[dst_c] = incoming[:nc]
             if dups:
-                np.add.at(state, dst_flat[nc : nc + nr], incoming[nc:])
+                np.add.at(values, dst_r, incoming[nc:])
             else:
-                state[dst_flat[nc : nc + nr]] += incoming[nc:]
-            return
-        held = self.held.reshape(-1)
-        src_held = held[src_flat]
-        incoming = state[src_flat[: nc + nr]]
-        dst_c, dst_r = dst_flat[:nc], dst_flat[nc : nc + nr]
-        dst_r_held = held[dst_r]
-        all_held, all_targets_held = bool(src_held.all()), bool(dst_r_held.all())
-        if not all_held:
-            self.report(step, ops, flat, offsets, cols, np.flatnonzero(~src_held), "send-not-held")
-        if not all_targets_held:
-            self.report(step, ops, flat, offsets, cols, nc + np.flatnonzero(~dst_r_held), "reduce-into-empty")
-        state[dst_c] = incoming[:nc]
-        held[dst_c] = True if all_held else src_held[:nc]
-        if dups:
-            np.add.at(state, dst_r, incoming[nc:])
-        else:
-            state[dst_r] += incoming[nc:]
-        if not all_targets_held:  # a reduce target that was held stays held
-            held[dst_r[src_held[nc : nc + nr]]] = True
+                values[dst_r] += incoming[nc:]
+        if held is not None and src_held is not None:
+            held[dst_c] = src_held[:nc]
+            if not all_targets_held:  # a reduce target that was held stays held
+                held[dst_r[src_held[nc : nc + nr]]] = True
 
     def _batches(self, group: list[_Seg]) -> Iterator[list[_Seg]]:
         batch: list[_Seg] = []
@@ -457,21 +468,23 @@ class _Fingerprint:
         if batch:
             yield batch
 
-    def _move(self, segs: list[_Seg], reduce: bool, dups: bool) -> None:
+    def _move(self, segs: list[_Seg], reduce: bool, dups: bool, count: np.ndarray | None) -> None:
         n = self.s.nchunks
         ids = [self.ids(bits) for _, _, bits in segs]
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
         cols = np.concatenate(ids)
-        state = self.state.reshape(-1)
-        incoming = state[_expand([s * n for s, _, _ in segs], offsets, cols)]
+        src = _expand([s * n for s, _, _ in segs], offsets, cols)
         dst = _expand([d * n for _, d, _ in segs], offsets, cols)
-        if not reduce:
-            state[dst] = incoming
-        elif dups:
-            np.add.at(state, dst, incoming)
-        else:
-            state[dst] += incoming
+        for values in (self.state.reshape(-1), count):
+            if values is None:
+                continue
+            if not reduce:
+                values[dst] = values[src]
+            elif dups:
+                np.add.at(values, dst, values[src])
+            else:
+                values[dst] += values[src]
 
     def report(
         self,
@@ -504,52 +517,41 @@ class _Fingerprint:
                 self.out.add(Finding(code, msg, op.span, step, dst, _lowest(bad), None, "{}"))
 
     def failing_chunks(self) -> np.ndarray:
-        """Chunks whose required slots do not hold the expected fingerprint."""
+        """Chunks whose required slots do not hold the expected fingerprint and count of contributions."""
         p, n = self.s.nranks, self.s.nchunks
         dest = chunk_dest(self.s.collective, p, n, self.s.root)
         every_origin = self.origin == EVERY
         expected = np.where(every_origin, self.h.sum(dtype=np.uint64), self.h[np.maximum(self.origin, 0)])
+        # every rank's contribution once, or the origin's once: a count of at least one also says "held"
+        want = np.where(every_origin, p, 1).astype(count_dtype(p))
         bad = np.zeros(n, dtype=bool)
         cols = np.flatnonzero(dest == EVERY)
         if cols.size == n:  # every rank needs every chunk: no column gather
-            bad = ((self.state != expected) | ~self.held).any(axis=0)
+            bad = self._wrong((slice(None), slice(None)), expected, want).any(axis=0)
         elif cols.size:
-            sub = (self.state[:, cols] != expected[cols]) | ~self.held[:, cols]
-            bad[cols] = sub.any(axis=0)
+            bad[cols] = self._wrong((slice(None), cols), expected[cols], want[cols]).any(axis=0)
         cols = np.flatnonzero(dest != EVERY)
         if cols.size:
-            rows = dest[cols]
-            bad[cols] = (self.state[rows, cols] != expected[cols]) | ~self.held[rows, cols]
+            bad[cols] = self._wrong((dest[cols], cols), expected[cols], want[cols])
         return np.flatnonzero(bad)
+
+    def _wrong(self, index: tuple, expected: np.ndarray, want: np.ndarray) -> np.ndarray:
+        """The slots ``index`` whose fingerprint or count differs from ``expected`` and ``want`` (per chunk)."""
+        bad = self.state[index] != expected
+        if self.count is not None:
+            bad |= self.count[index] != want
+        elif self.held is not None:  # no reduce has run: a slot holds one contribution if held, else none
+            bad |= self.held[index] != want
+        else:  # every slot holds its own rank's contribution alone
+            bad |= want != 1
+        return bad
 
 
 # --------------------------------------------------------------------------
 # The exact re-trace of one chunk
 # --------------------------------------------------------------------------
 
-_Extra = dict[int, int] | None  # origin -> count above one (None: every origin at most once)
 _DupEvent = tuple[int, int, Op, list[int]]  # step, rank, reduce op, origins it counted twice
-
-
-def _msum(a: int, a_extra: _Extra, b: int, b_extra: _Extra) -> tuple[int, _Extra]:
-    """Multiset sum of (origin bitset, extra counts) pairs."""
-    overlap = a & b
-    if not overlap and a_extra is None and b_extra is None:
-        return a | b, None
-    extra = dict(a_extra or {})
-    for o, m in (b_extra or {}).items():
-        extra[o] = extra.get(o, 0) + m
-    for o in _bits_ids(overlap).tolist():
-        extra[o] = extra.get(o, 0) + 1
-    return a | b, extra or None
-
-
-def _counts(p: int, bits: int, extra: _Extra) -> np.ndarray:
-    counts = np.zeros(p, dtype=np.int64)
-    counts[_bits_ids(bits)] = 1
-    for o, m in (extra or {}).items():
-        counts[o] += m
-    return counts
 
 
 def _trace(
@@ -568,7 +570,7 @@ def _trace(
     sets = [1 << r for r in range(p)] if origin == EVERY else [0] * p
     if origin != EVERY:
         sets[origin] = 1 << origin
-    extras: list[_Extra] = [None] * p
+    extras: list[Extra] = [None] * p
     last: list[tuple[int, Op] | None] = [None] * p
     # dup[r]: the reduce that first counted some origin twice in what slot r holds now
     dup: list[_DupEvent | None] = [None] * p
@@ -590,7 +592,7 @@ def _trace(
             op = recv_op[d, s, action]
             last[d] = (index, op)
             if action is Action.REDUCE:
-                bits, extra = _msum(sets[d], extras[d], bits, extra)
+                bits, extra = msum(sets[d], extras[d], bits, extra)
                 event = dup[d] or event
                 if event is None and extra is not None:
                     event = (index, d, op, sorted(extra))
@@ -602,13 +604,13 @@ def _trace(
     failing = [r for r in required if sets[r] != want or extras[r] is not None]
     if not failing:
         return
-    expected = _counts(p, want, None)
+    expected = counts_of(p, want, None)
     doubled = [r for r in failing if extras[r] is not None]
     short = [r for r in failing if extras[r] is None]
-    exp_text = _format_counts(expected)
+    exp_text = format_counts(expected)
     if doubled:
         r = doubled[0]
-        final = _format_counts(_counts(p, sets[r], extras[r]))
+        final = format_counts(counts_of(p, sets[r], extras[r]))
         others = "1 other rank also ends" if len(doubled) == 2 else f"{len(doubled) - 1} other ranks also end"
         more = f"; {others} with it counted twice" if len(doubled) > 1 else ""
         event = dup[r]
@@ -622,8 +624,8 @@ def _trace(
         out.add(Finding("double-count", msg, op.span, st, rank, chunk, exp_text, final))
     if short:
         r = short[0]
-        row = _counts(p, sets[r], extras[r])
-        actual = _format_counts(row)
+        row = counts_of(p, sets[r], extras[r])
+        actual = format_counts(row)
         missing = np.flatnonzero((expected > 0) & (row == 0))
         extra = np.flatnonzero((expected == 0) & (row > 0))
         what = "nothing" if not row.any() else f"the contributions of ranks {actual}"

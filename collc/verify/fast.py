@@ -13,6 +13,10 @@ caller then runs the exact per-op code, which gives every finding.  A plan
 whose data flow would read or reduce into a slot that holds nothing is also
 refused (`Regular.apply` returns False before changing anything), so findings
 always come from the exact code.
+
+Beside its fingerprint a slot may carry a count of its contributions (`count_dtype`): the fingerprint
+is a sum modulo 2^64, so a slot that holds every contribution 2^64 + 1 times has the right one; the
+count, which cannot wrap around, tells it apart.  A reduce adds counts, a copy copies them.
 """
 
 from __future__ import annotations
@@ -80,6 +84,14 @@ class _Sets:
         self.hi[k] = bits.bit_length()
         self.count[k] = bits.bit_count()
         return k
+
+
+def count_dtype(nranks: int) -> type:
+    """The dtype of the per-slot counts of contributions: float32 while it is exact up to the count a
+    postcondition asks for (``nranks``), else float64.  Counts are sums of counts; the sum of integers that
+    exceeds 2^24 (float32) may round, but never below 2^24, so a count above the largest exact integer stays
+    above ``nranks`` (and inf stays inf): a count equal to the expected one is exact."""
+    return np.float32 if nranks < 1 << 24 else np.float64
 
 
 class Regular:
@@ -200,12 +212,22 @@ class Regular:
             got[d] = got.get(d, 0) | bits
         return sum(1 for r, bits in got.items() if sent.get(r, 0) & bits)
 
-    def apply(self, plan: Plan, state: np.ndarray, held: np.ndarray | None, batch: int | None, dtype: type) -> bool:
-        """Move the fingerprints of a regular step (``state`` and ``held`` flat, ``held`` None when every slot
-        is held); False, with nothing changed, when the step reads or reduces into an empty slot (the exact
-        code reports it).  ``batch``: elements per numpy batch when no slot is both read
-        and written in the step (any order is then the step's order), else None."""
+    def apply(
+        self,
+        plan: Plan,
+        state: np.ndarray,
+        held: np.ndarray | None,
+        count: np.ndarray | None,
+        batch: int | None,
+        dtype: type,
+    ) -> bool:
+        """Move the fingerprints of a regular step (``state``, ``held`` and ``count`` flat, ``held`` None when
+        every slot is held, ``count`` None while no slot has been reduced into: it must be given for a plan
+        that reduces); False, with nothing changed, when the step reads or reduces into an empty slot (the
+        exact code reports it).  ``batch``: elements per numpy batch when no slot is both read and written in
+        the step (any order is then the step's order), else None."""
         n = self.n
+        assert count is not None or not plan.reduce.any()
         if batch is not None and held is None:
             for reduce in (False, True):
                 take = np.flatnonzero(plan.reduce == reduce)
@@ -218,9 +240,13 @@ class Regular:
                     src = expand(plan.src[part] * n, offsets, cols)
                     dst = expand(plan.dst[part] * n, offsets, cols)
                     if reduce:
+                        assert count is not None
                         state[dst] += state[src]
+                        count[dst] += count[src]
                     else:
                         state[dst] = state[src]
+                        if count is not None:
+                            count[dst] = count[src]
                     lo = hi
             return True
         offsets, cols = self.columns(plan, slice(None), dtype)
@@ -234,15 +260,20 @@ class Regular:
                 return False
             if some and not held[dst if red is None else dst[red]].all():
                 return False
-        incoming = state[src]
-        if every:
-            state[dst] += incoming
-        elif not some:
-            state[dst] = incoming
-        else:
-            assert red is not None
-            state[dst[~red]] = incoming[~red]
-            state[dst[red]] += incoming[red]
+        if red is not None:  # copies and reduces: each part's sources and targets
+            cp = ~red
+            src_c, dst_c, src_r, dst_r = src[cp], dst[cp], src[red], dst[red]
+        for values in (state, count):
+            if values is None:
+                continue
+            if every:
+                values[dst] += values[src]
+            elif not some:
+                values[dst] = values[src]
+            else:  # every source is read before any target is written
+                copied, reduced = values[src_c], values[src_r]
+                values[dst_c] = copied
+                values[dst_r] += reduced
         if held is not None:
             held[dst] = True
         return True

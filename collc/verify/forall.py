@@ -14,6 +14,7 @@ Three outcomes, each plain:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -53,10 +54,13 @@ def check_all_p(
     model: str = "step",
     on_note: Callable[[str], None] | None = None,
     solver_seconds: int = 60,
+    time_limit: float | None = None,
 ) -> AllP:
     """Prove ``program`` for every p, or check p = 1 .. ``bound``; other parameters at ``values`` or defaults;
-    z3 spends at most ``solver_seconds`` on each obligation."""
+    z3 spends at most ``solver_seconds`` on each obligation, and the proof at most ``time_limit`` seconds in
+    all (then: not proved, and the bounded check)."""
     note = on_note or (lambda _: None)
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     fixed: tuple[tuple[str, int], ...] = ()
     proof: Proof | None = None
     reason, span = "", None
@@ -74,7 +78,7 @@ def check_all_p(
             reason = mismatch
         else:
             try:
-                proof = prove(sym, on_note=note, timeout_ms=1000 * solver_seconds)
+                proof = prove(sym, on_note=note, timeout_ms=1000 * solver_seconds, deadline=deadline)
             except Refusal as err:
                 reason, span = f"the proof cannot handle {err.reason}", err.span or sym.span
     if proof is not None and proof.proved:

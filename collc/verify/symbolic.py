@@ -1,15 +1,20 @@
 """A program's steps as formulas in ``p``, ``rank`` and the step variable: the input of the proof for all p.
 
-`extract` evaluates a `.coll` program with ``p`` left as a symbol.  Every phase must be a sequence of
-``for step`` loops (and ``step:`` blocks) whose bounds are formulas in ``p``, and whose bodies are sends,
-receives and exchanges under conditions; functions and procedures are inlined, loops that are not step
-loops are unrolled when their bounds are numbers.  The result, a `Model`, holds per loop the ops of one
-iteration as terms over ``rank`` and the loop's iteration ``i``.  What it cannot express (a recursive
-function of ``rank``, a set computed by a comprehension other than a filter of a range, compression, lanes,
-groups, a hierarchy, a parameter other than ``p`` without a default) stops extraction with a `Refusal`
-naming the construct and its line.
+`extract` runs a `.coll` program with ``p`` and ``rank`` left as symbols, statement by statement as the
+elaborator (`collc.elaborate`) runs it for one rank: the same scopes (a phase's or a procedure's names are
+locals from its first line on, a procedure never sees its caller's locals, a ``let`` in a branch or a loop
+keeps its value after it, a loop variable keeps its last value), the same order of evaluation, the same types
+and errors.  Where the elaborator's value depends on the path a rank takes, the model's value is a formula
+that chooses by the path's conditions; where it would need a value the model cannot state exactly (a local
+carried from one iteration of a step loop to the next, a set chosen by a condition, a recursion on a symbol,
+compression, lanes, groups, a hierarchy, chunk weights), extraction stops with a `Refusal` naming the
+construct and its place.  Expressions are evaluated by `collc.verify.symexpr`, terms live in
+`collc.verify.terms`.
 
-The terms and their evaluation are in `collc.verify.terms`.
+The result, a `Model`, holds the program's steps as step loops, each with the ops of one iteration as terms
+over ``rank`` and the loop's iteration ``i`` (a ``step:`` block, or a communication statement outside a step,
+is a loop of one iteration).  Every phase must therefore be made of step loops and steps whose number does not
+depend on the rank; conditions on the rank or p choose the ops inside a step, and the values of locals.
 """
 
 from __future__ import annotations
@@ -20,23 +25,19 @@ from typing import Any
 
 import numpy as np
 
+from collc.elaborate.syntax import _assigned
 from collc.frontend import ast
 from collc.frontend.program import Program
 from collc.ir import Action, Collective, OpKind, Schedule, Span
-from collc.values import MAX_SET_ELEMENT
+from collc.verify.symexpr import MAX_DEPTH, MAX_NODES, Expressions, Partial, Unknown, choose, tree_size
 from collc.verify.terms import (
-    ARITH,
-    CMP,
     FALSE,
-    LIMIT,
-    MAX_SHIFT,
     TRUE,
     Refusal,
     Term,
     binop,
     cmp,
     conj,
-    disj,
     evaluate,
     evaluate_array,
     has_bits,
@@ -44,19 +45,16 @@ from collc.verify.terms import (
     is_num,
     is_set,
     ite,
-    log2_of,
     member,
     members,
     neg,
     num,
-    power,
+    substitute,
 )
 
 __all__ = [
     "Loop", "Model", "Refusal", "SymOp", "evaluate", "evaluate_array", "extract", "member", "members", "same_steps",
 ]  # fmt: skip
-_MAX_DEPTH = 40  # nested function calls while inlining: deeper means recursion on a symbol
-_MAX_NODES = 20000  # distinct nodes of one op's formulas: beyond, the model refuses the program
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +93,7 @@ class Model:
     loops: tuple[Loop, ...]
     fixed: tuple[tuple[str, int], ...]  # parameters other than p, at their values
     span: Span
-    lets: tuple[Term, ...] = ()  # global and phase-level values (in p and rank), loop counts: must not fail
+    lets: tuple[tuple[Term, Term], ...] = ()  # (guard, value) outside steps, loop counts: must not fail
 
     def bits(self) -> bool:
         """Whether any term uses bit operations (the proof then works on machine integers)."""
@@ -107,291 +105,98 @@ def _terms(op: SymOp) -> tuple[Term, ...]:
 
 
 # --------------------------------------------------------------------------
-# Extraction
+# Extraction: the statements, as the elaborator runs them
 # --------------------------------------------------------------------------
 
+_NOT_ASSIGNED = "used before it is assigned"
 
-class _Extractor:
-    def __init__(self, program: Program, fixed: Mapping[str, int]) -> None:
-        self.program = program
-        self.globals: dict[str, Any] = {"p": ("var", "p")}
-        self.fixed = dict(fixed)
-        self.pow2 = False
-        self.depth = 0
-        self.outer: list[Term] = []  # values outside step loops (and loop counts) that must evaluate
-        self.inner: list[tuple[Term, Term]] = []  # the current loop's lets, with their guards
-        self.bound = 0  # comprehension variables named so far
-        self.guard: Term | None = None  # inside a step: the condition the expressions evaluated now hold under
-        self.noted: set[Any] = set()  # (list, guard, term) already in `inner` or `outer`
-        self.binders: list[tuple[str, Term, Term]] = []  # the comprehensions being evaluated: variable, range
-        self.loop = 0  # counts the step loops (and step blocks) entered, for `noted`
 
-    def note(self, value: Any) -> None:
-        """``value`` is computed by the elaborator where the model now stands (a let, an argument): it must not
-        fail (an inexact '/', a shift count out of range, 62 bits), even when nothing uses it."""
-        where = -1 if self.guard is None else self.loop
-        for t in _value_terms(value) + _element_checks(value):
-            if is_num(t) or t[0] in ("bool", "var", "log2p"):
-                continue
-            for name, lo, hi in reversed(self.binders):  # computed for every element of a comprehension
-                t = ("where", name, lo, hi, t)
-            if _tree_size(t) > _MAX_NODES or (self.guard is not None and _tree_size(self.guard) > _MAX_NODES):
-                raise Refusal("formulas too large for the symbolic model", None)  # (before hashing them)
-            if (where, self.guard, t) in self.noted:
-                continue
-            self.noted.add((where, self.guard, t))
-            if self.guard is None:
-                self.outer.append(t)
-            else:
-                self.inner.append((self.guard, t))
+def _scope(body: tuple[ast.Stmt, ...], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The environment a phase or procedure body starts with: every name the body may assign is a local from
+    its first line on (`collc.elaborate.syntax._assigned`, as the elaborator decides), not yet assigned; then
+    ``given`` (``rank``, a procedure's parameters)."""
+    env: dict[str, Any] = {name: Unknown(_NOT_ASSIGNED, gap=True) for name in _assigned(body)}
+    env.update(given)
+    return env
 
-    # ---- expressions
-    def expr(self, node: ast.Expr, env: Mapping[str, Any]) -> Any:
-        try:
-            return getattr(self, f"_{type(node).__name__}")(node, env)
-        except Refusal as err:
-            if err.span is None:
-                raise Refusal(err.reason, node.span) from None
-            raise
-        except AttributeError:
-            raise Refusal(f"a {type(node).__name__.lower()} expression", node.span) from None
 
-    def _Num(self, node: ast.Num, env: Mapping[str, Any]) -> Term:
-        return num(node.value)
+class _Extractor(Expressions):
+    """The statements of a program, run with ``p`` and ``rank`` symbolic, as `collc.elaborate` runs them.
 
-    def _Bool(self, node: ast.Bool, env: Mapping[str, Any]) -> Term:
-        return TRUE if node.value else FALSE
+    Each phase and each procedure call has an environment of its own (`_scope`), changed in place by ``let``
+    and by the variables of ``for`` loops, which keep their last value after the loop.  At a rank- or
+    p-dependent ``if`` each branch runs on a copy and the copies are joined: a name becomes ``a if c else b``
+    (`choose`).  A step loop's body is one formula in its iteration ``i``; a name it assigns is `Unknown` at
+    the start of an iteration (its value there is the previous iteration's), so a body that reads it before
+    assigning it is refused, and after the loop it is its value at the last iteration.
+    """
 
-    def _Name(self, node: ast.Name, env: Mapping[str, Any]) -> Any:
-        if node.id in env:
-            value = env[node.id]
-        elif node.id in self.globals:
-            value = self.globals[node.id]
-        else:
-            raise Refusal(f"the name {node.id!r}", node.span)
-        if isinstance(value, Refusal):
-            raise Refusal(f"{node.id} ({value.reason})", node.span)
-        return value
+    def __init__(self, program: Program) -> None:
+        super().__init__(program)
 
-    def _BinOp(self, node: ast.BinOp, env: Mapping[str, Any]) -> Any:
-        a, b = self.expr(node.left, env), self.expr(node.right, env)
-        if node.op == "..":
-            return ("range", a, b)
-        if is_set(a) or is_set(b):
-            raise Refusal(f"set arithmetic ({node.op!r})", node.span)
-        if node.op == "**":
-            if is_num(a) and is_num(b):
-                if b[1] < 0 or (abs(a[1]) > 1 and b[1] > MAX_SHIFT):  # the elaborator refuses or overflows
-                    raise Refusal(f"the constant power {a[1]} ** {b[1]}", node.span)
-                if not -LIMIT <= a[1] ** b[1] < LIMIT:
-                    raise Refusal(f"the constant power {a[1]} ** {b[1]} beyond 62 bits", node.span)
-                return num(a[1] ** b[1])
-            return power(a, b, node.span)
-        if node.op == "/":  # exact division by a constant; the proof obliges the dividend to be a multiple
-            if not is_num(b) or b[1] <= 0:
-                raise Refusal("exact division '/' by something other than a positive constant", node.span)
-            if is_num(a):
-                if a[1] % b[1]:
-                    raise Refusal(f"{a[1]} / {b[1]} is not exact", node.span)
-                return num(a[1] // b[1])
-            return a if b[1] == 1 else ("bin", "/", a, b)
-        if node.op not in ARITH:
-            raise Refusal(f"the operator {node.op!r}", node.span)
-        if node.op in ("//", "%", "mod") and not is_num(b) and b != ("var", "p"):
-            e = log2_of(b)
-            if e is None:
-                raise Refusal(f"{node.op!r} by a symbol other than p or a power of two", node.span)
-            if node.op == "//":  # floor division by 2^e is an arithmetic shift
-                return ("bin", ">>", a, e)
-            return ("bin", "&", a, ("bin", "-", ("bin", "<<", num(1), e), num(1)))
-        return binop(node.op, a, b)
-
-    def _UnaryOp(self, node: ast.UnaryOp, env: Mapping[str, Any]) -> Any:
-        a = self.expr(node.operand, env)
-        if node.op == "not":
-            return neg(self.condition(a, node.span))
-        if node.op == "+":
-            return a
-        if is_num(a):
-            return num(-a[1] if node.op == "-" else ~a[1])
-        return ("un", node.op, a)
-
-    def _BoolOp(self, node: ast.BoolOp, env: Mapping[str, Any]) -> Term:
-        a = self.condition(self.expr(node.left, env), node.left.span)
-        b = self.condition(self.expr(node.right, env), node.right.span)
-        self.note(a)  # the elaborator computes them even where the result is a constant
-        self.note(b)
-        return conj(a, b) if node.op == "and" else disj(a, b)
-
-    def condition(self, c: Any, span: Span) -> Term:
-        """``c``, which the elaborator needs to be a bool, or a refusal."""
-        if not is_bool(c):
-            raise Refusal("a condition that is not a comparison or a combination of them", span)
-        return c
-
-    def _Compare(self, node: ast.Compare, env: Mapping[str, Any]) -> Term:
-        values = [self.expr(x, env) for x in node.operands]
-        for v in values:
-            self.note(v)
-        out = TRUE
-        for op, a, b in zip(node.ops, values, values[1:], strict=False):
-            if op in ("in", "not in"):
-                if not is_set(b):
-                    raise Refusal("'in' with something that is not a set", node.span)
-                term = member(a, b)
-                out = conj(out, term if op == "in" else neg(term))
-            elif op in CMP:
-                if is_set(a) or is_set(b) or is_bool(a) != is_bool(b):
-                    raise Refusal("a comparison of sets or of a condition with a number", node.span)
-                out = conj(out, cmp(op, a, b))
-            else:
-                raise Refusal(f"the comparison {op!r}", node.span)
-        return out
-
-    def _IfExp(self, node: ast.IfExp, env: Mapping[str, Any]) -> Any:
-        c = self.condition(self.expr(node.cond, env), node.cond.span)
-        self.note(c)
-        if c == TRUE:
-            return self.expr(node.then, env)
-        if c == FALSE:
-            return self.expr(node.orelse, env)
-        return ite(c, self.expr(node.then, env), self.expr(node.orelse, env))
-
-    def _Comprehension(self, node: ast.Comprehension, env: Mapping[str, Any]) -> Term:
-        """``{x for x in lo .. hi if cond ...}``: a range filtered by a condition on its element."""
-        if len(node.clauses) != 1 or node.func != "set":
-            raise Refusal("a comprehension other than {x for x in lo .. hi if ...}", node.span)
-        clause = node.clauses[0]
-        if not (isinstance(node.elt, ast.Name) and node.elt.id == clause.var):
-            raise Refusal("a comprehension whose elements are not its variable", node.span)
-        bounds = self.expr(clause.iter, env)
-        if not (isinstance(bounds, tuple) and bounds[0] == "range"):
-            raise Refusal("a comprehension over something other than a range lo .. hi", clause.iter.span)
-        self.note(bounds)
-        self.bound += 1
-        name = f"{clause.var}#{self.bound}"
-        local = {**env, clause.var: ("var", name)}
-        cond = TRUE
-        self.binders.append((name, bounds[1], bounds[2]))
-        try:
-            for c in clause.conds:
-                term = self.condition(self.expr(c, local), c.span)
-                self.note(term)
-                cond = conj(cond, term)
-        finally:
-            self.binders.pop()
-        if cond == FALSE:
-            return ("elts", ())
-        return ("where", name, bounds[1], bounds[2], cond)
-
-    def _SetLit(self, node: ast.SetLit, env: Mapping[str, Any]) -> Term:
-        elts = [self.expr(x, env) for x in node.elts]
-        if any(is_set(x) for x in elts):
-            raise Refusal("a set of sets", node.span)
-        if any(is_num(x) and not 0 <= x[1] < MAX_SET_ELEMENT for x in elts):
-            raise Refusal(f"a set element outside 0 .. {MAX_SET_ELEMENT - 1}", node.span)
-        return ("elts", tuple(elts))
-
-    def _Call(self, node: ast.Call, env: Mapping[str, Any]) -> Any:
-        args = [self.expr(a, env) for a in node.args]
-        for a in args:
-            self.note(a)
-        fn = self.program.fns.get(node.func)
-        if fn is not None:
-            return self.call(fn, args, node.span)
-        return self.builtin(node.func, args, node.span)
-
-    def call(self, fn: ast.Fn, args: list[Any], span: Span) -> Any:
-        if self.depth >= _MAX_DEPTH:
-            raise Refusal(f"the recursion of {fn.name}() on a symbol", span)
-        self.depth += 1
-        try:
-            local: dict[str, Any] = dict(zip(fn.params, args, strict=True))
-            for stmt in fn.body:
-                if isinstance(stmt, ast.Let):
-                    local[stmt.name] = self.expr(stmt.value, local)
-                    self.note(local[stmt.name])
-                elif isinstance(stmt, ast.Assert):
-                    self.assertion(stmt, local, TRUE)
-            return self.expr(fn.result, local)
-        finally:
-            self.depth -= 1
-
-    def builtin(self, name: str, args: list[Any], span: Span) -> Any:
-        if name in ("min", "max") and len(args) >= 2 and not any(is_set(a) or is_bool(a) for a in args):
-            out = args[0]
-            for a in args[1:]:
-                if is_num(out) and is_num(a):
-                    out = num(min(out[1], a[1]) if name == "min" else max(out[1], a[1]))
-                else:
-                    out = ite(cmp("<=" if name == "min" else ">=", out, a), out, a)
-            return out
-        if name == "abs" and len(args) == 1 and not is_set(args[0]):
-            a = args[0]
-            return num(abs(a[1])) if is_num(a) else ite(cmp(">=", a, num(0)), a, ("un", "-", a))
-        if name in ("log2", "ceil_log2") and len(args) == 1:
-            a = args[0]
-            if is_num(a) and a[1] >= 1:
-                v = a[1].bit_length() - 1
-                return num(v if name == "log2" or a[1] == 1 << v else v + 1)
-            if a == ("var", "p"):  # floor(log2 p); ceil adds one where p is not a power of two
-                if name == "log2" or self.pow2:
-                    return ("log2p",)
-                exact = cmp("==", ("var", "p"), ("bin", "<<", num(1), ("log2p",)))
-                return ("bin", "+", ("log2p",), ("ite", exact, num(0), num(1)))
-            if a[0] == "bin" and a[1] == "<<" and a[2] == num(1):  # log2(1 << e) = e
-                return a[3]
-        if name == "is_pow2" and len(args) == 1:
-            a = args[0]
-            if is_num(a):
-                return TRUE if a[1] >= 1 and a[1] & (a[1] - 1) == 0 else FALSE
-            if a == ("var", "p") and self.pow2:
-                return TRUE
-        raise Refusal(f"{name}() on these arguments", span)
-
-    # ---- statements
+    # ---- outside steps
     def phase_body(self, phase: ast.Phase, body: tuple[ast.Stmt, ...], env: dict[str, Any], loops: list[Loop]) -> None:
         for stmt in body:
-            self.guard = None
+            self.guard, self.in_loop = TRUE, False
             if isinstance(stmt, ast.Let):
                 env[stmt.name] = self.expr(stmt.value, env)
                 self.note(env[stmt.name])
             elif isinstance(stmt, ast.Pass):
                 continue
             elif isinstance(stmt, ast.Assert):
-                self.assertion(stmt, env, TRUE)
+                self.assertion(stmt, env)
             elif isinstance(stmt, ast.For) and stmt.is_step:
                 loops.append(self.step_loop(phase, stmt, env))
+            elif isinstance(stmt, ast.For):
+                values = self.expr(stmt.iter, env)
+                self.note(values)
+                for v in _concrete(values, stmt.iter.span):
+                    env[stmt.var] = num(v)
+                    self.phase_body(phase, stmt.body, env, loops)
             elif isinstance(stmt, ast.StepBlock):
-                ops: list[SymOp] = []
-                self.inner = []
-                self.loop += 1
-                self.step_body(stmt.body, dict(env), TRUE, ops)
-                self.guard = None
-                loops.append(Loop(phase.name, num(1), tuple(ops), stmt.span, tuple(self.inner)))
+                loops.append(self.one_step(phase, stmt.body, env, stmt.span))
+            elif isinstance(stmt, ast.Send | ast.Recv | ast.Exchange):  # a step of its own
+                loops.append(self.one_step(phase, (stmt,), env, stmt.span))
             elif isinstance(stmt, ast.Do) and stmt.group is None:
-                proc = self.program.procs[stmt.proc]
-                local = dict(env)
-                local.update(zip(proc.params, [self.expr(a, env) for a in stmt.args], strict=True))
-                for name in proc.params:
-                    self.note(local[name])
-                self.phase_body(phase, proc.body, local, loops)
+                proc, local = self.enter(stmt, env)
+                try:
+                    self.phase_body(phase, proc.body, local, loops)
+                finally:
+                    self.depth -= 1
             elif isinstance(stmt, ast.If):
-                conds = [self.expr(c, env) for c, _ in stmt.branches]
-                taken = next((b for c, (_, b) in zip(conds, stmt.branches, strict=True) if c == TRUE), None)
-                if taken is None and all(c == FALSE for c in conds):
-                    taken = stmt.orelse
-                if taken is None:
-                    raise Refusal("a condition around whole steps that depends on the rank or p", stmt.span)
-                self.phase_body(phase, taken, env, loops)
+                self.phase_if(phase, stmt, env, loops)
             else:
-                raise Refusal(f"a {_stmt_word(stmt)} outside a step loop", stmt.span)
+                raise Refusal(f"a {_stmt_word(stmt)}", stmt.span)
 
-    def assertion(self, stmt: ast.Assert, env: Mapping[str, Any], guard: Term) -> None:
-        c = self.expr(stmt.cond, env)
-        if c != TRUE:
-            raise Refusal("an assert that is not true for every p (proved per p only)", stmt.span)
+    def phase_if(self, phase: ast.Phase, stmt: ast.If, env: dict[str, Any], loops: list[Loop]) -> None:
+        """An ``if`` outside a step: a branch whose condition is the same at every rank and p runs as it is;
+        a condition on the rank or p may only choose values (branches without steps)."""
+        for k, (cond, branch) in enumerate(stmt.branches):
+            c = self.condition(self.expr(cond, env), cond.span)
+            self.note(c)
+            if c == TRUE:
+                self.phase_body(phase, branch, env, loops)
+                return
+            if c == FALSE:
+                continue
+            rest = ast.If(branches=stmt.branches[k:], orelse=stmt.orelse, span=stmt.span)
+            self.if_stmt(rest, env, TRUE, None)  # refuses a step in a branch
+            return
+        self.phase_body(phase, stmt.orelse, env, loops)
 
+    def enter(self, stmt: ast.Do, env: Mapping[str, Any]) -> tuple[ast.Proc, dict[str, Any]]:
+        """``do proc(args)``: the procedure and its environment (its parameters and ``rank``, never the caller's
+        locals); the caller leaves `depth` by one when the body is done."""
+        proc = self.program.procs[stmt.proc]
+        args = [self.expr(a, env) for a in stmt.args]
+        for a in args:
+            self.note(a)
+        if self.depth >= MAX_DEPTH:
+            raise Refusal(f"the recursion of {proc.name} on a symbol", stmt.span)
+        self.depth += 1
+        return proc, _scope(proc.body, {**dict(zip(proc.params, args, strict=True)), "rank": env["rank"]})
+
+    # ---- steps
     def step_loop(self, phase: ast.Phase, node: ast.For, env: dict[str, Any]) -> Loop:
         it = node.iter
         backwards = False
@@ -400,23 +205,53 @@ class _Extractor:
         bounds = self.expr(it, env)
         if not (isinstance(bounds, tuple) and bounds[0] == "range"):
             raise Refusal("a step loop over something other than a range lo .. hi", node.iter.span)
+        self.note(bounds)
         lo, hi = bounds[1], bounds[2]
         count = binop("-", hi, lo)
         count = ite(cmp(">=", count, num(0)), count, num(0)) if not is_num(count) else num(max(count[1], 0))
+        if _uses(count, "rank"):
+            raise Refusal("a step loop whose number of steps depends on the rank", node.iter.span)
         i = ("var", "i")
         s = binop("-", binop("-", hi, num(1)), i) if backwards else binop("+", lo, i)
+        carried = Unknown(
+            f"its value from the previous iteration of the step loop at line {node.span.line} (assigned in the "
+            "loop, read before it is assigned in the iteration)",
+            gap=True,
+        )
         local = dict(env)
+        for name in _assigned(node.body):
+            local[name] = carried
         local[node.var] = s
-        ops: list[SymOp] = []
-        self.note(bounds)
-        self.outer.append(count)
-        self.inner = []
+        self.outer.append((TRUE, count))
+        self.inner, self.in_loop = [], True
         self.loop += 1
+        ops: list[SymOp] = []
         self.step_body(node.body, local, TRUE, ops)
-        self.guard = None
+        self.guard, self.in_loop = TRUE, False
+        last = binop("-", count, num(1)) if not is_num(count) else num(count[1] - 1)
+        for name in {node.var, *_assigned(node.body)}:  # after the loop: the last iteration's value
+            end = local[name]
+            if isinstance(end, Partial):
+                end = Partial(substitute(end.value, "i", last), substitute(end.defined, "i", last), end.reason)
+            elif not isinstance(end, Unknown):
+                end = substitute(end, "i", last)
+            env[name] = choose(cmp(">", count, num(0)), end, env[name], name)
         return Loop(phase.name, count, tuple(ops), node.span, tuple(self.inner))
 
-    def step_body(self, body: tuple[ast.Stmt, ...], env: dict[str, Any], guard: Term, ops: list[SymOp]) -> None:
+    def one_step(self, phase: ast.Phase, body: tuple[ast.Stmt, ...], env: dict[str, Any], span: Span) -> Loop:
+        """A ``step:`` block (or a communication statement outside a step): one step, its lets kept after it."""
+        self.inner, self.in_loop = [], True
+        self.loop += 1
+        ops: list[SymOp] = []
+        self.step_body(body, env, TRUE, ops)
+        self.guard, self.in_loop = TRUE, False
+        return Loop(phase.name, num(1), tuple(ops), span, tuple(self.inner))
+
+    def step_body(
+        self, body: tuple[ast.Stmt, ...], env: dict[str, Any], guard: Term, ops: list[SymOp] | None
+    ) -> None:
+        """Statements inside a step (``ops`` is None: a branch outside steps, where a step is refused), for
+        the ranks where ``guard`` holds, changing ``env`` in place."""
         for stmt in body:
             self.guard = guard
             if isinstance(stmt, ast.Let):
@@ -425,48 +260,76 @@ class _Extractor:
             elif isinstance(stmt, ast.Pass):
                 continue
             elif isinstance(stmt, ast.Assert):
-                self.assertion(stmt, env, guard)
-            elif isinstance(stmt, ast.Send):
-                self.no_codec(stmt.codec, stmt.span)
-                ops.append(
-                    SymOp("send", guard, self.int_(stmt.peer, env), self.chunks(stmt.chunks, env), None, stmt.span)
-                )
-            elif isinstance(stmt, ast.Recv):
-                self.no_codec(stmt.codec, stmt.span)
-                peer = self.int_(stmt.peer, env)
-                ops.append(SymOp("recv", guard, peer, self.chunks(stmt.chunks, env), stmt.action, stmt.span))
-            elif isinstance(stmt, ast.Exchange):
-                self.no_codec(stmt.send_codec or stmt.recv_codec, stmt.span)
-                peer = self.int_(stmt.peer, env)
-                ops.append(SymOp("send", guard, peer, self.chunks(stmt.send, env), None, stmt.send_span))
-                ops.append(SymOp("recv", guard, peer, self.chunks(stmt.recv, env), stmt.action, stmt.recv_span))
+                self.assertion(stmt, env)
+            elif isinstance(stmt, ast.Send | ast.Recv | ast.Exchange):
+                if ops is None:
+                    raise Refusal("a condition around whole steps that depends on the rank or p", stmt.span)
+                self.comm(stmt, env, guard, ops)
             elif isinstance(stmt, ast.If):
-                rest = guard
-                for cond, branch in stmt.branches:
-                    self.guard = rest  # each condition is evaluated where the ones before it are false
-                    c = self.condition(self.expr(cond, env), cond.span)
-                    self.note(c)
-                    self.step_body(branch, dict(env), conj(rest, c), ops)
-                    rest = conj(rest, neg(c))
-                self.step_body(stmt.orelse, dict(env), rest, ops)
+                self.if_stmt(stmt, env, guard, ops)
             elif isinstance(stmt, ast.For) and not stmt.is_step:
                 values = self.expr(stmt.iter, env)
                 self.note(values)
                 if not is_set(values):
-                    raise Refusal("a loop inside a step over something that is not a set", stmt.iter.span)
+                    raise Refusal("a loop over something that is not a set or a range", stmt.iter.span)
                 for v in _concrete(values, stmt.iter.span):
-                    local = dict(env)
-                    local[stmt.var] = num(v)
-                    self.step_body(stmt.body, local, guard, ops)
+                    env[stmt.var] = num(v)
+                    self.step_body(stmt.body, env, guard, ops)
+                    self.guard = guard
             elif isinstance(stmt, ast.Do) and stmt.group is None:
-                proc = self.program.procs[stmt.proc]
-                local = dict(env)
-                local.update(zip(proc.params, [self.expr(a, env) for a in stmt.args], strict=True))
-                for name in proc.params:
-                    self.note(local[name])
-                self.step_body(proc.body, local, guard, ops)
+                proc, local = self.enter(stmt, env)
+                try:
+                    self.step_body(proc.body, local, guard, ops)
+                finally:
+                    self.depth -= 1
+            elif ops is None and isinstance(stmt, ast.For | ast.StepBlock):
+                raise Refusal("a condition around whole steps that depends on the rank or p", stmt.span)
             else:
                 raise Refusal(f"a {_stmt_word(stmt)} inside a step", stmt.span)
+
+    def if_stmt(self, stmt: ast.If, env: dict[str, Any], guard: Term, ops: list[SymOp] | None) -> None:
+        """An if/elif/else chain: condition k is evaluated where the ones before it are false, each branch runs
+        on a copy of ``env``, and the copies are joined into ``env``."""
+        rest = guard
+        outcomes: list[tuple[Term, dict[str, Any]]] = []
+        for cond, branch in stmt.branches:
+            if rest == FALSE:  # an earlier condition always holds: the elaborator evaluates no further
+                break
+            self.guard = rest
+            c = self.condition(self.expr(cond, env), cond.span)
+            self.note(c)
+            local = dict(env)
+            taken = conj(rest, c)
+            if taken != FALSE:
+                self.step_body(branch, local, taken, ops)
+            outcomes.append((c, local))
+            rest = conj(rest, neg(c))
+        orelse = dict(env)
+        if rest != FALSE:
+            self.step_body(stmt.orelse, orelse, rest, ops)
+        self.guard = guard
+        for name in env:
+            value = orelse[name]
+            for c, local in reversed(outcomes):
+                value = choose(c, local[name], value, name)
+            env[name] = value
+
+    def comm(
+        self, stmt: ast.Send | ast.Recv | ast.Exchange, env: Mapping[str, Any], guard: Term, ops: list[SymOp]
+    ) -> None:
+        if isinstance(stmt, ast.Send):
+            self.no_codec(stmt.codec, stmt.span)
+            peer, chunks = self.int_(stmt.peer, env), self.chunks(stmt.chunks, env)
+            ops.append(SymOp("send", guard, peer, chunks, None, stmt.span))
+        elif isinstance(stmt, ast.Recv):
+            self.no_codec(stmt.codec, stmt.span)
+            peer, chunks = self.int_(stmt.peer, env), self.chunks(stmt.chunks, env)
+            ops.append(SymOp("recv", guard, peer, chunks, stmt.action, stmt.span))
+        else:
+            self.no_codec(stmt.send_codec or stmt.recv_codec, stmt.span)
+            peer = self.int_(stmt.peer, env)
+            ops.append(SymOp("send", guard, peer, self.chunks(stmt.send, env), None, stmt.send_span))
+            ops.append(SymOp("recv", guard, peer, self.chunks(stmt.recv, env), stmt.action, stmt.recv_span))
 
     def no_codec(self, codec: ast.CodecRef | None, span: Span) -> None:
         if codec is not None:
@@ -476,60 +339,40 @@ class _Extractor:
         v = self.expr(node, env)
         if is_set(v) or is_bool(v):
             raise Refusal("a peer that is not an integer", node.span)
-        return v
+        return v  # type: ignore[no-any-return]
 
     def chunks(self, node: ast.Expr, env: Mapping[str, Any]) -> Term:
         v = self.expr(node, env)
         if is_bool(v):
             raise Refusal("chunks that are not an integer or a set", node.span)
-        return v if is_set(v) else ("elts", (v,))
+        return v if is_set(v) else ("elts", (v,))  # type: ignore[no-any-return]
 
 
-def _element_checks(v: Any) -> list[Term]:
-    """What must hold of a set's elements for the elaborator to build it: each in 0 .. MAX_SET_ELEMENT - 1."""
-    def ok(x: Term) -> Term:
-        return conj(cmp(">=", x, num(0)), cmp("<", x, num(MAX_SET_ELEMENT)))
-
-    if isinstance(v, tuple) and v[0] == "elts":
-        return [("holds", ok(x)) for x in v[1] if not is_num(x)]
-    if isinstance(v, tuple) and v[0] == "where":
-        _, name, lo, hi, cond = v
-        return [("where", name, lo, hi, ("holds", disj(neg(cond), ok(("var", name)))))]
-    return []
-
-
-def _value_terms(v: Any) -> list[Term]:
-    """The integer and condition terms of a value (a set's bounds or elements)."""
-    if not isinstance(v, tuple):
-        return []
-    if v[0] == "range":
-        return [v[1], v[2]]
-    if v[0] == "elts":
-        return list(v[1])
-    if v[0] == "where":  # its bounds, and the set itself for the condition (with its variable bound)
-        return [v[2], v[3], v]
-    return [v]
-
-
-def _tree_size(t: Any, memo: dict[int, int] | None = None) -> int:
-    """Nodes of ``t`` as a tree (shared subterms counted each time they occur)."""
-    memo = {} if memo is None else memo
+def _uses(t: Any, name: str) -> bool:
     if not isinstance(t, tuple):
-        return 1
-    got = memo.get(id(t))
-    if got is None:
-        got = memo[id(t)] = 1 + sum(_tree_size(x, memo) for x in t[1:] if isinstance(x, tuple))
-    return got
+        return False
+    if t == ("var", name):
+        return True
+    return any(_uses(x, name) for x in (t[1] if t[0] == "elts" else t[1:]))
+
+
+_MAX_UNROLL = 4096  # iterations of a loop that is not a step loop: the model unrolls it
 
 
 def _concrete(values: Term, span: Span) -> list[int]:
+    """The values a loop that is not a step loop runs over, in the elaborator's order (a range in order, a set
+    ascending); a refusal when they depend on the rank or p, or are too many to unroll."""
     if values[0] == "range":
         if not (is_num(values[1]) and is_num(values[2])):
-            raise Refusal("a loop inside a step with bounds that depend on the rank or p", span)
-        return list(range(values[1][1], values[2][1]))
-    if not all(is_num(x) for x in values[1]):
-        raise Refusal("a loop inside a step over a set that depends on the rank or p", span)
-    return sorted({x[1] for x in values[1]})
+            raise Refusal("a loop (not a step loop) whose bounds depend on the rank or p", span)
+        out = range(values[1][1], values[2][1])
+    elif values[0] == "elts" and all(is_num(x) for x in values[1]):
+        return sorted({x[1] for x in values[1]})
+    else:
+        raise Refusal("a loop (not a step loop) over a set that depends on the rank or p", span)
+    if len(out) > _MAX_UNROLL:
+        raise Refusal(f"a loop (not a step loop) of {len(out)} iterations, more than the model unrolls", span)
+    return list(out)
 
 
 def _stmt_word(stmt: ast.Stmt) -> str:
@@ -551,7 +394,7 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
     if program.chunks.weight is not None:
         raise Refusal("chunk weights", program.chunks.span)
     values = dict(values or {})
-    ex = _Extractor(program, values)
+    ex = _Extractor(program)
     constraints: list[Term] = []
     fixed: list[tuple[str, int]] = []
     p_param = program.param("p")
@@ -581,7 +424,7 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
                 if c.args[0].id == "p":
                     ex.pow2 = True
                     continue
-            term = ex.expr(c, {})
+            term = ex.condition(ex.expr(c, {}), c.span)
             if term == FALSE:
                 raise Refusal(f"the constraint of {param.name} is false", c.span)
             if term != TRUE:
@@ -590,18 +433,18 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
         ex.globals[let.name] = ex.expr(let.value, {})
         ex.note(ex.globals[let.name])
     for a in program.asserts:
-        ex.assertion(a, {}, TRUE)
+        ex.assertion(a, {})
     nchunks = ex.expr(program.chunks.count, {})
     if is_set(nchunks) or is_bool(nchunks):
         raise Refusal("a chunk count that is not an integer", program.chunks.span)
     ex.note(nchunks)
     loops: list[Loop] = []
     for phase in program.phases:
-        ex.phase_body(phase, phase.body, {"rank": ("var", "rank")}, loops)
+        ex.phase_body(phase, phase.body, _scope(phase.body, {"rank": ("var", "rank")}), loops)
     root = ex.globals.get("root")
-    for t in [*ex.outer, *(x for loop in loops for op in loop.ops for x in _terms(op)),
+    for t in [*(x for pair in ex.outer for x in pair), *(x for loop in loops for op in loop.ops for x in _terms(op)),
               *(x for loop in loops for pair in loop.lets for x in pair)]:  # fmt: skip
-        if _tree_size(t) > _MAX_NODES:
+        if tree_size(t) > MAX_NODES:
             raise Refusal("formulas too large for the symbolic model", program.header.span)
     return Model(
         name=program.name,
@@ -662,7 +505,8 @@ def same_steps(model: Model, schedule: Schedule, ranks: Sequence[int] | None = N
                         else:
                             cs = [int(c[i, k]) for c in cols]
                             bits = sum(1 << c for c in set(cs)) if min(cs) >= 0 else -1
-                        ops.append((r, kind, int(peer[i, k]), bits, action))
+                        if bits:  # the elaborator emits no op for an empty set of chunks
+                            ops.append((r, kind, int(peer[i, k]), bits, action))
             if ops:
                 mine.append(sorted(ops))
     theirs = [sorted(_op_row(o) for o in step.ops) for step in schedule.steps]

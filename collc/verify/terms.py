@@ -172,11 +172,16 @@ def substitute(t: Any, name: str, value: Term) -> Any:
     """``t`` with the variable ``name`` replaced by ``value``."""
     if not isinstance(t, tuple):
         return t
+    kind = t[0]
     if t == ("var", name):
         return value
-    if t[0] in ("num", "bool", "var", "log2p"):
+    if kind in ("num", "bool", "var", "log2p"):
         return t
-    return (t[0], *(substitute(x, name, value) for x in t[1:]))
+    if kind == "elts":  # ("elts", (term, ...))
+        return ("elts", tuple(substitute(x, name, value) for x in t[1]))
+    if kind == "where" and t[1] == name:  # the set's own variable: bound inside its condition
+        return ("where", t[1], substitute(t[2], name, value), substitute(t[3], name, value), t[4])
+    return (kind, *(substitute(x, name, value) for x in t[1:]))
 
 
 def evaluate(t: Any, env: Mapping[str, int]) -> Any:

@@ -24,16 +24,16 @@ from typing import Any
 import numpy as np
 
 from collc.diagnostics import CollError
-from collc.elaborate import elaborate
+from collc.elaborate import MAX_STEPS, elaborate
 from collc.frontend.program import Program
 from collc.ir import Collective, ParamValue, Schedule
 from collc.verify.allp import sample_sizes
 from collc.verify.check import CheckReport, Stats, traffic_stats
+from collc.verify.fast import count_dtype
 from collc.verify.symbolic import Model, Refusal, evaluate, evaluate_array, extract, same_steps
 
 __all__ = ["check_model", "prepare"]
 
-_SEED = 0x5EED_0F_A11
 _PREPARE_UPTO = 10
 _BLOCK_ELEMENTS = 1 << 20  # (iteration, rank) pairs whose formulas are evaluated at once
 
@@ -99,6 +99,8 @@ def check_model(
     n = header.nchunks
     if p * p * n >= 1 << 62:
         return None
+    if sum(evaluate(loop.count, {"p": p}) for loop in model.loops) > MAX_STEPS:
+        return None  # the elaborator stops there: the per-op path says so
     try:
         stats = _run(model, header, p, n)
     except Refusal:
@@ -111,15 +113,18 @@ def check_model(
     return header, report
 
 
-def _initial(schedule: Schedule, p: int, n: int, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fingerprints, held flags and each chunk's origin (-1: every rank) before the first step."""
+def _initial(
+    schedule: Schedule, p: int, n: int, h: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """Fingerprints, held flags (None: every slot holds data throughout), counts of contributions (None until
+    a reduce: a slot then holds one contribution or none, as its flag says) and each chunk's origin (-1: every
+    rank) before the first step."""
     col = schedule.collective
     fp = np.zeros((p, n), dtype=np.uint64)
-    held = np.zeros((p, n), dtype=bool)
     if col in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE):
         fp[:] = h[:, None]
-        held[:] = True
-        return fp, held, np.full(n, -1, dtype=np.int64)
+        return fp, None, np.ones((p, n), dtype=count_dtype(p)), np.full(n, -1, dtype=np.int64)
+    held = np.zeros((p, n), dtype=bool)
     if col is Collective.ALLGATHER:
         origin = np.arange(n, dtype=np.int64) // (n // p)
     elif col is Collective.BROADCAST and schedule.root is not None:
@@ -129,16 +134,33 @@ def _initial(schedule: Schedule, p: int, n: int, h: np.ndarray) -> tuple[np.ndar
     cols = np.arange(n)
     fp[origin, cols] = h[origin]
     held[origin, cols] = True
-    return fp, held, origin
+    return fp, held, None, origin
 
 
-def _postcondition(schedule: Schedule, fp: np.ndarray, held: np.ndarray, h: np.ndarray, origin: np.ndarray) -> bool:
-    """Every slot the collective requires holds its data: checked a block of ranks at a time (no copy of
-    the whole state)."""
+def _postcondition(
+    schedule: Schedule,
+    fp: np.ndarray,
+    held: np.ndarray | None,
+    count: np.ndarray | None,
+    h: np.ndarray,
+    origin: np.ndarray,
+) -> bool:
+    """Every slot the collective requires holds its data, each contribution once (the fingerprint and the
+    count of contributions): checked a block of ranks at a time (no copy of the whole state)."""
     p, n = fp.shape
     col = schedule.collective
     total = np.add.reduce(h, dtype=np.uint64)
-    expected = np.full(n, total, dtype=np.uint64) if (origin < 0).all() else h[origin]
+    reduced = bool((origin < 0).all())
+    expected = np.full(n, total, dtype=np.uint64) if reduced else h[origin]
+    want = p if reduced else 1  # contributions per slot: a count of at least one also says "held"
+
+    def holds(index: Any, exp: np.ndarray) -> bool:
+        if not (fp[index] == exp).all():
+            return False
+        if count is not None:
+            return bool((count[index] == want).all())
+        return held is not None and bool(held[index].all())  # no reduce ran: one contribution where held
+
     unit = n // p if col is Collective.REDUCE_SCATTER else 0
     block = max(1, _BLOCK_ELEMENTS // max(n, 1))
     for a in range(0, p, block):
@@ -146,21 +168,20 @@ def _postcondition(schedule: Schedule, fp: np.ndarray, held: np.ndarray, h: np.n
         if col is Collective.REDUCE_SCATTER:
             rows = np.arange(a, b)
             cols = rows[:, None] * unit + np.arange(unit)[None, :]
-            ok = held[rows[:, None], cols].all() and (fp[rows[:, None], cols] == expected[cols]).all()
+            ok = holds((rows[:, None], cols), expected[cols])
         elif col is Collective.REDUCE:
             root = schedule.root or 0
-            ok = not a <= root < b or bool(held[root].all() and (fp[root] == expected).all())
+            ok = not a <= root < b or holds(root, expected)
         else:
-            ok = bool(held[a:b].all() and (fp[a:b] == expected[None, :]).all())
+            ok = holds(slice(a, b), expected[None, :])
         if not ok:
             return False
     return True
 
 
 def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
-    h = np.random.default_rng(_SEED).integers(0, 1 << 63, size=p, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-    fp, held, origin = _initial(schedule, p, n, h)
-    all_held = bool((origin < 0).all())  # every slot holds data from the start (and keeps it)
+    h = np.random.default_rng().integers(0, 1 << 63, size=p, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    fp, held, count, origin = _initial(schedule, p, n, h)
     ranks = np.arange(p, dtype=np.int64)
     sent = np.zeros(p, dtype=np.int64)
     received = np.zeros(p, dtype=np.int64)
@@ -168,13 +189,15 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
     fan_out_steps: list[int] = []
     fan_in_steps: list[int] = []
     log2p = max(p.bit_length() - 1, 0)
-    for value in model.lets:
+    for _guard, value in model.lets:  # values the elaborator computes (where the guard holds): must not fail
         evaluate_array(value, {"p": p, "rank": ranks, "L": log2p}, strict=True)
     for loop in model.loops:
-        count = evaluate(loop.count, {"p": p})
-        block = max(1, min(count, _BLOCK_ELEMENTS // p, ((1 << 62) // (p * p * n)) - 1))
-        for b0 in range(0, count, block):
-            it = np.arange(b0, min(count, b0 + block), dtype=np.int64)[:, None]
+        iterations = evaluate(loop.count, {"p": p})
+        if count is None and held is not None and any(op.kind != "send" and op.action == "reduce" for op in loop.ops):
+            count = held.astype(count_dtype(p))  # no reduce so far: one contribution where held, else none
+        block = max(1, min(iterations, _BLOCK_ELEMENTS // p, ((1 << 62) // (p * p * n)) - 1))
+        for b0 in range(0, iterations, block):
+            it = np.arange(b0, min(iterations, b0 + block), dtype=np.int64)[:, None]
             env: dict[str, Any] = {"p": p, "i": it, "rank": ranks[None, :], "L": log2p}
             shape = (it.shape[0], p)
             for _guard, value in loop.lets:  # values the elaborator computes: they must not fail
@@ -187,7 +210,7 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
                 if columns is None:
                     return None
                 evaluated.append((op, guard, peer, columns))
-            done = _block(evaluated, it.shape[0], fp, held, p, n, all_held)
+            done = _block(evaluated, it.shape[0], fp, held, count, p, n)
             if done is None:
                 return None
             msgs, outs, ins, temps, sent_add, received_add = done
@@ -198,7 +221,7 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
             temp += sum(temps)
             sent += sent_add
             received += received_add
-    if not _postcondition(schedule, fp, held, h, origin):
+    if not _postcondition(schedule, fp, held, count, h, origin):
         return None
     return traffic_stats(
         schedule.collective,
@@ -218,14 +241,15 @@ def _block(
     evaluated: list[tuple[Any, np.ndarray, np.ndarray, list[np.ndarray]]],
     nrows: int,
     fp: np.ndarray,
-    held: np.ndarray,
+    held: np.ndarray | None,
+    count: np.ndarray | None,
     p: int,
     n: int,
-    all_held: bool,
 ) -> tuple[list[int], list[int], list[int], list[int], np.ndarray, np.ndarray] | None:
     """Check and apply ``nrows`` consecutive steps whose ops are evaluated as [row, rank] arrays: per step
     with ops, its messages, fan-out, fan-in and temporary buffers, and the chunks each rank sent and
-    received; None when the per-op checker must look at them."""
+    received; None when the per-op checker must look at them.  ``held`` (None: every slot holds data
+    throughout) and ``count`` (None while nothing is reduced: given for steps that reduce) as `_initial`."""
     cols_s: list[list[np.ndarray]] = [[], [], [], []]  # row, src, dst, chunk
     cols_r: list[list[np.ndarray]] = [[], [], [], [], []]  # row, dst, src, chunk, reduce
     for op, guard, peer, columns in evaluated:
@@ -267,34 +291,44 @@ def _block(
     src_slot = (r_src * n + r_chunk)[order]
     dst_slot = (r_dst * n + r_chunk)[order]
     red_sorted = r_reduce[order]
-    flat, held_flat = fp.reshape(-1), held.reshape(-1)
-    check_held = not all_held
+    flat = fp.reshape(-1)
+    held_flat = None if held is None else held.reshape(-1)
+    count_flat = None if count is None else count.reshape(-1)
+    moved = [a for a in (flat, count_flat) if a is not None]  # what a message carries: fingerprint, count
     if not red_sorted.any():  # copies only
         for a, b in spans:
             src = src_slot[a:b]
-            if check_held and not held_flat[src].all():
+            if held_flat is not None and not held_flat[src].all():
                 return None
             dst = dst_slot[a:b]
-            flat[dst] = flat[src]
-            held_flat[dst] = True
+            for values in moved:
+                values[dst] = values[src]
+            if held_flat is not None:
+                held_flat[dst] = True
     elif red_sorted.all():  # reductions only
+        assert count_flat is not None
         for a, b in spans:
-            src = src_slot[a:b]
-            if check_held and not (held_flat[src].all() and held_flat[dst_slot[a:b]].all()):
+            src, dst = src_slot[a:b], dst_slot[a:b]
+            if held_flat is not None and not (held_flat[src].all() and held_flat[dst].all()):
                 return None
-            flat[dst_slot[a:b]] += flat[src]
+            for values in moved:
+                values[dst] += values[src]
     else:
+        assert count_flat is not None
         for a, b in spans:
             src, dst, red = src_slot[a:b], dst_slot[a:b], red_sorted[a:b]
-            if check_held and not held_flat[src].all():
+            if held_flat is not None and not held_flat[src].all():
                 return None
-            incoming = flat[src]
             cp = ~red
-            flat[dst[cp]] = incoming[cp]
-            held_flat[dst[cp]] = True
-            if check_held and not held_flat[dst[red]].all():
-                return None  # a reduction into a slot without data
-            flat[dst[red]] += incoming[red]
+            dst_c, dst_r = dst[cp], dst[red]
+            if held_flat is not None:
+                held_flat[dst_c] = True
+                if not held_flat[dst_r].all():
+                    return None  # a reduction into a slot without data
+            for values in moved:
+                incoming = values[src]  # every source read before any target is written
+                values[dst_c] = incoming[cp]
+                values[dst_r] += incoming[red]
     # statistics per step
     active = (np.bincount(s_row, minlength=nrows) + np.bincount(r_row, minlength=nrows)) > 0
     pairs = _distinct(s_key // n)  # (row, src, dst)
