@@ -194,7 +194,7 @@ class _Extractor(Expressions):
         if self.depth >= MAX_DEPTH:
             raise Refusal(f"the recursion of {proc.name} on a symbol", stmt.span)
         self.depth += 1
-        return proc, _scope(proc.body, {**dict(zip(proc.params, args, strict=True)), "rank": env["rank"]})
+        return proc, _scope(proc.body, {**dict(zip(proc.params, args, strict=True)), "rank": ("var", "rank")})
 
     # ---- steps
     def step_loop(self, phase: ast.Phase, node: ast.For, env: dict[str, Any]) -> Loop:
