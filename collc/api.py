@@ -190,10 +190,12 @@ class Algorithm:
         small: Algorithm | None = None,
         small_below: int = mpi_c.SMALL_BELOW,
         build: bool = True,
+        exact: bool = False,
     ) -> tuple[list[Path], list[int]]:
         """One mpi-c library running this algorithm at every rank count in ``ranks`` its constraints allow (on
         the schedule of the communicator's size), each schedule verified; with ``small``, calls below
-        ``small_below`` bytes run its schedule where its constraints allow it.  The files written and the rank
+        ``small_below`` bytes run its schedule where its constraints allow it; ``exact``: floating-point
+        ``MPI_SUM`` and ``MPI_PROD`` go to the MPI library (`mpi_c.generate`).  The files written and the rank
         counts compiled."""
         ranks = list(ranks)
         kept, _ = self.allowed(ranks, **(params or {}))
@@ -217,7 +219,7 @@ class Algorithm:
         first = variants[0]
         files = mpi_c.generate(
             first.schedule, out, error_bound=first.error_bound, small=first.small, small_below=small_below,
-            sizes=variants[1:],
+            sizes=variants[1:], exact=exact,
         )  # fmt: skip
         if build:
             files.append(mpi_c.build(out, first.schedule))
@@ -234,6 +236,7 @@ class Algorithm:
         jobs: int | None = None,
         build: bool = True,
         on_progress: Callable[[int, int], None] | None = None,
+        exact: bool = False,
     ) -> tuple[list[Path], mpi_c_anyp.Coverage]:
         """One library for every communicator size it covers: the program itself in C, which computes a rank's step
         tables at the first call on a communicator of p ranks (``target`` mpi-c: `collc.backends.mpi_c_anyp`;
@@ -246,8 +249,9 @@ class Algorithm:
         core) with the fast exact paths of `collc.verify.sweep` (``on_progress(done, total)`` after each); the
         program refuses those the constraints exclude at run time, and a wrong instance is a CollError naming it.
         ``verify_ranks="all"``: the all-p proof (`collc.verify.forall.check_all_p`, as ``collc check --ranks
-        all``), covering every p up to its limit; no proof is a CollError with the prover's reason.  The files
-        written and the `Coverage`."""
+        all``), covering every p up to its limit; no proof is a CollError with the prover's reason.  ``exact``
+        (mpi-c): floating-point ``MPI_SUM`` and ``MPI_PROD`` go to the MPI library.  The files written and the
+        `Coverage`."""
         if target not in ("mpi-c", "mpi-cuda"):
             raise CollError(f"one library for any p is built for the mpi-c and mpi-cuda targets, not {target}")
         if verify_ranks is not None and verify_up_to is not None:
@@ -268,7 +272,7 @@ class Algorithm:
             if build:
                 files.extend(mpi_cuda_anyp.build(out, self.program))
             return files, coverage
-        files = mpi_c_anyp.generate(self.program, out, values, coverage)
+        files = mpi_c_anyp.generate(self.program, out, values, coverage, exact=exact)
         if build:
             files.append(mpi_c_anyp.build(out, self.program))
         return files, coverage
@@ -377,11 +381,14 @@ class Instance:
         verify: bool = True,
         small: Instance | None = None,
         small_below: int = mpi_c.SMALL_BELOW,
+        exact: bool = False,
     ) -> list[Path]:
         """Generate the ``target`` executor into ``out_dir`` (and build it, except mpi-py); the files written.
 
         mpi-c only: ``small`` is a second schedule of the same collective and p that the library runs for
-        calls of fewer than ``small_below`` bytes (count times type size), e.g. a latency-optimal one."""
+        calls of fewer than ``small_below`` bytes (count times type size), e.g. a latency-optimal one;
+        ``exact``: floating-point ``MPI_SUM`` and ``MPI_PROD``, whose last bits depend on the order of the
+        operations, go to the MPI library (`mpi_c.generate`)."""
         out = Path(out_dir)
         if target not in TARGETS:
             raise CollError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
@@ -403,6 +410,7 @@ class Instance:
                 error_bound=_worst_bounds(self.schedule),
                 small=small.schedule if small is not None else None,
                 small_below=small_below,
+                exact=exact,
             )
             if build:
                 files.append(mpi_c.build(out, self.schedule))

@@ -16,14 +16,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collc.api import Algorithm, load
 from collc.diagnostics import CollError
 from collc.elaborate import elaborate, elaborate_sampled
-from collc.ir import ParamValue, Schedule
+from collc.ir import ParamValue, Schedule, params_text
 from collc.simulate import NetworkModel, simulate
 from collc.topology import Topology
 from collc.viz import suffix_problem
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SAMPLE_LIMIT = 16
 """Step loops longer than this run only this many iterations when simulated (`--exact` runs them all)."""
@@ -105,6 +109,7 @@ class Study:
     points: tuple[Point, ...]
     variants: tuple[Variant, ...]
     collectives: tuple[str, ...] = ()  # the collectives of the programs, in order of appearance
+    compressed: tuple[str, ...] = ()  # the collectives of which some program has compression points
 
     def names(self) -> list[str]:
         return list(dict.fromkeys(p.algorithm for p in self.points))
@@ -139,6 +144,55 @@ def bind(path: str, topology: Topology, extra: Mapping[str, ParamValue]) -> tupl
         raise CollError(f"{path}: {alg.name} takes neither p nor dims, so the topology cannot size it")
     values.update({k: v for k, v in extra.items() if k in names})
     return alg, values
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A program of a study that fails verification at the instance simulated."""
+
+    path: str
+    algorithm: str
+    params: dict[str, ParamValue]
+    findings: int
+    first: str  # the first finding, with its place: ``file:line:col: message``
+
+    def line(self) -> str:
+        """The one line `collc sim` prints for it."""
+        given = " ".join(
+            f"--dims {'x'.join(map(str, v))}" if isinstance(v, tuple) else f"-p {v}" if k == "p" else f"--param {k}={v}"
+            for k, v in self.params.items()
+        )
+        return (
+            f"warning: {self.algorithm} ({params_text(self.params)}) fails verification, {self.findings} finding(s), "
+            f"the first at {self.first}; 'collc check {self.path} {given}' shows them"
+        )
+
+
+def verify(
+    entries: Sequence[Entry],
+    topology: Topology,
+    extra: Mapping[str, ParamValue] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[Failure]:
+    """Check every file of the entries at the instance the study simulates (as `collc check` does: from the step
+    formulas or the rank symmetry where they apply); the files that fail.  A program that cannot be elaborated
+    there is left to `study`, which reports it."""
+    from collc.verify.sweep import check_instance, symbolic_for
+
+    files = [path for entry in entries for path in entry.files]
+    failures = []
+    for done, path in enumerate(files, 1):
+        alg, values = bind(path, topology, extra or {})
+        result = check_instance(alg.program, values, symbolic=symbolic_for(alg.program, [values], "step"))
+        if result.status == "wrong" and result.report is not None and result.report.findings:
+            first = result.report.findings[0]
+            failures.append(Failure(path, alg.name, dict(values), len(result.report.findings),
+                                    f"{first.span}: {first.message}"))  # fmt: skip
+        elif result.status == "wrong" and result.deadlock is not None and not result.deadlock.ok:
+            failures.append(Failure(path, alg.name, dict(values), 1, result.deadlock.message))
+        if on_progress is not None:
+            on_progress(done, len(files))
+    return failures
 
 
 def schedule_for(
@@ -183,6 +237,7 @@ def study(
     variants: list[Variant] = []
     names: set[str] = set()
     collectives: dict[str, None] = {}
+    compressed: dict[str, None] = {}
     for entry in entries:
         best: dict[int, tuple[float, str]] = {}
         name = entry.name
@@ -206,6 +261,8 @@ def study(
                 raise CollError(f"{path}: {err}") from None
             name = name or schedule.algorithm
             collectives.setdefault(schedule.collective.value, None)
+            if schedule.compresses():
+                compressed.setdefault(schedule.collective.value, None)
             variants.append(
                 Variant(name, schedule.algorithm, sum(weights), len(schedule.steps), time.perf_counter() - start)
             )
@@ -219,7 +276,7 @@ def study(
         for size in sizes:
             t, variant = best[size]
             points.append(Point(name, size, t, variant))
-    return Study(topology, model, tuple(sizes), tuple(points), tuple(variants), tuple(collectives))
+    return Study(topology, model, tuple(sizes), tuple(points), tuple(variants), tuple(collectives), tuple(compressed))
 
 
 def size_text(n: int) -> str:
@@ -246,35 +303,108 @@ def table_text(result: Study) -> str:
     return "\n".join(lines)
 
 
-def plot(result: Study, out: str | Path, peak_gbps: float | None = None) -> Path:
-    """Goodput curves (Gb/s against vector size) as PNG or SVG, by the file's suffix."""
+BOUND_SHARE = {
+    "allreduce": (1, 2),  # every node sends and receives 2(n-1)/n of the vector
+    "allgather": (1, 1),  # every node receives (n-1)/n of the gathered vector
+    "reduce_scatter": (1, 1),  # every node sends (n-1)/n of its input
+    "alltoall": (1, 1),  # every node sends (n-1)/n of its send buffer
+    "broadcast": (0, 1),  # the root sends the vector once
+    "reduce": (0, 1),  # the root receives the vector once
+}
+"""Per collective (a, b): a node's injection link carries at least b·(n - a)/n times the vector (n nodes), so the
+goodput is at most injection · n / (b·(n - a))."""
+
+MAX_TICKS = 8
+"""The most size labels along the x axis (a label every k-th size)."""
+
+
+def bandwidth_bounds(result: Study) -> list[tuple[str, float]]:
+    """(label, Gb/s): the goodput no schedule of each collective of the study can beat on its network, set by
+    a node's injection bandwidth (``2 * topology.peak_bandwidth``; with ``--node``, a node's NICs) and the data
+    every node must send or receive at this node count (`BOUND_SHARE`).  Compressed data can beat it: the label
+    says so where a program compresses."""
+    topology = result.topology
+    injection = 2 * topology.peak_bandwidth(result.model.link_bandwidth) * 8 / 1e9
+    n = getattr(topology, "machines", None) or topology.nodes
+    if n < 2 or injection <= 0:
+        return []
+    bounds = []
+    for collective in result.collectives:
+        a, b = BOUND_SHARE.get(collective, (1, 1))
+        gbps = injection * n / (b * (n - a))
+        note = ", uncompressed" if collective in result.compressed else ""
+        bounds.append((f"{collective} bound {gbps:.4g} Gb/s (node injection {injection:g} Gb/s, n={n}{note})", gbps))
+    return bounds
+
+
+def size_ticks(sizes: Sequence[int], most: int = MAX_TICKS) -> list[int]:
+    """The sizes the x axis labels: every k-th from the first, at most ``most`` of them."""
+    step = max(1, -(-len(sizes) // most))
+    return list(sizes)[::step]
+
+
+def wide(result: Study) -> bool:
+    """Whether the goodputs span more than two decades (a linear axis would flatten the small ones to zero)."""
+    values = [p.goodput_gbps for p in result.points if p.goodput_gbps > 0]
+    return bool(values) and max(values) > 100 * min(values)
+
+
+def figure(result: Study, peak_gbps: float | None = None, yscale: str = "auto") -> Figure:
+    """The goodput curves (Gb/s against vector size) as a matplotlib figure: the x axis log base 2 with at most
+    `MAX_TICKS` size labels; the y axis ``linear``, ``log``, or ``auto`` (log where the goodputs are `wide`); a
+    dashed line at ``peak_gbps`` when given, else at each collective's `bandwidth_bounds`."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+
+    if yscale not in ("auto", "linear", "log"):
+        raise ValueError(f"yscale must be auto, linear or log, not {yscale!r}")
+    log_y = yscale == "log" or (yscale == "auto" and wide(result))
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for name in result.names():
+        ys = [result.point(name, s).goodput_gbps for s in result.sizes]
+        ax.plot(result.sizes, ys, marker="o", markersize=3, label=name)
+    lines = [(f"peak {peak_gbps:g} Gb/s", peak_gbps)] if peak_gbps is not None else bandwidth_bounds(result)
+    styles = ["--", ":", "-."]
+    for i, (label, gbps) in enumerate(lines):
+        ax.axhline(gbps, color="grey", linestyle=styles[i % len(styles)], linewidth=1, label=label)
+    ax.set_xscale("log", base=2)
+    ticks = size_ticks(result.sizes)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([size_text(s) for s in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    if len(result.sizes) == 1:
+        ax.set_xlim(result.sizes[0] / 2, result.sizes[0] * 2)
+    if log_y:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    if lines:  # room above the highest line, so that it does not run along the frame
+        top = max(gbps for _, gbps in lines) * (1.6 if log_y else 1.08)
+        ax.set_ylim(top=max(ax.get_ylim()[1], top))
+    ax.set_xlabel("vector size")
+    ax.set_ylabel("goodput (Gb/s)" + (", log scale" if log_y else ""))
+    ax.set_title(f"{'/'.join(result.collectives) or 'collective'} goodput on {result.topology.name}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot(result: Study, out: str | Path, peak_gbps: float | None = None, *, yscale: str = "auto") -> Path:
+    """Goodput curves (`figure`) as PNG, SVG or PDF, by the file's suffix (its folder made when missing)."""
     import matplotlib.pyplot as plt
 
     path = Path(out)
     problem = suffix_problem(out)
     if problem is not None:
         raise CollError(f"--plot {problem}")
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    for name in result.names():
-        ys = [result.point(name, s).goodput_gbps for s in result.sizes]
-        ax.plot(result.sizes, ys, marker="o", markersize=3, label=name)
-    if peak_gbps is not None:
-        ax.axhline(
-            peak_gbps, color="grey", linestyle="--", linewidth=1, label=f"peak {peak_gbps:g} Gb/s (allreduce, large p)"
-        )
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(result.sizes)[:: max(1, len(result.sizes) // 9)])
-    ax.set_xticklabels([size_text(s) for s in list(result.sizes)[:: max(1, len(result.sizes) // 9)]])
-    ax.set_xlabel("vector size")
-    ax.set_ylabel("goodput (Gb/s)")
-    ax.set_title(f"{'/'.join(result.collectives) or 'collective'} goodput on {result.topology.name}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    fig = figure(result, peak_gbps, yscale)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
     return path

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from collc.api import Algorithm
-from collc.diagnostics import Diagnostic, Sources, format_diagnostic, format_error
+from collc.diagnostics import CollError, Diagnostic, Sources, format_diagnostic, format_error
 from collc.ir import ParamValue, Schedule
 from collc.verify.check import CheckReport, Finding
 from collc.verify.compression import ErrorStats, fmt_bound
@@ -201,14 +201,25 @@ def _instance_json(result: InstanceResult) -> dict[str, Any]:
         out["findings"] = [finding_json(f) for f in result.report.findings]
         out.update(_omitted_json(result.report))
     if result.error is not None:
-        span = result.error.span
-        out["error"] = {
-            "message": result.error.message,
-            "file": span.file if span else None,
-            "line": span.line if span else None,
-            "column": span.column if span else None,
-        }
+        out["error"] = _error_fields(result.error)
     return out
+
+
+def _error_fields(err: CollError) -> dict[str, Any]:
+    span = err.span
+    return {
+        "message": err.message,
+        "file": span.file if span else None,
+        "line": span.line if span else None,
+        "column": span.column if span else None,
+        "notes": list(err.notes),
+    }
+
+
+def error_json(err: CollError, sources: Sources) -> dict[str, Any]:
+    """Bad input (a syntax error, an error of the program, an instance too large to check) for ``--json``: the
+    diagnostic's fields, and its text as people read it (``text``: with the source line and caret)."""
+    return {"ok": False, "status": "error", "error": {**_error_fields(err), "text": format_error(err, sources)}}
 
 
 def sweep_json(alg: Algorithm, outcome: SweepResult) -> dict[str, Any]:
@@ -295,7 +306,10 @@ def trace_text(schedule: Schedule, chunk: int) -> str:
 # --------------------------------------------------------------------------
 
 
-def allp_text(alg: Algorithm, result: AllP, shown: int = 5) -> str:
+def allp_text(alg: Algorithm, result: AllP, shown: int = 5, verbose: bool = False) -> str:
+    """The verdict for every p.  A failure's counterexample comes first, then why there is no proof; the
+    invariants learned for a proof that failed or was not found only with ``verbose`` (a proof's are its
+    content, and always shown)."""
     head = f"{alg.name} ({alg.collective.value})"
     fixed = ", ".join(f"{k}={v}" for k, v in result.fixed)
     lines = []
@@ -307,13 +321,6 @@ def allp_text(alg: Algorithm, result: AllP, shown: int = 5) -> str:
         lines.append(f"{head}: FAILS at p={result.failure.params['p']} (counterexample)")
     else:
         lines.append(f"{head}: not proved; correct for every allowed p up to {result.bound} ({result.checked} checked)")
-    if result.status != "proved" and result.how:
-        where = f" ({result.span})" if result.span is not None else ""
-        lines.append(f"  no proof for all p: {result.how}{where}")
-    if fixed:
-        lines.append(f"  other parameters: {fixed} (the result is for these values; --param sets others)")
-    for n, inv in enumerate(result.invariants, 1):
-        lines.append(f"  invariant of step loop {n}: holds(r, c, j) <=> {inv}")
     failure = result.failure
     if failure is not None:
         if failure.error is not None:
@@ -322,6 +329,16 @@ def allp_text(alg: Algorithm, result: AllP, shown: int = 5) -> str:
             for f in failure.report.findings[:shown]:
                 lines.append(finding_text(f, alg.sources))
             lines.extend(_more_findings(failure.report, shown, "for this instance (--json lists them)"))
+    if result.status != "proved" and result.how:
+        where = f" ({result.span})" if result.span is not None else ""
+        lines.append(f"  no proof for all p: {result.how}{where}")
+    if fixed:
+        lines.append(f"  other parameters: {fixed} (the result is for these values; --param sets others)")
+    if result.status == "proved" or verbose:
+        for n, inv in enumerate(result.invariants, 1):
+            lines.append(f"  invariant of step loop {n}: holds(r, c, j) <=> {inv}")
+    elif result.invariants:
+        lines.append(f"  ({len(result.invariants)} learned invariant(s) not shown: --verbose prints them)")
     return "\n".join(lines)
 
 

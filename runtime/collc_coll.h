@@ -14,11 +14,18 @@
  *   alltoall              work = the chunk segments the rank touches; the send
  *                         blocks are copied in, the receive blocks out
  *
- * The schedule moves whole elements, holes included.  For a datatype with holes
- * (the pair types MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT)
- * the work buffer is therefore always collc's own, and the result reaches the
- * caller's receive buffer field by field (collc_copy_data), so that its holes
- * stay as they were, as with any MPI collective.
+ * Reductions move whole elements of the datatype, holes included.  For a datatype
+ * with holes (the pair types MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT,
+ * MPI_LONG_DOUBLE_INT) the work buffer is therefore always collc's own, and the
+ * result reaches the caller's receive buffer field by field (collc_copy_data), so
+ * that its holes stay as they were, as with any MPI collective.
+ *
+ * Data movement (allgather, bcast, alltoall) moves the bytes of the type signature
+ * (collc_dtype.h): a rank whose datatype lies as its packed bytes uses its buffers
+ * as above; any other packs its input into collc's work buffer and unpacks the
+ * result, so ranks may pass different datatypes of one signature, and a send type
+ * may differ from the receive type.  MPI_Reduce_scatter with equal receive counts
+ * is MPI_Reduce_scatter_block.
  *
  * A call that does not fit the schedule (see collc_shim.h) goes to the PMPI
  * collective (interposed MPI_* entry points) or returns COLLC_ERR_UNSUPPORTED
@@ -31,6 +38,8 @@
 
 #include <mpi.h>
 
+#include "collc_check.h"
+#include "collc_dtype.h"
 #include "collc_exec.h"
 #include "collc_shim.h"
 
@@ -84,7 +93,7 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     char *ref = NULL, *work;
     double scale = 0;
     int err;
-    if (collc_admit(&c, 1) != COLLC_FITS)
+    if (collc_admit(&c) != COLLC_FITS)
         return COLLC_UNFIT(mode, Allreduce, sendbuf, recvbuf, count, dt, op, comm);
     if (count == 0) return MPI_SUCCESS;
     if (collc_env.check) {
@@ -106,6 +115,30 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     return err;
 }
 
+/* MPI requires the send signature of an allgather or alltoall block to match the receive one: the same
+ * bytes.  A call that breaks this is erroneous; it ends the job, since the other ranks run the schedule. */
+static inline void collc_same_bytes(const struct collc_call *c, MPI_Count sendcount, MPI_Datatype sendtype,
+                                    MPI_Count block)
+{
+    MPI_Count bytes = sendtype == MPI_DATATYPE_NULL ? -1 : sendcount * collc_type_size(sendtype);
+    if (bytes != block)
+        collc_fatal(c, "the send arguments hold %lld bytes per block and the receive arguments %lld: MPI requires "
+                    "their type signatures to match", (long long)bytes, (long long)block);
+}
+
+/* COLLC_SHIM_CHECK of data movement: n elements of c's datatype at `buf`, packed, against PMPI's `units`
+ * work elements at `ref`. */
+static inline void collc_compare_moved(const struct collc_call *c, const void *buf, MPI_Count n, const char *ref,
+                                       MPI_Count units)
+{
+    char *got = (char *)malloc((size_t)(units * c->usize) + 1);
+    if (got == NULL) collc_fatal(c, "COLLC_SHIM_CHECK: out of memory");
+    if (collc_pack(buf, n, c->dt, c->dense, got, units * c->usize) != MPI_SUCCESS)
+        collc_fatal(c, "COLLC_SHIM_CHECK: MPI_Pack of the result failed");
+    collc_compare(c, got, ref, units, 0, 0);
+    free(got);
+}
+
 static inline int collc_allgather(const struct collc_sched *s, const char *entry, enum collc_mode mode,
                                   const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                                   MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
@@ -113,37 +146,40 @@ static inline int collc_allgather(const struct collc_sched *s, const char *entry
     struct collc_call c =
         collc_call_of(s, entry, mode, comm, recvcount, recvtype, MPI_OP_NULL, -1, recvcount * s->nranks);
     struct collc_ctx ctx;
-    const int same = sendbuf == MPI_IN_PLACE || (sendcount == recvcount && sendtype == recvtype);
+    const int in_place = sendbuf == MPI_IN_PLACE;
     char *ref = NULL, *mine, *work;
+    MPI_Count block;
     int err;
-    if (collc_admit(&c, same) != COLLC_FITS)
+    if (collc_admit(&c) != COLLC_FITS)
         return COLLC_UNFIT(mode, Allgather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (recvcount == 0) return MPI_SUCCESS;
-    mine = (char *)recvbuf + c.rank * recvcount * c.extent;
+    block = c.n * c.usize; /* bytes of one rank's block */
+    if (!in_place) collc_same_bytes(&c, sendcount, sendtype, block);
+    if (c.n == 0) return MPI_SUCCESS;
+    mine = (char *)recvbuf + c.rank * recvcount * c.dt_extent;
     if (collc_env.check) {
-        ref = collc_check_buffer(&c, recvcount * c.size);
-        COLLC_PMPI(Allgather)(sendbuf == MPI_IN_PLACE ? mine : sendbuf, recvcount, recvtype, ref, recvcount,
-                              recvtype, comm);
+        ref = collc_check_buffer(&c, c.n * c.size);
+        COLLC_PMPI(Allgather)(in_place ? mine : sendbuf, in_place ? recvcount : sendcount,
+                              in_place ? recvtype : sendtype, ref, c.n, c.unit, comm);
     }
-    work = c.holes ? NULL : (char *)recvbuf;
-    err = collc_execute(&c, &ctx, recvcount * c.size, work, recvcount * c.size, &work);
+    work = c.dense ? (char *)recvbuf : NULL;
+    err = collc_execute(&c, &ctx, c.n * c.size, work, c.n * c.size, &work);
     if (err == MPI_SUCCESS) {
-        const void *from = sendbuf == MPI_IN_PLACE ? mine : sendbuf;
-        char *to = work + c.rank * recvcount * c.extent;
-        if (to != from) memmove(to, from, (size_t)(recvcount * c.extent));
-        err = c.sched->run(&ctx);
-        if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, recvcount * c.size);
+        char *to = work + c.rank * block;
+        if (in_place) err = collc_pack(mine, recvcount, recvtype, c.dense, to, block);
+        else err = collc_pack(sendbuf, sendcount, sendtype, collc_dense(sendtype), to, block);
+        if (err == MPI_SUCCESS) err = c.sched->run(&ctx);
+        if (err == MPI_SUCCESS) err = collc_unpack(work, block * c.size, recvbuf, recvcount * c.size, recvtype, c.dense);
     }
     if (ref != NULL) {
-        if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount * c.size, 0, 0);
+        if (err == MPI_SUCCESS) collc_compare_moved(&c, recvbuf, recvcount * c.size, ref, c.n * c.size);
         free(ref);
     }
     return err;
 }
 
-static inline int collc_reduce_scatter_block(const struct collc_sched *s, const char *entry, enum collc_mode mode,
-                                             const void *sendbuf, void *recvbuf, MPI_Count recvcount,
-                                             MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+/* The reduce-scatter of a block of recvcount elements; *unfit set when the call does not fit. */
+static inline int collc_rsb(const struct collc_sched *s, const char *entry, enum collc_mode mode, const void *sendbuf,
+                            void *recvbuf, MPI_Count recvcount, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int *unfit)
 {
     struct collc_call c = collc_call_of(s, entry, mode, comm, recvcount, dt, op, -1, recvcount * s->nranks);
     struct collc_ctx ctx;
@@ -151,8 +187,8 @@ static inline int collc_reduce_scatter_block(const struct collc_sched *s, const 
     char *ref = NULL, *work = NULL;
     double scale = 0;
     int err;
-    if (collc_admit(&c, 1) != COLLC_FITS)
-        return COLLC_UNFIT(mode, Reduce_scatter_block, sendbuf, recvbuf, recvcount, dt, op, comm);
+    *unfit = collc_admit(&c) != COLLC_FITS;
+    if (*unfit) return COLLC_ERR_UNSUPPORTED;
     if (recvcount == 0) return MPI_SUCCESS;
     if (collc_env.check) {
         ref = collc_check_buffer(&c, recvcount);
@@ -174,30 +210,77 @@ static inline int collc_reduce_scatter_block(const struct collc_sched *s, const 
     return err;
 }
 
+static inline int collc_reduce_scatter_block(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                             const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                             MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+    int unfit = 0, err = collc_rsb(s, entry, mode, sendbuf, recvbuf, recvcount, dt, op, comm, &unfit);
+    return unfit ? COLLC_UNFIT(mode, Reduce_scatter_block, sendbuf, recvbuf, recvcount, dt, op, comm) : err;
+}
+
+/* MPI_Reduce_scatter (recvcounts: int, or MPI_Count for the _c entry point): with every receive count equal it is
+ * MPI_Reduce_scatter_block (recvcounts is the same on every rank, so all ranks decide alike); other counts, and
+ * calls that do not fit, go to PMPI. */
+static inline int collc_reduce_scatter(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                       const void *sendbuf, void *recvbuf, const int *counts,
+                                       const MPI_Count *counts_c, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+    int ready = 0, finalized = 0, inter = 1, size = 0, unfit = 1, err = MPI_SUCCESS;
+    PMPI_Initialized(&ready);
+    if (ready) PMPI_Finalized(&finalized);
+    if (ready && !finalized && comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter &&
+        PMPI_Comm_size(comm, &size) == MPI_SUCCESS && size > 0) {
+        const MPI_Count count = counts_c != NULL ? counts_c[0] : counts[0];
+        int equal = 1;
+        for (int i = 1; i < size; i++) equal &= (counts_c != NULL ? counts_c[i] : counts[i]) == count;
+        if (equal) {
+            err = collc_rsb(s, entry, mode, sendbuf, recvbuf, count, dt, op, comm, &unfit);
+        } else {
+            collc_read_env();
+            if (collc_env.log) {
+                struct collc_call c = collc_call_of(s, entry, mode, comm, 0, dt, op, -1, 0);
+                char what[MPI_MAX_OBJECT_NAME + 256];
+                c.size = size;
+                PMPI_Comm_rank(comm, &c.rank);
+                c.count = counts_c != NULL ? counts_c[c.rank] : counts[c.rank];
+                collc_describe(&c, what, sizeof what);
+                fprintf(stderr, "collc: %s -> PMPI fallback (the receive counts differ)\n", what);
+            }
+        }
+    }
+    if (!unfit) return err;
+#if MPI_VERSION >= 4
+    if (counts_c != NULL) return PMPI_Reduce_scatter_c(sendbuf, recvbuf, counts_c, dt, op, comm);
+#endif
+    return PMPI_Reduce_scatter(sendbuf, recvbuf, counts, dt, op, comm);
+}
+
 static inline int collc_bcast(const struct collc_sched *s, const char *entry, enum collc_mode mode, void *buffer,
                               MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, MPI_OP_NULL, root, count);
     struct collc_ctx ctx;
     char *ref = NULL, *work;
+    MPI_Count bytes;
     int err;
-    if (collc_admit(&c, 1) != COLLC_FITS)
+    if (collc_admit(&c) != COLLC_FITS)
         return COLLC_UNFIT(mode, Bcast, buffer, count, dt, root, comm);
-    if (count == 0) return MPI_SUCCESS;
+    if (c.n == 0) return MPI_SUCCESS;
+    bytes = c.n * c.usize;
     if (collc_env.check) {
-        ref = collc_check_buffer(&c, count);
-        if (c.rank == root) memcpy(ref, buffer, (size_t)(count * c.extent));
-        COLLC_PMPI(Bcast)(ref, count, dt, root, comm);
+        ref = collc_check_buffer(&c, c.n);
+        if (c.rank == root) collc_pack(buffer, count, dt, c.dense, ref, bytes);
+        COLLC_PMPI(Bcast)(ref, c.n, c.unit, root, comm);
     }
-    work = c.holes ? NULL : (char *)buffer;
-    err = collc_execute(&c, &ctx, count, work, count, &work);
+    work = c.dense ? (char *)buffer : NULL;
+    err = collc_execute(&c, &ctx, c.n, work, c.n, &work);
     if (err == MPI_SUCCESS) {
-        if (c.rank == root && work != buffer) memcpy(work, buffer, (size_t)(count * c.extent));
-        err = c.sched->run(&ctx);
-        if (err == MPI_SUCCESS && c.rank != root) collc_copy_data(&c, (char *)buffer, work, count);
+        if (c.rank == root) err = collc_pack(buffer, count, dt, c.dense, work, bytes);
+        if (err == MPI_SUCCESS) err = c.sched->run(&ctx);
+        if (err == MPI_SUCCESS && c.rank != root) err = collc_unpack(work, bytes, buffer, count, dt, c.dense);
     }
     if (ref != NULL) {
-        if (err == MPI_SUCCESS) collc_compare(&c, buffer, ref, count, 0, 0);
+        if (err == MPI_SUCCESS) collc_compare_moved(&c, buffer, count, ref, c.n);
         free(ref);
     }
     return err;
@@ -213,7 +296,7 @@ static inline int collc_reduce_to_root(const struct collc_sched *s, const char *
     char *ref = NULL, *work = NULL;
     double scale = 0;
     int err;
-    if (collc_admit(&c, 1) != COLLC_FITS)
+    if (collc_admit(&c) != COLLC_FITS)
         return COLLC_UNFIT(mode, Reduce, sendbuf, recvbuf, count, dt, op, root, comm);
     if (count == 0) return MPI_SUCCESS;
     if (collc_env.check) {
@@ -245,31 +328,36 @@ static inline int collc_alltoall(const struct collc_sched *s, const char *entry,
     struct collc_call c = collc_call_of(s, entry, mode, comm, recvcount, recvtype, MPI_OP_NULL, -1,
                                         recvcount * s->nranks * s->nranks);
     struct collc_ctx ctx;
-    const int same = sendbuf == MPI_IN_PLACE || (sendcount == recvcount && sendtype == recvtype);
-    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    const int in_place = sendbuf == MPI_IN_PLACE;
+    const void *in = in_place ? recvbuf : sendbuf;
+    const MPI_Count incount = in_place ? recvcount : sendcount;
+    const MPI_Datatype intype = in_place ? recvtype : sendtype;
     char *ref = NULL, *work = NULL;
+    MPI_Count block;
     int err, p, k;
-    if (collc_admit(&c, same) != COLLC_FITS)
+    if (collc_admit(&c) != COLLC_FITS)
         return COLLC_UNFIT(mode, Alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (recvcount == 0) return MPI_SUCCESS;
     /* the schedule admitted for this communicator: the library's, one of its other sizes, or one built for it */
     s = c.sched, p = s->nranks, k = s->nchunks / (p * p);
+    block = c.n * c.usize; /* bytes of one block */
+    if (!in_place) collc_same_bytes(&c, sendcount, sendtype, block);
+    if (c.n == 0) return MPI_SUCCESS;
     if (collc_env.check) {
-        ref = collc_check_buffer(&c, recvcount * p);
-        COLLC_PMPI(Alltoall)(in, recvcount, recvtype, ref, recvcount, recvtype, comm);
+        ref = collc_check_buffer(&c, c.n * p);
+        COLLC_PMPI(Alltoall)(in, incount, intype, ref, c.n, c.unit, comm);
     }
-    err = collc_execute(&c, &ctx, recvcount * p, NULL, collc_segments_elems(s, c.rank, recvcount * p), &work);
+    err = collc_execute(&c, &ctx, c.n * p, NULL, collc_segments_elems(s, c.rank, c.n * p), &work);
     if (err == MPI_SUCCESS) {
-        const size_t block = (size_t)(recvcount * c.extent);
         /* The rank's send blocks are chunks (rank*p + dst)*k + j: one contiguous run. */
-        memcpy(work + collc_chunk_pos(&ctx, c.rank * p * k) * c.extent, in, block * (size_t)p);
-        err = c.sched->run(&ctx);
+        err = collc_pack(in, incount * p, intype, in_place ? c.dense : collc_dense(intype),
+                         work + collc_chunk_pos(&ctx, c.rank * p * k) * c.extent, block * p);
+        if (err == MPI_SUCCESS) err = c.sched->run(&ctx);
         for (int src = 0; src < p && err == MPI_SUCCESS; src++)
-            collc_copy_data(&c, (char *)recvbuf + src * block,
-                            work + collc_chunk_pos(&ctx, (src * p + c.rank) * k) * c.extent, recvcount);
+            err = collc_unpack(work + collc_chunk_pos(&ctx, (src * p + c.rank) * k) * c.extent, block,
+                               (char *)recvbuf + src * recvcount * c.dt_extent, recvcount, recvtype, c.dense);
     }
     if (ref != NULL) {
-        if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, recvcount * p, 0, 0);
+        if (err == MPI_SUCCESS) collc_compare_moved(&c, recvbuf, recvcount * p, ref, c.n * p);
         free(ref);
     }
     return err;

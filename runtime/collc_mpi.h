@@ -5,7 +5,9 @@
  *   collc_flow.h    running the tables by dataflow: each message issued as soon as what it waits for is done
  *   collc_zexec.h   running the steps of a schedule with compression points
  *   collc_zcodec.h  the codecs, whole payloads (collc_codecs.h: their per-item functions)
- *   collc_shim.h    admission and fallback, COLLC_SHIM_LOG, COLLC_SHIM_CHECK
+ *   collc_dtype.h   datatypes: the signature a call is decided on, dense layouts, packing
+ *   collc_shim.h    admission and fallback, COLLC_SHIM_LOG
+ *   collc_check.h   COLLC_SHIM_CHECK: every call compared with the PMPI collective
  *   collc_coll.h    the collectives in MPI's terms
  *
  * Everything here is static: each generated library carries its own copy, and
@@ -23,7 +25,9 @@
 #include "collc_exec.h"
 #include "collc_flow.h"
 #include "collc_zexec.h"
+#include "collc_dtype.h"
 #include "collc_shim.h"
+#include "collc_check.h"
 #include "collc_coll.h"
 
 #endif /* COLLC_MPI_H */

@@ -1,11 +1,23 @@
 /* collc_shim.h: what the entry points of a collc library share, whatever the schedule.
  *
  * - Admission: whether a call fits the compiled schedule (communicator size,
- *   root, datatype, op, ...).  Every reason depends only on arguments that a
- *   correct MPI program passes identically on every rank, so all ranks take
- *   the same path.  An interposed MPI_* call that does not fit falls back to
+ *   root, datatype, op, ...).  Every reason depends only on what a correct MPI
+ *   program gives every rank alike, so all ranks take the same path: the
+ *   communicator's size, the root, the op, and of the datatype only its type
+ *   signature (collc_dtype.h).  Ranks may pass different datatypes of one
+ *   signature: data movement runs on the signature's bytes, packing a layout
+ *   that is not its packed bytes into collc's work buffer; a predefined op on a
+ *   derived datatype, which MPI does not define, goes to the MPI library (which
+ *   refuses it); a user-defined op runs on the schedule when the ranks agree
+ *   (one PMPI_Allreduce per call) that each passed a predefined or dense
+ *   datatype of the same extent, size and count, else to PMPI on every rank.
+ *   An interposed MPI_* call that does not fit falls back to
  *   the PMPI_* collective; a collc_* call returns COLLC_ERR_UNSUPPORTED and
  *   collc_last_error() says why.
+ * - COLLC_SHIM_EXACT=1 (or a library compiled with COLLC_DEFAULT_EXACT 1; =0
+ *   overrides it): floating-point MPI_SUM and MPI_PROD, whose last bits depend on
+ *   the order in which ranks are combined, go to PMPI on every rank, so that
+ *   results are the MPI library's bit for bit.
  * - COLLC_SHIM_LOG=1: every call prints one line on stderr, beginning
  *   "collc:", and the first fallback for each reason prints a note.
  * - COLLC_SHIM_CHECK=1: every call also runs the PMPI collective into a
@@ -43,8 +55,13 @@
 
 #include <mpi.h>
 
+#include "collc_dtype.h"
 #include "collc_exec.h"
 #include "collc_flow.h"
+
+#ifndef COLLC_DEFAULT_EXACT
+#define COLLC_DEFAULT_EXACT 0 /* COLLC_SHIM_EXACT when unset */
+#endif
 
 #ifndef COLLC_ERR_UNSUPPORTED
 #define COLLC_ERR_UNSUPPORTED (-1) /* the call is outside what the library was compiled for */
@@ -67,9 +84,9 @@ enum collc_reason {
     COLLC_ROOT,
     COLLC_OP,
     COLLC_DATATYPE,
-    COLLC_SIGNATURE,
     COLLC_COUNT,
     COLLC_COMPRESS,
+    COLLC_EXACT,
     COLLC_NREASONS
 };
 
@@ -91,19 +108,25 @@ struct collc_call {
     enum collc_mode mode;
     MPI_Comm comm;
     MPI_Count count; /* the count argument, as the entry point names it */
-    MPI_Datatype dt;
+    MPI_Datatype dt;   /* the datatype argument (allgather, alltoall: the receive type) */
     MPI_Op op; /* MPI_OP_NULL: the collective does not reduce */
     int root;  /* -1: the collective has no root */
-    MPI_Count elems; /* elements in the collective's logical space (for size limits) */
+    MPI_Count elems; /* work elements in the collective's logical space (for size limits) */
     int size, rank;
-    MPI_Aint extent;
-    MPI_Count type_size;
-    int holes;                  /* type_size < extent: results are copied out field by field */
+    MPI_Count type_size;  /* of dt */
+    MPI_Aint dt_extent;   /* of dt: the stride of its elements in the caller's buffers */
+    /* The schedule's elements ("work elements"): what admission chose from the signature. */
+    MPI_Datatype unit;    /* reductions: dt; data movement: MPI_BYTE (compression points: MPI_FLOAT or MPI_DOUBLE) */
+    MPI_Aint extent;      /* bytes per work element */
+    MPI_Count usize;      /* data bytes per work element (below extent: holes) */
+    MPI_Count n;          /* work elements per `count` elements of dt */
+    int dense;            /* dt's elements lie as their packed bytes (data movement): buffers are used as they are */
+    int holes;                  /* usize < extent: results are copied out field by field */
     struct collc_fields fields; /* when holes */
 };
 
 static struct {
-    int read, log, check, compress, noted_bound;
+    int read, log, check, compress, exact, noted_bound;
     int steps; /* COLLC_ISSUE=steps: issue step by step, not by dataflow */
     double timeout;
     MPI_Count small_below; /* COLLC_SMALL_BYTES; -1 when unset */
@@ -153,6 +176,9 @@ static inline void collc_read_env(void)
     collc_env.log = collc_flag("COLLC_SHIM_LOG");
     collc_env.check = collc_flag("COLLC_SHIM_CHECK");
     collc_env.compress = collc_flag("COLLC_SHIM_COMPRESS");
+    collc_env.exact = getenv("COLLC_SHIM_EXACT") != NULL && getenv("COLLC_SHIM_EXACT")[0] != '\0'
+                          ? collc_flag("COLLC_SHIM_EXACT")
+                          : COLLC_DEFAULT_EXACT;
     {
         const char *issue = getenv("COLLC_ISSUE");
         if (issue != NULL && issue[0] != '\0' && strcmp(issue, "steps") != 0 && strcmp(issue, "dataflow") != 0)
@@ -222,20 +248,6 @@ static inline void collc_describe(const struct collc_call *c, char *out, size_t 
 /* ---------------------------------------------------------------------------
  * Admission
  * ------------------------------------------------------------------------- */
-
-/* Whether `dt` can be moved as `extent` raw bytes per element: a predefined
- * datatype (pair types such as MPI_DOUBLE_INT included: the schedule moves their
- * holes too, in collc's own buffers, and results reach the caller's buffer field
- * by field), or a derived one that is contiguous, without holes and with lower bound 0. */
-static inline int collc_plain_type(MPI_Datatype dt, MPI_Count size, MPI_Aint extent, MPI_Aint lb)
-{
-    int ni, na, nd, combiner;
-    MPI_Aint true_lb, true_extent;
-    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return 0;
-    if (combiner == MPI_COMBINER_NAMED) return lb == 0 && extent > 0;
-    if (PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS) return 0;
-    return size > 0 && size == extent && lb == 0 && true_lb == 0 && true_extent == extent;
-}
 
 /* The data bytes of one element of `dt` (extent at most 256), found by packing
  * an element whose bytes are their own offsets: the packed bytes name the offsets
@@ -310,6 +322,36 @@ static inline int collc_op_defined(MPI_Datatype dt, MPI_Op op, MPI_Aint extent)
     return err == MPI_SUCCESS;
 }
 
+/* Whether `dt` is a predefined floating-point or complex type, whose sums and products round. */
+static inline int collc_float_type(MPI_Datatype dt)
+{
+    const MPI_Datatype floats[] = {
+        MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX,
+        MPI_C_LONG_DOUBLE_COMPLEX, MPI_CXX_FLOAT_COMPLEX, MPI_CXX_DOUBLE_COMPLEX, MPI_CXX_LONG_DOUBLE_COMPLEX,
+        MPI_REAL, MPI_DOUBLE_PRECISION, MPI_COMPLEX, MPI_DOUBLE_COMPLEX, MPI_REAL4, MPI_REAL8, MPI_REAL16,
+        MPI_COMPLEX8, MPI_COMPLEX16, MPI_COMPLEX32,
+#ifdef MPIX_C_FLOAT16
+        MPIX_C_FLOAT16,
+#endif
+#ifdef MPIX_BFLOAT16
+        MPIX_BFLOAT16,
+#endif
+    };
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (dt == floats[i] && dt != MPI_DATATYPE_NULL) return 1;
+    return 0;
+}
+
+/* Whether every rank of the call found its datatype usable and of the same extent, size and count: the
+ * agreement of a user-defined op, whose function sees each rank's datatype (one PMPI_Allreduce). */
+static inline int collc_agree(const struct collc_call *c, int usable)
+{
+    long long v[7] = {!usable, (long long)c->extent, -(long long)c->extent, (long long)c->usize,
+                      -(long long)c->usize, (long long)c->count, -(long long)c->count};
+    if (PMPI_Allreduce(MPI_IN_PLACE, v, 7, MPI_LONG_LONG, MPI_MAX, c->comm) != MPI_SUCCESS) return 0;
+    return v[0] == 0 && v[1] == -v[2] && v[3] == -v[4] && v[5] == -v[6];
+}
+
 static inline enum collc_reason collc_reason_set(enum collc_reason why, const char *fmt, ...)
 {
     va_list ap;
@@ -350,11 +392,6 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
         else
             c->sched = s = s->sizes[i];
     }
-    /* the logical space at this communicator's size (collc_call_of counted the library's first size) */
-    if (s->collective == COLLC_COLL_ALLGATHER || s->collective == COLLC_COLL_REDUCE_SCATTER)
-        c->elems = c->count * c->size;
-    else if (s->collective == COLLC_COLL_ALLTOALL)
-        c->elems = c->count * c->size * c->size;
     if (c->root >= 0 && c->root != s->root)
         return collc_reason_set(COLLC_ROOT, "root %d, compiled for root=%d", c->root, s->root);
     if (c->op != MPI_OP_NULL) {
@@ -365,29 +402,47 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
     }
     if (c->count < 0) return collc_reason_set(COLLC_COUNT, "a negative count");
     if (c->dt == MPI_DATATYPE_NULL) return collc_reason_set(COLLC_DATATYPE, "datatype MPI_DATATYPE_NULL");
-#if MPI_VERSION >= 4
-    PMPI_Type_size_c(c->dt, &c->type_size);
-#else
-    PMPI_Type_size_x(c->dt, &c->type_size);
-#endif
-    if (s->small != NULL) { /* a small call runs the small-message schedule */
+    c->type_size = collc_type_size(c->dt);
+    if (s->small != NULL) { /* a small call runs the small-message schedule: bytes of the signature */
         MPI_Count below = collc_env.small_below >= 0 ? collc_env.small_below : s->small_below;
         if (c->count * c->type_size < below) c->sched = s = s->small;
     }
-    PMPI_Type_get_extent(c->dt, &lb, &c->extent);
-    if (!collc_plain_type(c->dt, c->type_size, c->extent, lb))
-        return collc_reason_set(COLLC_DATATYPE, "datatype with holes or a nonzero lower bound");
-    c->holes = c->type_size < c->extent;
-    if (c->holes && !collc_fields_of(c->dt, c->extent, c->type_size, &c->fields))
-        return collc_reason_set(COLLC_DATATYPE, "a predefined datatype whose data bytes cannot be found");
-    if (c->op != MPI_OP_NULL && collc_predefined_op(c->op)) {
-        int ni, na, nd, combiner = MPI_COMBINER_NAMED;
-        PMPI_Type_get_envelope(c->dt, &ni, &na, &nd, &combiner);
-        if (combiner != MPI_COMBINER_NAMED)
-            return collc_reason_set(COLLC_OP, "a predefined op on a derived datatype (MPI defines none)");
-        if (collc_kernel_for(c->dt, c->op) == NULL && !collc_op_defined(c->dt, c->op, c->extent))
-            return collc_reason_set(COLLC_OP, "the op is not defined on this datatype");
+    PMPI_Type_get_extent(c->dt, &lb, &c->dt_extent);
+    if (c->op == MPI_OP_NULL) { /* data movement: the signature's bytes, whatever the layout */
+        MPI_Datatype leaf = MPI_DATATYPE_NULL;
+        c->unit = MPI_BYTE, c->extent = 1, c->usize = 1;
+        if (s->ncodecs > 0 && collc_leaf_scan(c->dt, &leaf, 0) && (leaf == MPI_FLOAT || leaf == MPI_DOUBLE))
+            c->unit = leaf, c->usize = collc_type_size(leaf), c->extent = (MPI_Aint)c->usize;
+        c->n = c->count * c->type_size / c->usize;
+        c->dense = collc_dense(c->dt);
+    } else { /* a reduction: elements of the datatype itself */
+        const int named = collc_combiner(c->dt) == MPI_COMBINER_NAMED;
+        int usable = named || collc_dense(c->dt);
+        c->unit = c->dt, c->extent = c->dt_extent, c->usize = c->type_size, c->n = c->count, c->dense = 1;
+        c->holes = c->usize < c->extent;
+        if (c->holes && !collc_fields_of(c->dt, c->extent, c->type_size, &c->fields)) usable = 0;
+        if (collc_predefined_op(c->op)) { /* MPI defines these on predefined datatypes only */
+            if (!named)
+                return collc_reason_set(COLLC_OP, "a predefined op on a derived datatype (MPI defines none: "
+                                                  "the MPI library takes or refuses the call)");
+            if (!usable)
+                return collc_reason_set(COLLC_DATATYPE, "a predefined datatype whose data bytes cannot be found");
+            if (collc_kernel_for(c->dt, c->op) == NULL && !collc_op_defined(c->dt, c->op, c->extent))
+                return collc_reason_set(COLLC_OP, "the op is not defined on this datatype");
+            if (collc_env.exact && (c->op == MPI_SUM || c->op == MPI_PROD) && collc_float_type(c->dt))
+                return collc_reason_set(COLLC_EXACT, "COLLC_SHIM_EXACT: a floating-point %s, whose rounding "
+                                        "depends on the order of the ranks", collc_op_name(c->op));
+        } else if (!collc_agree(c, usable)) { /* a user-defined op: the ranks agree on their datatypes */
+            return collc_reason_set(COLLC_DATATYPE, "a user-defined op on datatypes that are not predefined or "
+                                    "dense on every rank, or not of one extent, size and count");
+        }
     }
+    /* the logical space at this communicator's size, in work elements */
+    c->elems = c->n;
+    if (s->collective == COLLC_COLL_ALLGATHER || s->collective == COLLC_COLL_REDUCE_SCATTER)
+        c->elems = c->n * c->size;
+    else if (s->collective == COLLC_COLL_ALLTOALL)
+        c->elems = c->n * c->size * c->size;
 #if MPI_VERSION < 4
     if (c->elems * c->extent > INT_MAX)
         return collc_reason_set(COLLC_COUNT, "message sizes above INT_MAX need an MPI-4 library");
@@ -398,7 +453,7 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
             return collc_reason_set(COLLC_COMPRESS, "the schedule has compression points: COLLC_SHIM_COMPRESS=1 "
                                                     "runs it (error bound %.3g for inputs |x| <= 1)",
                                     s->error_bound);
-        if (c->dt != MPI_FLOAT && c->dt != MPI_DOUBLE)
+        if (c->unit != MPI_FLOAT && c->unit != MPI_DOUBLE)
             return collc_reason_set(COLLC_COMPRESS, "compression points: MPI_FLOAT or MPI_DOUBLE data only");
         if (c->op != MPI_OP_NULL && c->op != MPI_SUM &&
             (shim || s->adds_payloads || (c->op != MPI_MAX && c->op != MPI_MIN)))
@@ -427,16 +482,13 @@ static inline void collc_note_bound(const struct collc_call *c)
                 s->algorithm, codecs, bound);
 }
 
-/* Admission and logging of call `c`; `same_signature` is 0 when the send and
- * receive types or counts differ.  Returns COLLC_FITS or the reason. */
-static inline enum collc_reason collc_admit(struct collc_call *c, int same_signature)
+/* Admission and logging of call `c`.  Returns COLLC_FITS or the reason. */
+static inline enum collc_reason collc_admit(struct collc_call *c)
 {
     enum collc_reason why;
     char what[MPI_MAX_OBJECT_NAME + 256];
     collc_read_env();
     why = collc_check_call(c);
-    if (why == COLLC_FITS && !same_signature)
-        why = collc_reason_set(COLLC_SIGNATURE, "send and receive counts or datatypes differ");
     if (why == COLLC_FITS) collc_note_bound(c);
     if (!collc_env.log) return why;
     collc_describe(c, what, sizeof what);
@@ -489,13 +541,13 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->entry = c->entry;
     ctx->comm = cache->comm;
     ctx->rank = c->rank;
-    ctx->dt = c->dt;
+    ctx->dt = c->unit;
     ctx->op = c->op;
     ctx->extent = c->extent;
     ctx->timeout = collc_env.timeout;
     ctx->piece = s->ncodecs > 0 ? 0 : collc_env.piece; /* compression points: messages go whole (collc_zexec.h) */
     ctx->count = count;
-    ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->dt, c->op) : NULL;
+    ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->unit, c->op) : NULL;
     ctx->layout = collc_sched_layout(s, count);
     if (s->rank_segments != NULL) {
         ctx->segs = s->segments + s->rank_segments[c->rank].first;
@@ -595,178 +647,6 @@ static inline int collc_execute(struct collc_call *c, struct collc_ctx *ctx, MPI
     if (err != MPI_SUCCESS) return err;
     if (work_out != NULL) *work_out = ctx->work;
     return MPI_SUCCESS;
-}
-
-/* ---------------------------------------------------------------------------
- * COLLC_SHIM_CHECK
- * ------------------------------------------------------------------------- */
-
-/* Floating-point view of a datatype for the comparison: its component type
- * (0 none, 1 float, 2 double, 3 long double) and components per element. */
-struct collc_fview {
-    int kind, parts;
-};
-
-static inline struct collc_fview collc_fview_of(MPI_Datatype dt, MPI_Count size)
-{
-    struct collc_fview v = {0, 1};
-    if (dt == MPI_FLOAT) v.kind = 1;
-    else if (dt == MPI_DOUBLE) v.kind = 2;
-    else if (dt == MPI_LONG_DOUBLE) v.kind = 3;
-    else if (dt == MPI_C_FLOAT_COMPLEX || dt == MPI_CXX_FLOAT_COMPLEX) v.kind = 1, v.parts = 2;
-    else if (dt == MPI_C_DOUBLE_COMPLEX || dt == MPI_CXX_DOUBLE_COMPLEX) v.kind = 2, v.parts = 2;
-    else if (dt == MPI_C_LONG_DOUBLE_COMPLEX || dt == MPI_CXX_LONG_DOUBLE_COMPLEX) v.kind = 3, v.parts = 2;
-    else if (dt == MPI_REAL || dt == MPI_REAL4 || dt == MPI_REAL8 || dt == MPI_DOUBLE_PRECISION)
-        v.kind = size == 4 ? 1 : size == 8 ? 2 : 0;
-    else if (dt == MPI_COMPLEX || dt == MPI_DOUBLE_COMPLEX)
-        v.kind = size == 8 ? 1 : size == 16 ? 2 : 0, v.parts = 2;
-    return v;
-}
-
-static inline long double collc_fget(const char *buf, int kind, MPI_Count i)
-{
-    switch (kind) {
-    case 1: { float x; memcpy(&x, buf + i * (MPI_Count)sizeof x, sizeof x); return x; }
-    case 2: { double x; memcpy(&x, buf + i * (MPI_Count)sizeof x, sizeof x); return x; }
-    default: { long double x; memcpy(&x, buf + i * (MPI_Count)sizeof x, sizeof x); return x; }
-    }
-}
-
-static inline long double collc_feps(int kind)
-{
-    return kind == 1 ? FLT_EPSILON : kind == 2 ? DBL_EPSILON : LDBL_EPSILON;
-}
-
-static inline long double collc_ftiny(int kind)
-{
-    return kind == 1 ? FLT_MIN : kind == 2 ? DBL_MIN : LDBL_MIN;
-}
-
-/* The largest |component| among n elements of `buf` (0 when the type is not floating-point). */
-static inline double collc_input_scale(const void *buf, MPI_Count n, MPI_Datatype dt, MPI_Count size)
-{
-    struct collc_fview v = collc_fview_of(dt, size);
-    long double m = 0;
-    if (v.kind == 0) return 0;
-    for (MPI_Count i = 0; i < n * v.parts; i++) {
-        long double x = fabsl(collc_fget((const char *)buf, v.kind, i));
-        if (x > m) m = x;
-    }
-    return (double)m;
-}
-
-/* Packs n elements to their significant bytes (no padding); returns malloc'ed memory. */
-static inline char *collc_packed(const struct collc_call *c, const void *buf, MPI_Count n, MPI_Count *len)
-{
-    MPI_Count position = 0;
-    char *out = (char *)malloc((size_t)(n * c->type_size) + 1);
-    if (out == NULL) collc_fatal(c, "COLLC_SHIM_CHECK: out of memory");
-#if MPI_VERSION >= 4
-    PMPI_Pack_c(buf, n, c->dt, out, n * c->type_size, &position, MPI_COMM_SELF);
-#else
-    {
-        int at = 0;
-        PMPI_Pack(buf, (int)n, c->dt, out, (int)(n * c->type_size), &at, MPI_COMM_SELF);
-        position = at;
-    }
-#endif
-    *len = position;
-    return out;
-}
-
-/* Compares n elements of our result `got` with PMPI's `ref`; aborts on the first difference.
- * `rounded`: the elements are floating-point MPI_SUM or MPI_PROD results; scale: S of the rule above. */
-static inline void collc_compare(const struct collc_call *c, const void *got, const void *ref, MPI_Count n,
-                                 int rounded, double scale)
-{
-    struct collc_fview v = collc_fview_of(c->dt, c->type_size);
-    long double zbound = 0; /* compression points: the error bound, scaled to the inputs */
-    if (c->sched->ncodecs > 0) {
-        double a = c->op == MPI_SUM ? scale / c->size : collc_input_scale(ref, n, c->dt, c->type_size);
-        zbound = (c->extent == 8 ? c->sched->error_bound64 : c->sched->error_bound) *
-                 (c->sched->bound_scales && a > 1 ? a : 1);
-    }
-    if (v.kind != 0) {
-        long double eps = collc_feps(v.kind), p = c->size;
-        for (MPI_Count i = 0; i < n; i++) {
-            long double mag = 0;
-            for (int k = 0; k < v.parts; k++) {
-                long double a = fabsl(collc_fget((const char *)got, v.kind, i * v.parts + k));
-                long double b = fabsl(collc_fget((const char *)ref, v.kind, i * v.parts + k));
-                mag = fmaxl(mag, fmaxl(a, b));
-            }
-            for (int k = 0; k < v.parts; k++) {
-                long double a = collc_fget((const char *)got, v.kind, i * v.parts + k);
-                long double b = collc_fget((const char *)ref, v.kind, i * v.parts + k);
-                long double tol = 0;
-                if (a == b || (a != a && b != b)) continue;
-                if ((rounded || zbound > 0) && isfinite(a) && isfinite(b)) {
-                    tol = rounded ? 4 * p * eps * fmaxl(mag, (long double)scale) : 0;
-                    if (rounded && c->op == MPI_PROD) tol += p * collc_ftiny(v.kind);
-                    tol += zbound;
-                    if (fabsl(a - b) <= tol) continue;
-                }
-                collc_fatal(c, "COLLC_SHIM_CHECK: element %lld%s differs from PMPI: %.21Lg (collc) != %.21Lg (PMPI), "
-                            "tolerance %.3Lg", (long long)i, k ? " (imaginary part)" : "", a, b, tol);
-                return;
-            }
-        }
-        return;
-    }
-    {
-        MPI_Count la, lb;
-        char *a = collc_packed(c, got, n, &la), *b = collc_packed(c, ref, n, &lb);
-        for (MPI_Count i = 0; i < la && i < lb; i++) {
-            if (a[i] != b[i]) {
-                MPI_Count e = c->type_size > 0 ? i / c->type_size : 0;
-                enum collc_elem k = collc_elem_of(c->dt);
-                if (k >= COLLC_ELEM_I8 && k <= COLLC_ELEM_U64 && c->type_size > 0 && c->type_size <= 8) {
-                    long long x = 0, y = 0;
-                    int is_signed = k == COLLC_ELEM_I8 || k == COLLC_ELEM_I16 || k == COLLC_ELEM_I32 ||
-                                    k == COLLC_ELEM_I64;
-                    size_t width = (size_t)c->type_size & 15u; /* 1..8, as tested: bounded for the compiler too */
-                    memcpy(&x, a + e * c->type_size, width);
-                    memcpy(&y, b + e * c->type_size, width);
-                    if (is_signed && c->type_size < 8) { /* sign-extend */
-                        int shift = (int)(64 - 8 * c->type_size);
-                        x = (long long)((unsigned long long)x << shift) >> shift;
-                        y = (long long)((unsigned long long)y << shift) >> shift;
-                    }
-                    collc_fatal(c, "COLLC_SHIM_CHECK: element %lld differs from PMPI: %lld (collc) != %lld (PMPI)",
-                                (long long)e, x, y);
-                } else {
-                    collc_fatal(c, "COLLC_SHIM_CHECK: element %lld differs from PMPI (byte %lld of the element)",
-                                (long long)e, (long long)(i - e * c->type_size));
-                }
-            }
-        }
-        free(a);
-        free(b);
-    }
-}
-
-/* S of the rule above: p times the largest |input| on any rank, for floating-point MPI_SUM; else 0. */
-static inline double collc_check_scale(const struct collc_call *c, MPI_Comm comm, const void *input, MPI_Count n)
-{
-    double m = 0;
-    if (c->op != MPI_SUM) return 0;
-    m = collc_input_scale(input, n, c->dt, c->type_size);
-    PMPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
-    return m * c->size;
-}
-
-/* A buffer for PMPI's reference result, once every rank is known to have passed the same count. */
-static inline char *collc_check_buffer(const struct collc_call *c, MPI_Count elems)
-{
-    long long range[2] = {(long long)c->count, -(long long)c->count};
-    char *buf;
-    PMPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_LONG_LONG, MPI_MAX, c->comm);
-    if (range[0] != -range[1])
-        collc_fatal(c, "COLLC_SHIM_CHECK: the ranks called with different counts (from %lld to %lld)", -range[1],
-                    range[0]);
-    buf = (char *)malloc((size_t)(elems * c->extent) + 1);
-    if (buf == NULL) collc_fatal(c, "COLLC_SHIM_CHECK: out of memory");
-    return buf;
 }
 
 #endif /* COLLC_SHIM_H */

@@ -54,3 +54,28 @@ def test_run_cuda_without_a_gpu_is_a_clear_error() -> None:
     out = CliRunner().invoke(main, ["run", "swing_bw", "-p", "4", "--backend", "cuda", "--size", "4K"])
     assert out.exit_code == 2
     assert "needs a GPU" in out.output
+
+
+def test_compile_exact_hands_order_sensitive_sums_to_mpi(tmp_path: Path) -> None:
+    """``--exact`` (mpi-c): the library is built to send floating-point MPI_SUM and MPI_PROD to the MPI library;
+    other targets refuse the option."""
+    runner = CliRunner()
+    ring = str(Path(__file__).resolve().parent.parent / "examples" / "ring_allreduce.coll")
+    plain = runner.invoke(
+        main, ["compile", ring, "-p", "4", "--target", "mpi-c", "--no-build", "-o", str(tmp_path / "a")]
+    )
+    exact = runner.invoke(
+        main, ["compile", ring, "-p", "4", "--target", "mpi-c", "--no-build", "--exact", "-o", str(tmp_path / "b")]
+    )
+    assert plain.exit_code == 0 and exact.exit_code == 0, (plain.output, exact.output)
+    marker = "COLLC_DEFAULT_EXACT"
+    assert marker not in (tmp_path / "a" / "collc_ring_allreduce.c").read_text()
+    assert marker in (tmp_path / "b" / "collc_ring_allreduce.c").read_text()
+    anyp = runner.invoke(
+        main, ["compile", ring, "-p", "any", "--verify-ranks", "1..4", "--target", "mpi-c", "--no-build", "--exact",
+               "-o", str(tmp_path / "c")],
+    )  # fmt: skip
+    assert anyp.exit_code == 0, anyp.output
+    assert marker in next((tmp_path / "c").glob("collc_*.c")).read_text()
+    other = runner.invoke(main, ["compile", ring, "-p", "4", "--target", "cuda", "--exact", "-o", str(tmp_path / "d")])
+    assert other.exit_code == 2 and "--exact applies to the mpi-c target only" in other.output

@@ -246,7 +246,8 @@ def test_builds_and_exports(built: dict[str, Built], case: str) -> None:
     mpi_name = mpi_c.MPI_NAMES[b.schedule.collective]
     api = f"collc_{b.schedule.algorithm}_{mpi_c.API_NAMES[b.schedule.collective]}"
     assert {mpi_name, f"{mpi_name}_c", api, f"{api}_f", f"collc_{b.schedule.algorithm}_last_error"} <= names
-    assert {n for n in names if n.startswith("MPI_")} == {mpi_name, f"{mpi_name}_c"}
+    also = {n + c for n in mpi_c.MPI_ALSO.get(b.schedule.collective, ()) for c in ("", "_c")}
+    assert {n for n in names if n.startswith("MPI_")} == {mpi_name, f"{mpi_name}_c", *also}
 
 
 @pytest.mark.parametrize("case", [c for c, _, _ in CASES])

@@ -37,8 +37,22 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import local_codecs
+from collc.backends.local_plan import (
+    OPS,
+    MismatchError,
+    Plan,
+    ProgressFn,
+    Region,
+    Transfer,
+    check_layout,
+    check_matching,
+    execute,
+    logical_of,
+    plan,
+    ufunc_of,
+)
 from collc.collectives import EVERY
-from collc.ir import Action, ChunkSet, Collective, Op, OpKind, Schedule, Span, Step
+from collc.ir import Collective, Schedule
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -49,11 +63,13 @@ __all__ = [
     "Region",
     "RunResult",
     "Transfer",
+    "buffer_bytes",
     "check_matching",
     "count_wrong",
     "execute",
     "expected",
     "judge_error_bounds",
+    "largest_count",
     "make_inputs",
     "plan",
     "rounding_allowance",
@@ -69,20 +85,11 @@ DTYPES: dict[str, np.dtype] = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
 }
 
-OPS: tuple[str, ...] = ("sum", "prod", "max", "min")
-
-_UFUNCS: dict[str, np.ufunc] = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-
 DEFAULT_MAX_BYTES: int = 4 << 30
 """Default budget for the buffers of all ranks together (4 GiB)."""
 
 INT_POISON: int = -123456789
 """What a slot holds before a rank has received it (NaN for floating-point dtypes)."""
-
-# A chunk set whose element ranges are many short runs is moved with one index
-# array (fancy indexing) rather than one numpy call per run.
-_MAX_SLICES = 4
-_MIN_RUN = 256
 
 
 # --------------------------------------------------------------------------
@@ -98,339 +105,42 @@ def _dtype(dtype: str) -> np.dtype:
 
 
 def _ufunc(op: str) -> np.ufunc:
-    try:
-        return _UFUNCS[op]
-    except KeyError:
-        raise ValueError(f"unknown reduction op {op!r}; expected one of {', '.join(OPS)}") from None
+    return ufunc_of(op)
 
 
 def _is_float(dt: np.dtype) -> bool:
     return not np.issubdtype(dt, np.integer)
 
 
-def _check_layout(schedule: Schedule) -> None:
-    error = collectives.layout_error(schedule.collective, schedule.nranks, schedule.nchunks)
-    if error is not None:
-        raise ValueError(f"schedule {schedule.algorithm!r}: {error}")
+_check_layout = check_layout
+_logical = logical_of
 
 
-def _logical(schedule: Schedule, count: int) -> int:
-    """The logical element count for ``count``, or ValueError when ``count`` does not fit."""
-    error = collectives.count_error(schedule.collective, schedule.nranks, count)
-    if error is not None:
-        raise ValueError(f"{schedule.algorithm}: {error}")
-    return collectives.logical_count(schedule.collective, schedule.nranks, count)
+def buffer_bytes(collective: Collective, nranks: int, count: int, itemsize: int) -> int:
+    """Bytes of the buffers of all ranks together for a ``count``-element collective: each rank holds the
+    collective's whole logical element space (`collectives.logical_count`)."""
+    return nranks * collectives.logical_count(collective, nranks, count) * itemsize
+
+
+def largest_count(collective: Collective, nranks: int, itemsize: int, max_bytes: int) -> int:
+    """The largest count whose buffers (`buffer_bytes`) fit in ``max_bytes`` (whole blocks for an alltoall)."""
+    per_count = max(1, nranks * collectives.logical_count(collective, nranks, 1) * itemsize)
+    largest = max_bytes // per_count
+    if collective is Collective.ALLTOALL:
+        largest -= largest % nranks
+    return largest
 
 
 def _check_budget(schedule: Schedule, count: int, itemsize: int, max_bytes: int) -> None:
-    logical = _logical(schedule, count)
-    need = schedule.nranks * logical * itemsize
+    _logical(schedule, count)
+    need = buffer_bytes(schedule.collective, schedule.nranks, count, itemsize)
     if need > max_bytes:
-        per_count = max(1, schedule.nranks * (logical // max(count, 1)) * itemsize)
-        largest = max_bytes // per_count
-        if schedule.collective is Collective.ALLTOALL:
-            largest -= largest % schedule.nranks
+        largest = largest_count(schedule.collective, schedule.nranks, itemsize, max_bytes)
         raise ValueError(
             f"{schedule.algorithm}: count={count} needs {need / 2**30:.2f} GiB of buffers across "
             f"{schedule.nranks} ranks, above the budget of {max_bytes / 2**30:.2f} GiB; "
             f"use a smaller count (at most {largest} elements of {itemsize} bytes) or raise max_bytes"
         )
-
-
-# --------------------------------------------------------------------------
-# Matching sends with receives
-# --------------------------------------------------------------------------
-
-
-class MismatchError(ValueError):
-    """In step ``step``, what ``sender`` sends to ``receiver`` differs from what ``receiver`` receives from it.
-
-    ``sent`` and ``expected`` are the two chunk sets (either may be empty: a send
-    nobody receives, a receive nobody sends); ``span`` locates the send (or the
-    receive when there is no send); ``message`` is the text without the location
-    and ``notes`` what it means for an MPI run.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        step: int,
-        phase: str,
-        sender: int,
-        receiver: int,
-        sent: ChunkSet,
-        expected: ChunkSet,
-        span: Span,
-        notes: tuple[str, ...] = (),
-    ) -> None:
-        super().__init__("; ".join((f"{span}: {message}", *notes)))
-        self.message = message
-        self.notes = notes
-        self.step = step
-        self.phase = phase
-        self.sender = sender
-        self.receiver = receiver
-        self.sent = sent
-        self.expected = expected
-        self.span = span
-
-
-def check_matching(schedule: Schedule) -> None:
-    """`MismatchError` unless, in every step, each rank sends each peer exactly the chunks the peer receives.
-
-    For every ordered pair (sender, receiver) of a step, the union of the
-    sender's sends to the receiver must equal the union of the receiver's
-    receives from the sender (copies and reduces alike; compression points and
-    their codecs do not matter here): that union is the one message the MPI
-    executors exchange (`collc.backends.tables`), so a chunk sent or received
-    twice is no mismatch (the verifier reports it as a duplicate transfer).  Ops
-    the verifier reports as ill-formed (a rank or peer out of range, a peer that
-    is the rank itself) are left out, and chunks beyond the last are ignored, as
-    the verifier does; the differences are exactly its ``unmatched-send`` /
-    ``unmatched-recv`` findings.  Linear in the ops.
-    """
-    send_kind, recv_kind = OpKind.SEND, OpKind.RECV
-    for step in schedule.steps:
-        sends: dict[tuple[int, int], int] = {}
-        recvs: dict[tuple[int, int], int] = {}
-        for op in step.ops:
-            kind = op.kind
-            if kind is send_kind:
-                key = (op.rank, op.peer)
-                got = sends.get(key)
-                sends[key] = op.chunks.bits if got is None else got | op.chunks.bits
-            elif kind is recv_kind:
-                key = (op.peer, op.rank)
-                got = recvs.get(key)
-                recvs[key] = op.chunks.bits if got is None else got | op.chunks.bits
-        if sends != recvs:
-            _check_step(schedule, step)
-
-
-def _check_step(schedule: Schedule, step: Step) -> None:
-    """`check_matching` of one step whose quick comparison failed: raise for the first pair that really differs."""
-    p, mask = schedule.nranks, (1 << schedule.nchunks) - 1
-    sends: dict[tuple[int, int], int] = {}
-    recvs: dict[tuple[int, int], int] = {}
-    for op in step.ops:
-        if op.kind is not OpKind.SEND and op.kind is not OpKind.RECV:
-            continue
-        if not (0 <= op.rank < p and 0 <= op.peer < p) or op.rank == op.peer:
-            continue
-        table, key = (sends, (op.rank, op.peer)) if op.kind is OpKind.SEND else (recvs, (op.peer, op.rank))
-        table[key] = table.get(key, 0) | (op.chunks.bits & mask)
-    for src, dst in sorted(sends.keys() | recvs.keys()):
-        sent, want = sends.get((src, dst), 0), recvs.get((src, dst), 0)
-        if sent == want:
-            continue
-        send_op = _first_op(step.ops, src, OpKind.SEND, dst, sent & ~want)
-        recv_op = _first_op(step.ops, dst, OpKind.RECV, src, want & ~sent)
-        where = f"step {step.index}" + (f" (phase {step.phase})" if step.phase else "")
-        sends_text = f"sends chunks {ChunkSet(sent)} to" if sent else "sends nothing to"
-        recvs_text = f"receives chunks {ChunkSet(want)} from" if want else "receives nothing from"
-        message = f"{where}: rank {src} {sends_text} rank {dst}, but rank {dst} {recvs_text} rank {src}"
-        if send_op is not None and recv_op is not None:
-            message += f" (the receive is at {recv_op.span})"
-        note = (
-            "an MPI run would exchange a message of the wrong size, or one that never arrives; "
-            "collc check reports it as unmatched-send / unmatched-recv"
-        )
-        op = send_op if send_op is not None else recv_op
-        assert op is not None
-        raise MismatchError(
-            message,
-            step=step.index,
-            phase=step.phase,
-            sender=src,
-            receiver=dst,
-            sent=ChunkSet(sent),
-            expected=ChunkSet(want),
-            span=op.span,
-            notes=(note,),
-        )
-
-
-def _first_op(ops: tuple[Op, ...], rank: int, kind: OpKind, peer: int, bits: int) -> Op | None:
-    """The first op of ``rank`` of ``kind`` with ``peer`` that moves some of ``bits``, else the first such op at all."""
-    fallback: Op | None = None
-    for op in ops:
-        if op.rank == rank and op.kind is kind and op.peer == peer:
-            if op.chunks.bits & bits:
-                return op
-            fallback = fallback or op
-    return fallback
-
-
-# --------------------------------------------------------------------------
-# Plans
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Region:
-    """The elements of one chunk set: contiguous ``slices``, or one ``index`` array when not None."""
-
-    slices: tuple[slice, ...]
-    index: np.ndarray | None
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Transfer:
-    """One receive: ``dst`` takes ``region`` of ``src``'s start-of-step buffer and copies or reduces it.
-
-    ``snapshot`` is set when another receive of the same step writes into the
-    source region, so that the incoming data must be copied out before any
-    receive of the step is applied.
-    """
-
-    dst: int
-    src: int
-    region: Region
-    reduce: bool
-    snapshot: bool
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Plan:
-    """A schedule lowered to element ranges for one element count."""
-
-    algorithm: str
-    collective: Collective
-    nranks: int
-    nchunks: int
-    root: int | None
-    count: int
-    logical: int
-    offsets: np.ndarray  # element offsets of the chunks, length nchunks + 1
-    steps: tuple[tuple[Transfer, ...], ...]
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """The shape of the buffers `execute` takes: (nranks, logical)."""
-        return (self.nranks, self.logical)
-
-
-def _region(bits: int, offsets: np.ndarray) -> Region:
-    runs: list[list[int]] = []
-    for lo, hi in ChunkSet(bits).intervals():
-        a, b = int(offsets[lo]), int(offsets[hi])
-        if a == b:
-            continue
-        if runs and runs[-1][1] == a:
-            runs[-1][1] = b
-        else:
-            runs.append([a, b])
-    size = sum(b - a for a, b in runs)
-    if len(runs) > _MAX_SLICES and size < _MIN_RUN * len(runs):
-        index = np.concatenate([np.arange(a, b, dtype=np.intp) for a, b in runs])
-        return Region((), index, size)
-    return Region(tuple(slice(a, b) for a, b in runs), None, size)
-
-
-def plan(schedule: Schedule, count: int) -> Plan:
-    """Lower ``schedule`` to per-step element transfers for a ``count``-element collective.
-
-    The transfers are the receives (a receive of rank r from q for chunks C
-    takes chunks C of q's start-of-step buffer), but first `check_matching`
-    checks that every step's sends and receives agree pair by pair: a send
-    nobody receives, a receive nobody sends, or a rank that sends other chunks
-    than its peer receives is a `MismatchError` (a ValueError), as it is an
-    error on the MPI executors.
-    """
-    _check_layout(schedule)
-    check_matching(schedule)
-    logical = _logical(schedule, count)
-    p, nchunks = schedule.nranks, schedule.nchunks
-    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
-    sizes = np.diff(offsets)
-    nonempty = sum(1 << int(c) for c in np.flatnonzero(sizes))
-    regions: dict[int, Region] = {}
-    steps: list[tuple[Transfer, ...]] = []
-    for step in schedule.steps:
-        recvs: list[tuple[int, int, int, bool]] = []
-        written: dict[int, int] = {}
-        for op in step.ops:
-            if not (0 <= op.rank < p and 0 <= op.peer < p):
-                raise ValueError(
-                    f"{op.span}: step {step.index}: rank {op.rank} / peer {op.peer} out of range 0..{p - 1}"
-                )
-            if op.chunks.max() >= nchunks:
-                raise ValueError(f"{op.span}: step {step.index}: chunk {op.chunks.max()} out of range 0..{nchunks - 1}")
-            if op.kind is not OpKind.RECV or op.codec is not None:
-                if op.codec is not None or op.kind is not OpKind.SEND:
-                    raise ValueError(
-                        f"{op.span}: {schedule.algorithm} has compression points, which plans do not model; "
-                        "run it with local.run"
-                    )
-                continue
-            if op.action is None:
-                raise ValueError(f"{op.span}: step {step.index}: receive of rank {op.rank} has no action")
-            bits = op.chunks.bits & nonempty
-            if bits:
-                recvs.append((op.rank, op.peer, bits, op.action is Action.REDUCE))
-                written[op.rank] = written.get(op.rank, 0) | bits
-        transfers = []
-        for dst, src, bits, reduce in recvs:
-            region = regions.get(bits)
-            if region is None:
-                region = regions[bits] = _region(bits, offsets)
-            snapshot = (written.get(src, 0) & bits) != 0
-            transfers.append(Transfer(dst, src, region, reduce, snapshot))
-        if transfers:
-            steps.append(tuple(transfers))
-    return Plan(
-        algorithm=schedule.algorithm,
-        collective=schedule.collective,
-        nranks=p,
-        nchunks=nchunks,
-        root=schedule.root,
-        count=count,
-        logical=logical,
-        offsets=offsets,
-        steps=tuple(steps),
-    )
-
-
-# --------------------------------------------------------------------------
-# Execution
-# --------------------------------------------------------------------------
-
-
-def _read(row: np.ndarray, region: Region) -> np.ndarray | list[np.ndarray]:
-    if region.index is not None:
-        return row[region.index]
-    return [row[s].copy() for s in region.slices]
-
-
-def execute(plan: Plan, buffers: np.ndarray, op: str) -> None:
-    """Run every step of ``plan`` on ``buffers`` (shape ``plan.shape``), in place."""
-    ufunc = _ufunc(op)
-    if buffers.ndim != 2 or buffers.shape != plan.shape:
-        raise ValueError(f"buffers have shape {buffers.shape}, the plan needs {plan.shape}")
-    rows = list(buffers)
-    with np.errstate(all="ignore"):
-        for step in plan.steps:
-            # Copy out what a receive of this step overwrites before applying any receive.
-            snaps = [_read(rows[t.src], t.region) if t.snapshot else None for t in step]
-            for t, snap in zip(step, snaps, strict=True):
-                dst, region = rows[t.dst], t.region
-                if region.index is not None:
-                    incoming = snap if snap is not None else rows[t.src][region.index]
-                    if t.reduce:
-                        dst[region.index] = ufunc(dst[region.index], incoming)
-                    else:
-                        dst[region.index] = incoming
-                    continue
-                src = rows[t.src]
-                for j, s in enumerate(region.slices):
-                    data = snap[j] if snap is not None else src[s]
-                    if t.reduce:
-                        view = dst[s]
-                        ufunc(view, data, out=view)
-                    else:
-                        dst[s] = data
 
 
 # --------------------------------------------------------------------------
@@ -677,12 +387,19 @@ def run(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     error_bounds: np.ndarray | None = None,
+    checked: bool = False,
+    on_progress: ProgressFn | None = None,
 ) -> RunResult:
     """Execute ``schedule`` on random inputs ``iters`` times and check the last result.
 
     A schedule with compression points runs with its codecs (`collc.backends.local_codecs`)
     and is judged by ``error_bounds``, the verifier's bound per (rank, chunk) slot
     (`collc.verify.compression.analyse`, for inputs of magnitude at most 1).
+
+    The buffers take `buffer_bytes` (at most ``max_bytes``), twice that with ``iters`` above 1
+    (the last iteration runs on the inputs themselves, the others on copies).  ``checked``: the
+    caller has run `check_matching` already.  ``on_progress(done, total)``, when given, counts
+    the steps planned and then the steps run (over all iterations).
     """
     dt = _dtype(dtype)
     _ufunc(op)
@@ -698,16 +415,33 @@ def run(
             )
         _logical(schedule, count)
         return _run_compressed(schedule, count, dtype, op, seed, iters, error_bounds, max_bytes=max_bytes)
-    lowered = plan(schedule, count)
+    nsteps = len(schedule.steps)
+    units = nsteps + 1 + iters * nsteps  # the steps planned, the inputs and their reference, the steps run
+
+    def report(done: int, _: int = 0) -> None:
+        if on_progress is not None:
+            on_progress(done, units)
+
+    lowered = plan(schedule, count, checked=checked, on_progress=report if on_progress is not None else None)
     inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
+    values, mask = expected(schedule, inputs, op)  # before the last iteration overwrites the inputs
+    units = nsteps + 1 + iters * len(lowered.moves)
+    report(nsteps + 1)
     total = 0.0
     buffers = inputs
-    for _ in range(iters):
-        buffers = inputs.copy()
+    for i in range(iters):
+        last = i == iters - 1
+        buffers = inputs if last else inputs.copy()
+        ran = nsteps + 1 + i * len(lowered.moves)
+
+        def executed(done: int, _: int, ran: int = ran) -> None:
+            report(ran + done)
+
         start = time.perf_counter()
-        execute(lowered, buffers, op)
+        execute(lowered, buffers, op, on_progress=executed if on_progress is not None else None)
         total += time.perf_counter() - start
-    values, mask = expected(schedule, inputs, op)
+        if not last:
+            del buffers
     wrong = count_wrong(buffers, values, mask, dtype, op, schedule.nranks, reduces=schedule.collective.reduces)
     return RunResult(
         algorithm=schedule.algorithm,

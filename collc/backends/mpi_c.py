@@ -92,8 +92,8 @@ SMALL_BELOW = 64 * 1024
 """Calls of fewer bytes run a library's small-message schedule when it has one (`generate`)."""
 
 RUNTIME_HEADERS: tuple[str, ...] = (
-    "collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_flow.h", "collc_shim.h", "collc_coll.h",
-    "collc_codecs.h", "collc_zcodec.h", "collc_zexec.h",
+    "collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_flow.h", "collc_dtype.h", "collc_shim.h",
+    "collc_check.h", "collc_coll.h", "collc_codecs.h", "collc_zcodec.h", "collc_zexec.h",
 )  # fmt: skip
 
 C_CODECS: dict[str, str] = {
@@ -115,6 +115,10 @@ MPI_NAMES: dict[Collective, str] = {
     Collective.ALLTOALL: "MPI_Alltoall",
 }
 """The MPI collective each schedule's library interposes."""
+
+MPI_ALSO: dict[Collective, tuple[str, ...]] = {Collective.REDUCE_SCATTER: ("MPI_Reduce_scatter",)}
+"""Other MPI collectives a library interposes (and their ``_c`` twins): ``MPI_Reduce_scatter`` runs the schedule
+when every receive count is equal, and goes to PMPI otherwise."""
 
 API_NAMES: dict[Collective, str] = {
     Collective.ALLREDUCE: "allreduce",
@@ -244,6 +248,7 @@ class Plan:
     sizes: tuple[str, ...] = ()  # the symbols of the library's schedules for other rank counts
     sizes_text: str = ""  # every rank count of the library ("" for one)
     chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
+    exact: bool = False  # floating-point MPI_SUM and MPI_PROD go to PMPI unless COLLC_SHIM_EXACT=0 (`generate`)
 
 
 def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
@@ -526,6 +531,7 @@ def generate(
     small: Schedule | None = None,
     small_below: int = SMALL_BELOW,
     sizes: Sequence[SizeVariant] = (),
+    exact: bool = False,
 ) -> list[Path]:
     """Render the C sources for a VERIFIED schedule into out_dir (created if needed); returns the written files.
 
@@ -535,6 +541,9 @@ def generate(
     type size is below ``small_below`` bytes run it instead (`COLLC_SMALL_BYTES` overrides).
     ``sizes`` adds the same algorithm at other rank counts: the library runs a call on the
     schedule of its communicator's size (files ``collc_<algorithm>_p<N>.c``).
+    ``exact`` makes the interposed calls hand floating-point ``MPI_SUM`` and ``MPI_PROD``, whose last bits depend
+    on the order in which ranks are combined, to the MPI library (as ``COLLC_SHIM_EXACT=1`` does; ``=0`` at run
+    time turns it off), so that results are the MPI library's bit for bit.
     """
     out_dir = Path(out_dir)
     if small_below < 0:
@@ -581,6 +590,7 @@ def generate(
                 "sources": sources,
                 "sizes": tuple(f"{s}_schedule" for s in stems[1:]),
                 "sizes_text": ", ".join(map(str, sorted(seen))) if sizes else "",
+                "exact": exact,
             }
             first = plan(v.schedule, v.error_bound, **extra)
             parts.insert(0, (f"{stem}.c", first))

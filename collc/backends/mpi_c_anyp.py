@@ -134,6 +134,7 @@ class AnypPlan:
     cflags: str
     sanitize_flags: str
     nranks: str = "any"
+    exact: bool = False  # floating-point MPI_SUM and MPI_PROD go to PMPI (mpi_c.generate's ``exact``)
 
 
 def check_supported(program: Program, params: Mapping[str, ParamValue]) -> None:
@@ -143,7 +144,7 @@ def check_supported(program: Program, params: Mapping[str, ParamValue]) -> None:
         raise problem
 
 
-def plan(program: Program, params: Mapping[str, ParamValue], coverage: Coverage) -> AnypPlan:
+def plan(program: Program, params: Mapping[str, ParamValue], coverage: Coverage, *, exact: bool = False) -> AnypPlan:
     """The data the templates render for ``program`` with the compile-time ``params`` (p excluded), serving the
     sizes of ``coverage``."""
     if not coverage.runs:
@@ -181,6 +182,7 @@ def plan(program: Program, params: Mapping[str, ParamValue], coverage: Coverage)
         runtime_headers=RUNTIME_HEADERS,
         cflags=" ".join(mpi_c.CFLAGS),
         sanitize_flags=" ".join(mpi_c.SANITIZE_FLAGS),
+        exact=exact,
     )
 
 
@@ -205,10 +207,12 @@ def build(out_dir: Path, program: Program, *, cflags: Sequence[str] = ()) -> Pat
     return lib
 
 
-def generate(program: Program, out_dir: Path, params: Mapping[str, ParamValue], coverage: Coverage) -> list[Path]:
+def generate(
+    program: Program, out_dir: Path, params: Mapping[str, ParamValue], coverage: Coverage, *, exact: bool = False
+) -> list[Path]:
     """Write the any-p library's sources, header, Makefile and runtime headers into ``out_dir``; the library serves
-    the sizes of ``coverage``."""
-    data = plan(program, params, coverage)
+    the sizes of ``coverage``; ``exact`` as for `mpi_c.generate`."""
+    data = plan(program, params, coverage, exact=exact)
     out_dir = Path(out_dir)
     header = f"collc_{data.ident}.h"
     files = [(data.file_name, "collc_anyp.c.j2"), (header, "collc_anyp.h.j2"), ("Makefile", "Makefile.j2")]

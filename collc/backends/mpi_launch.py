@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from collc.backends import mpi_c, mpi_py, mpitools
+from collc import collectives
+from collc.backends import local, mpi_c, mpi_py, mpitools
 from collc.diagnostics import CollError
 from collc.ir import Schedule
 
-__all__ = ["IMPLEMENTATIONS", "Job", "MpiRow", "prepare", "run"]
+__all__ = ["IMPLEMENTATIONS", "Job", "MpiRow", "buffer_bytes", "check_budget", "host_memory", "prepare", "run"]
 
 IMPLEMENTATIONS = ("mpi-py", "mpi-c", "native")
 """The ways a job can run the collective: the generated module, the generated C library, MPI's own."""
@@ -52,6 +53,40 @@ class MpiRow:
     wire_bytes: int = -1  # bytes every rank together sent in one call (compressed payloads at their size); -1: unknown
     max_abs_error: float | None = None  # compression points: the largest error against the float64 reduction
     error_bound: float | None = None  # compression points: the largest verified bound of an output (inf: unbounded)
+
+
+def host_memory() -> int:
+    """This machine's physical memory in bytes (0 when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def buffer_bytes(schedule: Schedule, count: int, dtype: str) -> int:
+    """Bytes the ranks' buffers of one call take together: an input and a result per rank, each over the
+    collective's logical element space (`collectives.logical_count`), as the worker allocates them."""
+    logical = collectives.logical_count(schedule.collective, schedule.nranks, count)
+    itemsize = local.DTYPES[dtype].itemsize if dtype in local.DTYPES else 8
+    return 2 * schedule.nranks * logical * itemsize
+
+
+def check_budget(schedule: Schedule, counts: Sequence[int], dtype: str, max_bytes: int | None = None) -> None:
+    """CollError for a count whose buffers (`buffer_bytes`) exceed ``max_bytes`` (default: this machine's memory,
+    `host_memory`), before any rank starts to allocate them."""
+    budget = host_memory() if max_bytes is None else max_bytes
+    if budget <= 0 or not counts:
+        return
+    count = max(counts)
+    need = buffer_bytes(schedule, count, dtype)
+    if need > budget:
+        per = max(1, buffer_bytes(schedule, 1, dtype))
+        what = "this machine's memory" if max_bytes is None else "the budget"
+        raise CollError(
+            f"{schedule.algorithm}: count={count} needs {need / 2**30:.2f} GiB of buffers across {schedule.nranks} "
+            f"ranks (an input and a result each), above {what} of {budget / 2**30:.2f} GiB; use a smaller count "
+            f"(at most {budget // per} elements of {dtype})"
+        )
 
 
 def prepare(
@@ -105,6 +140,7 @@ def run(
     dump_dir: Path | None = None,
     c_error_bound: tuple[float, float] | None = None,
     prepared: list[dict[str, Any]] | None = None,
+    max_bytes: int | None = None,
 ) -> list[MpiRow]:
     """Run ``schedule`` on ``schedule.nranks`` MPI processes for every count and implementation.
 
@@ -118,16 +154,21 @@ def run(
     ``c_error_bound`` is what an mpi-c library reports as its bound (`prepare`).
     ``prepared``: the entries `prepare` returned for this schedule and ``kinds`` in
     an earlier run, to run the code it built again without rebuilding it.
+    ``max_bytes``: the most the ranks' buffers may take together (`check_budget`;
+    default: this machine's memory, unless ``mpiexec_args`` may place ranks on
+    other hosts, when there is no default).
     """
     if schedule.compresses() and check and error_bounds is None:
         raise CollError(f"{schedule.algorithm} has compression points: its results are judged by error bounds")
+    if max_bytes is not None or not mpiexec_args:
+        check_budget(schedule, counts, dtype, max_bytes)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="collc-mpi-") as tmp:
             return run(
                 schedule, counts, kinds=kinds, dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
                 check=check, timeout=timeout, workdir=Path(tmp), mpiexec_args=mpiexec_args, on_row=on_row,
                 error_bounds=error_bounds, env=env, dump_dir=dump_dir, c_error_bound=c_error_bound,
-                prepared=prepared,
+                prepared=prepared, max_bytes=max_bytes,
             )  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)
     status_dir = workdir / "status"

@@ -6,6 +6,7 @@ import json
 import math
 import shlex
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -15,31 +16,57 @@ from collc.backends import local, mpi_c
 from collc.backends.cuda import CudaRow
 from collc.backends.mpi_cuda import TRANSPORTS, check_transport
 from collc.backends.mpi_launch import MpiRow
+from collc.cli import budget as memory
 from collc.cli.common import (
     EXIT_OK,
     EXIT_WRONG,
+    RANGE_NOTE,
+    RANKS,
     bad_value,
+    check_output,
     check_values,
     collect_params,
     collect_ranges,
     fail_input,
-    instance_options,
+    instance_options_with,
     load_algorithm,
     load_instance,
     main,
     parse_size,
     parse_sizes,
+    write_failed,
 )
 from collc.cli.progress import Bar, progress_bar
-from collc.collectives import busbw_factor, count_error
+from collc.collectives import busbw_factor, count_error, layout_error
 from collc.diagnostics import CollError
+from collc.goodput import size_text
 from collc.ir import Collective, Schedule
 from collc.verify.check import CheckReport
 from collc.verify.sweep import parse_int_spec
 
+OFFERED_TRANSPORTS = tuple(t for t in TRANSPORTS if t != "nccl")
+"""The transports --transport offers: those mpi-cuda implements (an NCCL transport is not among them)."""
+
+TRANSPORT_HELP = (
+    "mpi-cuda: how messages travel: mpi (CUDA-aware MPI, or staged through pinned host memory), the one transport "
+    "there is."
+)
+
+RANGE_TARGETS = ("mpi-c",)
+"""The targets -p N..M compiles for: one library holding the schedule of every p."""
+
+ANY_TARGETS = ("mpi-c", "mpi-cuda")
+"""The targets that take -p any."""
+
+COMPILE_RANKS_HELP = (
+    "The number of ranks. --target mpi-c also takes several: a range or list as for collc check (3..8, "
+    f"pow2:2..64, 4,6,12; {RANGE_NOTE}), one library for all of them; mpi-c and mpi-cuda take 'any': one library "
+    "for every p (--verify-ranks)."
+)
+
 
 @main.command(name="compile")
-@instance_options
+@instance_options_with(COMPILE_RANKS_HELP, "N|RANGE|any")
 @click.option(
     "--target",
     "-t",
@@ -51,14 +78,8 @@ from collc.verify.sweep import parse_int_spec
 @click.option(
     "--no-build", is_flag=True, help="mpi-c, cuda, mpi-cuda: write the sources and Makefile, do not compile them."
 )
-@click.option(
-    "--transport",
-    default="mpi",
-    type=click.Choice(list(TRANSPORTS)),
-    show_default=True,
-    help="mpi-cuda: how messages travel (mpi: CUDA-aware MPI or staged through pinned host memory; nccl: not "
-    "implemented).",
-)
+@click.option("--transport", default="mpi", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
+              help=TRANSPORT_HELP)  # fmt: skip
 @click.option(
     "--small",
     "small_file",
@@ -79,8 +100,15 @@ from collc.verify.sweep import parse_int_spec
     default=None,
     metavar="SPEC",
     help=f"-p any: the communicator sizes the library serves, each verified at compile time: ranks as for collc "
-    f"check -p (2..1024, pow2:2..16384, 4,6,12), or 'all' to prove every p (as collc check --ranks all). Any other "
+    f"check -p (2..1024, pow2:2..16384, 4,6,12; {RANGE_NOTE}), or 'all' to prove every p (as collc check --ranks "
+    f"all). Any other "
     f"size goes to the MPI library (mpi-c) or fails (mpi-cuda), with the reason [default: 1..{api.ANY_P_VERIFIED}].",
+)
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="mpi-c: floating-point MPI_SUM and MPI_PROD, whose last bits depend on the order of the operations, go to "
+    "the MPI library's own algorithm (COLLC_SHIM_EXACT=0 turns it off at run time; docs/mpi.md).",
 )
 def compile_cmd(
     file: str,
@@ -95,6 +123,7 @@ def compile_cmd(
     small_file: str | None,
     small_below: str | None,
     verify_ranks: str | None,
+    exact: bool,
 ) -> None:
     """Verify a schedule, then generate its executor (and build it, for mpi-c, cuda and mpi-cuda).
 
@@ -103,14 +132,36 @@ def compile_cmd(
     verified at compile time: --verify-ranks; docs/mpi.md, docs/mpi-cuda.md)."""
     _check_transport(target, transport)
     below = _small_options(target, small_file, small_below)
-    if p == "any":
-        _compile_any_p(file, target, params, dims, codecs, out, no_build, small_file, verify_ranks)
+    if exact and target != "mpi-c":
+        raise click.UsageError(f"--exact applies to the mpi-c target only, not {target}")
+    check_output(out, "-o", folder=True)
+    try:
+        _compile(file, p, params, codecs, dims, target, out, no_build, small_file, below, verify_ranks, exact)
+    except OSError as err:
+        write_failed(out, "-o", err)
+
+
+def _compile(
+    file: str, p: str | None, params: tuple[str, ...], codecs: tuple[str, ...], dims: str | None, target: str,
+    out: str, no_build: bool, small_file: str | None, below: int, verify_ranks: str | None, exact: bool,
+) -> None:  # fmt: skip
+    if p is not None and p.strip() == "any":
+        _compile_any_p(file, target, params, dims, codecs, out, no_build, small_file, verify_ranks, exact)
         return
     if verify_ranks is not None:
         raise click.UsageError("--verify-ranks applies to -p any only (-p N verifies the schedule of N)")
-    if target == "mpi-c" and p is not None and len(collect_ranges(p, (), None)["p"]) > 1:
-        _compile_sizes(file, p, params, dims, codecs, out, no_build, small_file, below)
+    several = p is not None and len(collect_ranges(p, (), None)["p"]) > 1
+    if several and target in RANGE_TARGETS:
+        _compile_sizes(file, p, params, dims, codecs, out, no_build, small_file, below, exact)  # type: ignore[arg-type]
         return
+    if several:
+        count = len(collect_ranges(p, (), None)["p"])
+        raise click.BadParameter(
+            f"collc compile --target {target} takes one rank count, got {p!r} ({count} values): a range is for "
+            f"--target {' or '.join(RANGE_TARGETS)} (one library for every p of it), -p any for "
+            f"{' and '.join(ANY_TARGETS)}; 'collc check FILE -p {p}' checks a range",
+            param_hint=RANKS,
+        )
     inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
@@ -124,7 +175,9 @@ def compile_cmd(
             click.echo(report.report_text(small.schedule, checked, small.algorithm.sources), err=True)
             sys.exit(EXIT_WRONG)
     try:
-        files = inst.compile(target, out, build=not no_build, verify=False, small=small, small_below=below)
+        files = inst.compile(
+            target, out, build=not no_build, verify=False, small=small, small_below=below, exact=exact
+        )
     except CollError as err:
         fail_input(err, {**inst.algorithm.sources, **(small.algorithm.sources if small is not None else {})})
     for path in files:
@@ -132,11 +185,18 @@ def compile_cmd(
 
 
 @main.command()
-@instance_options
-@click.option("--size", default=None, help="Vector size in bytes (e.g. 4MiB).")
-@click.option("--sizes", default=None, help="A doubling sweep LOW:HIGH (e.g. 8:64MiB).")
-@click.option("--dtype", default="float32", type=click.Choice(sorted(local.DTYPES)), show_default=True)
-@click.option("--op", "redop", default="sum", type=click.Choice(list(local.OPS)), show_default=True)
+@instance_options_with("The number of ranks (one; 'collc check' takes ranges).", "N")
+@click.option("--size", default="4MiB", show_default=True, metavar="SIZE", help="Vector size in bytes, e.g. 64K, 4MiB.")
+@click.option(
+    "--sizes", default=None, metavar="LOW:HIGH", help="A doubling sweep instead of --size, e.g. 8:64MiB (up to HIGH)."
+)
+@click.option(
+    "--dtype", default="float32", type=click.Choice(sorted(local.DTYPES)), show_default=True, help="The element type."
+)
+@click.option(
+    "--op", "redop", default="sum", type=click.Choice(list(local.OPS)), show_default=True,
+    help="The reduction (collectives that reduce).",
+)  # fmt: skip
 @click.option(
     "--backend",
     default="local",
@@ -162,13 +222,15 @@ def compile_cmd(
     help="MPI: folder for the generated code and the ranks' status files (default: a temporary one).",
 )
 @click.option("--mpiexec-args", default="", metavar="ARGS", help="MPI: extra mpiexec arguments, e.g. '-f hosts'.")
+@click.option("--transport", default="mpi", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
+              help=TRANSPORT_HELP)  # fmt: skip
 @click.option(
-    "--transport",
-    default="mpi",
-    type=click.Choice(list(TRANSPORTS)),
-    show_default=True,
-    help="mpi-cuda: how messages travel (mpi: CUDA-aware MPI or staged through pinned host memory; nccl: not "
-    "implemented).",
+    "--max-memory",
+    default=None,
+    metavar="SIZE",
+    help="local: the most the buffers of every rank and the elaborated schedule may take together [default: 4GiB]; "
+    "mpi, mpi-py, mpi-c: the most the ranks' buffers (an input and a result each) may take together [default: this "
+    "machine's memory, none with --mpiexec-args]. A size that needs more is refused before anything runs.",
 )
 @click.option("--no-check", is_flag=True, help="Run without verifying the schedule first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
@@ -189,26 +251,52 @@ def run(
     workdir: str | None,
     mpiexec_args: str,
     transport: str,
+    max_memory: str | None,
     no_check: bool,
     as_json: bool,
 ) -> None:
     """Verify, then run a schedule on random data, validating against numpy (nccl-tests style rows)."""
     _check_transport(backend, transport)
-    if size is not None and sizes is not None:
+    ctx = click.get_current_context()
+    if sizes is not None and ctx.get_parameter_source("size") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --size or --sizes, not both")
-    byte_sizes = parse_sizes(sizes) if sizes is not None else [parse_size(size or "4MiB")]
+    option, given = ("--sizes", sizes) if sizes is not None else ("--size", size)
+    byte_sizes = parse_sizes(given, option) if sizes is not None else [parse_size(given, option)]
     itemsize = local.DTYPES[dtype].itemsize
     if 0 < byte_sizes[0] < itemsize:  # sizes are rounded down to whole elements, but not to none
-        option, text = ("--sizes", sizes) if sizes is not None else ("--size", size or "")
-        raise bad_value(option, text, f"{byte_sizes[0]} bytes is less than one {itemsize}-byte {dtype} element")
+        raise bad_value(option, given, f"{byte_sizes[0]} bytes is less than one {itemsize}-byte {dtype} element")
     try:
         launcher_args = tuple(shlex.split(mpiexec_args))
     except ValueError as err:
         raise bad_value(
             "--mpiexec-args", mpiexec_args, f"{str(err).lower()} (the text is split as a shell would)"
         ) from None
-    with progress_bar("elaborating", quiet=as_json) as bar:
-        inst = load_instance(file, p, params, dims, codecs)
+    budget = memory.budget_of(max_memory, backend, elsewhere=bool(launcher_args))
+    if workdir is not None:
+        check_output(workdir, "--workdir", folder=True)
+    values = collect_params(p, params, dims)
+    alg = load_algorithm(file, codecs)
+    check_values(alg, {name: [value] for name, value in values.items()}, p, params, dims)
+    buffers = nranks = 0
+    if budget is not None:
+        nranks = memory.nranks_of(alg, values)
+        buffers = memory.check_buffers(alg, nranks, byte_sizes, dtype, backend, iters, budget, option, given)
+    with progress_bar(f"elaborating {alg.name}", quiet=as_json) as bar:
+        if backend == "local" and budget is not None:
+            local_budget = budget
+
+            def retry(beside: int, text: str) -> int:
+                bar.close()
+                return memory.check_buffers(
+                    alg, nranks, byte_sizes, dtype, backend, iters, local_budget, option, given, beside, text
+                )
+
+            inst = memory.elaborate_local(alg, values, nranks, buffers, budget, retry)
+        else:
+            try:
+                inst = alg.instantiate(**values)
+            except CollError as err:
+                fail_input(err, alg.sources)
         s = inst.schedule
         checked: CheckReport | None = None
         if not no_check:
@@ -216,9 +304,12 @@ def run(
             checked = inst.verify(on_progress=bar.on_progress)
         if checked is None or checked.ok:
             bar.stage(f"running {s.algorithm}", len(byte_sizes))
-            rows = _run_rows(
-                inst, byte_sizes, dtype, redop, backend, iters, warmup, timeout, workdir, launcher_args, transport, bar
-            )
+            settings = _Settings(dtype, redop, backend, iters, warmup, timeout, workdir, launcher_args, transport,
+                                 budget.limit if budget is not None else None)  # fmt: skip
+            try:
+                rows = _run_rows(inst, byte_sizes, settings, bar)
+            except OSError as err:
+                write_failed(workdir or err.filename or "the work folder", "--workdir", err)
     if checked is not None and not checked.ok:
         click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
         sys.exit(EXIT_WRONG)
@@ -237,22 +328,27 @@ def run(
     sys.exit(EXIT_WRONG if any(r["wrong"] for r in rows) else EXIT_OK)
 
 
-def _run_rows(
-    inst: api.Instance,
-    byte_sizes: list[int],
-    dtype: str,
-    redop: str,
-    backend: str,
-    iters: int,
-    warmup: int,
-    timeout: float,
-    workdir: str | None,
-    launcher_args: tuple[str, ...],
-    transport: str,
-    bar: Bar,
-) -> list[dict[str, Any]]:
-    """The rows of `collc run`, one per size, on ``backend`` (``bar`` counts the sizes done)."""
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    """How `collc run` runs each size (its options)."""
+
+    dtype: str
+    redop: str
+    backend: str
+    iters: int
+    warmup: int
+    timeout: float
+    workdir: str | None
+    launcher_args: tuple[str, ...]
+    transport: str
+    max_bytes: int | None  # the buffers' budget (local, MPI)
+
+
+def _run_rows(inst: api.Instance, byte_sizes: list[int], run: _Settings, bar: Bar) -> list[dict[str, Any]]:
+    """The rows of `collc run`, one per size, on ``run.backend`` (``bar`` counts the sizes done, or on the local
+    backend the steps planned and run of each size)."""
     s = inst.schedule
+    dtype, redop, backend, iters = run.dtype, run.redop, run.backend, run.iters
     itemsize = local.DTYPES[dtype].itemsize
     counts = []
     for nbytes in byte_sizes:
@@ -263,48 +359,60 @@ def _run_rows(
     rows = []
     try:
         if backend == "local":
-            try:  # sends and receives that disagree: the schedule is wrong (an MPI run fails on it too)
-                local.check_matching(s)
-            except local.MismatchError as err:
-                from collc.diagnostics import format_error
-
-                bar.close()
-                click.echo(format_error(CollError(err.message, err.span, err.notes), inst.algorithm.sources), err=True)
-                sys.exit(EXIT_WRONG)
-            for count in counts:
-                rows.append(_row(s, inst.run(count, dtype, redop, backend=backend, iters=iters)))
-                if bar.on_progress is not None:
-                    bar.on_progress(len(rows), len(counts))
+            _check_matching(inst, bar)
+            for i, (nbytes, count) in enumerate(zip(byte_sizes, counts, strict=True)):
+                which = f" ({i + 1}/{len(counts)})" if len(counts) > 1 else ""
+                bar.stage(f"running {s.algorithm} at {size_text(nbytes)}{which}", 2 * len(s.steps))
+                rows.append(_row(s, _run_local(s, count, run, bar)))
         elif backend == "cuda":
             results = inst.run_cuda(
-                counts, dtype, redop, iters=iters, warmup=warmup, verify=False, workdir=workdir,
+                counts, dtype, redop, iters=iters, warmup=run.warmup, verify=False, workdir=run.workdir,
                 on_progress=bar.on_progress,
             )  # fmt: skip
             rows = [_mpi_row(s, dtype, redop, r) for r in results]
         elif backend == "mpi-cuda":
             gpu_rows = inst.run_mpi_cuda(
-                counts, dtype, redop, iters=iters, warmup=warmup, timeout=timeout, verify=False, workdir=workdir,
-                mpiexec_args=launcher_args, transport=transport,
+                counts, dtype, redop, iters=iters, warmup=run.warmup, timeout=run.timeout, verify=False,
+                workdir=run.workdir, mpiexec_args=run.launcher_args, transport=run.transport,
             )  # fmt: skip
             rows = [_mpi_row(s, dtype, redop, r) | {"transport": r.transport} for r in gpu_rows]
         else:
             results = inst.run_mpi(
-                counts,
-                dtype,
-                redop,
-                backend=backend,
-                iters=iters,
-                warmup=warmup,
-                timeout=timeout,
-                verify=False,
-                workdir=workdir,
-                mpiexec_args=launcher_args,
-                on_progress=bar.on_progress,
-            )
+                counts, dtype, redop, backend=backend, iters=iters, warmup=run.warmup, timeout=run.timeout,
+                verify=False, workdir=run.workdir, mpiexec_args=run.launcher_args, on_progress=bar.on_progress,
+            )  # fmt: skip
             rows = [_mpi_row(s, dtype, redop, r) for r in results]
     except CollError as err:
         fail_input(err, inst.algorithm.sources)
     return rows
+
+
+def _check_matching(inst: api.Instance, bar: Bar) -> None:
+    """Exit 1 when sends and receives disagree: the schedule is wrong (an MPI run fails on it too)."""
+    try:
+        local.check_matching(inst.schedule)
+    except local.MismatchError as err:
+        from collc.diagnostics import format_error
+
+        bar.close()
+        click.echo(format_error(CollError(err.message, err.span, err.notes), inst.algorithm.sources), err=True)
+        sys.exit(EXIT_WRONG)
+
+
+def _run_local(s: Schedule, count: int, run: _Settings, bar: Bar) -> local.RunResult:
+    """One size on the local backend, within the budget, its steps counted on ``bar``."""
+    bounds = None
+    if s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None:
+        from collc.verify.compression import analyse
+
+        bounds = analyse(s, input_bound=1.0, dtype=run.dtype).bound
+    try:
+        return local.run(
+            s, count, run.dtype, run.redop, iters=run.iters, max_bytes=run.max_bytes or local.DEFAULT_MAX_BYTES,
+            error_bounds=bounds, checked=True, on_progress=bar.on_progress,
+        )  # fmt: skip
+    except ValueError as err:
+        raise CollError(str(err)) from None
 
 
 def _compile_sizes(
@@ -317,6 +425,7 @@ def _compile_sizes(
     no_build: bool,
     small_file: str | None,
     below: int,
+    exact: bool,
 ) -> None:
     """``collc compile --target mpi-c -p 3..8``: one library for every rank count the constraints allow."""
     ranks = collect_ranges(p, (), None)["p"]
@@ -327,7 +436,7 @@ def _compile_sizes(
     sources = {**alg.sources, **(small.sources if small is not None else {})}
     try:
         files, compiled = alg.compile_library(
-            ranks, out, params=values, small=small, small_below=below, build=not no_build
+            ranks, out, params=values, small=small, small_below=below, build=not no_build, exact=exact
         )
     except CollError as err:
         fail_input(err, sources)
@@ -348,6 +457,7 @@ def _compile_any_p(
     no_build: bool,
     small_file: str | None,
     verify_ranks: str | None,
+    exact: bool,
 ) -> None:
     """``collc compile --target mpi-c|mpi-cuda -p any``: one library for the communicator sizes it covers."""
     if target not in ("mpi-c", "mpi-cuda"):
@@ -362,7 +472,7 @@ def _compile_any_p(
         with progress_bar(f"{what} {alg.name} for -p any") as bar:
             files, coverage = alg.compile_any_p(
                 out, target=target, params=values, verify_ranks=ranks, build=not no_build,
-                on_progress=bar.on_progress,
+                on_progress=bar.on_progress, exact=exact,
             )  # fmt: skip
     except CollError as err:
         fail_input(err, alg.sources)
@@ -402,9 +512,11 @@ def _small_options(target: str, small_file: str | None, small_below: str | None)
 
 
 def _check_transport(target: str, transport: str) -> None:
-    """--transport names how mpi-cuda moves messages; nccl is refused (not implemented)."""
+    """--transport names how mpi-cuda moves messages: mpi, the one there is (nccl is refused with the reason)."""
     if transport == "mpi":
         return
+    if transport not in TRANSPORTS:
+        raise bad_value("--transport", transport, f"is not a transport (mpi-cuda has {', '.join(OFFERED_TRANSPORTS)})")
     if target != "mpi-cuda":
         fail_input(CollError(f"--transport {transport} applies to the mpi-cuda target only, not {target}"))
     try:

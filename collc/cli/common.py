@@ -4,9 +4,12 @@ Exit codes: 0 ok, 1 the schedule is wrong, 2 usage or input error."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -48,6 +51,9 @@ def option_hint(*names: str) -> str:
 
 
 RANKS = option_hint("-p", "--ranks")
+
+RANGE_NOTE = "a..b includes b here, while a .. b in a .coll program stops before b"
+"""What every help text that takes a range says about its end."""
 
 
 def bad_value(option: str, text: str, why: str) -> click.BadParameter:
@@ -210,7 +216,7 @@ def parse_codec_options(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _parameter_options(fn: F, ranges: bool) -> F:
+def _parameter_options(fn: F, ranges: bool, ranks_help: str | None = None, ranks_metavar: str | None = None) -> F:
     fn = click.option(
         "--codec",
         "codecs",
@@ -220,19 +226,30 @@ def _parameter_options(fn: F, ranges: bool) -> F:
     )(fn)
     if ranges:
         param_help, dims_help = (
-            "Another parameter (a value, range or list).",
+            f"Another parameter (a value, range or list; {RANGE_NOTE}).",
             "Torus shapes, e.g. 4x4 or 4x4,8x8 (dims).",
         )
-        ranks_help = "Ranks: 16, 2..64, pow2:2..1024, even:2..512, 4,6,12."
+        default_ranks_help = f"Ranks: 16, 2..64, pow2:2..1024, even:2..512, 4,6,12, or all ({RANGE_NOTE})."
     else:
         param_help, dims_help = "Another parameter (one value).", "The torus shape, e.g. 4x4 (dims)."
-        ranks_help = "The number of ranks (one; 'collc check' takes ranges)."
+        default_ranks_help = "The number of ranks (one; 'collc check' takes ranges)."
     metavar = ("NAME=SPEC", "SHAPES", "SPEC") if ranges else ("NAME=VALUE", "SHAPE", "N")
     fn = click.option("--param", "params", multiple=True, metavar=metavar[0], help=param_help)(fn)
     fn = click.option("--dims", default=None, metavar=metavar[1], help=dims_help)(fn)
-    fn = click.option("-p", "--ranks", "p", default=None, metavar=metavar[2], help=ranks_help)(fn)
+    fn = click.option(
+        "-p", "--ranks", "p", default=None, metavar=ranks_metavar or metavar[2], help=ranks_help or default_ranks_help
+    )(fn)
     fn = click.argument("file")(fn)
     return fn
+
+
+def instance_options_with(ranks_help: str, ranks_metavar: str) -> Callable[[F], F]:
+    """`instance_options` with another help text (and metavar) for -p: a command that also takes ranges."""
+
+    def add(fn: F) -> F:
+        return _parameter_options(fn, ranges=False, ranks_help=ranks_help, ranks_metavar=ranks_metavar)
+
+    return add
 
 
 def instance_options(fn: F) -> F:
@@ -243,6 +260,57 @@ def instance_options(fn: F) -> F:
 def range_options(fn: F) -> F:
     """FILE, -p, --dims, --param, --codec where each may give a range of values (collc check)."""
     return _parameter_options(fn, ranges=True)
+
+
+# --------------------------------------------------------------------------
+# Output paths
+# --------------------------------------------------------------------------
+
+
+def output_problem(path: str | Path, *, folder: bool = False, parents: bool = True) -> str | None:
+    """Why ``path`` cannot be written, or None when it can: a file there (a folder, with ``folder``), made
+    with its missing parent folders when ``parents``.  The nearest existing folder is probed by making and
+    removing a temporary folder in it, so that nothing is left behind."""
+    target = Path(path)
+    if target.exists():
+        if folder and not target.is_dir():
+            return f"{target} is a file, not a folder" if target.is_file() else f"{target} is not a folder"
+        if not folder and target.is_dir():
+            return f"{target} is a folder"
+        if not folder:
+            return None if os.access(target, os.W_OK) else f"{target} is not writable"
+        return _probe(target)
+    start = target if folder else target.parent
+    nearest = start
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        return f"{nearest} is a file, not a folder" if nearest.is_file() else f"{nearest} is not a folder"
+    if nearest != start and not parents:
+        return f"there is no folder {start}"
+    return _probe(nearest)
+
+
+def _probe(folder: Path) -> str | None:
+    try:
+        made = tempfile.mkdtemp(prefix=".collc-probe-", dir=folder)
+    except OSError as err:
+        return f"nothing can be made in {folder} ({err.strerror or err})"
+    os.rmdir(made)
+    return None
+
+
+def check_output(path: str | Path, option: str, *, folder: bool = False, parents: bool = True) -> None:
+    """Exit 2 with ``cannot write PATH (OPTION): why`` unless `output_problem` finds none."""
+    problem = output_problem(path, folder=folder, parents=parents)
+    if problem is not None:
+        fail_input(CollError(f"cannot write {path} ({option}): {problem}"))
+
+
+def write_failed(path: str | Path, option: str, err: OSError) -> NoReturn:
+    """Exit 2 for an output that could not be written after all: the file and the system's reason."""
+    where = f"{err.filename}: " if err.filename and str(err.filename) != str(path) else ""
+    fail_input(CollError(f"cannot write {path} ({option}): {where}{err.strerror or err}"))
 
 
 def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoReturn:
@@ -299,7 +367,29 @@ def load_instance(
         fail_input(err, alg.sources)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The `collc` group: its help lists every command with its first sentence whole, not cut at a width."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, first_sentence(cmd)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def first_sentence(cmd: click.Command) -> str:
+    """The first sentence of a command's help (its short help when it has one), on one line."""
+    text = cmd.short_help or (cmd.help or "").split("\f", 1)[0].split("\n\n", 1)[0]
+    text = " ".join(text.replace("\b", "").split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="collc")
 def main() -> None:
     """collc: write a collective once, prove it for every rank count, run it."""

@@ -10,7 +10,17 @@ import click
 
 from collc import report
 from collc.backends import msccl
-from collc.cli.common import EXIT_WRONG, bad_value, fail_input, instance_options, load_instance, main, parse_size
+from collc.cli.common import (
+    EXIT_WRONG,
+    bad_value,
+    check_output,
+    fail_input,
+    instance_options,
+    load_instance,
+    main,
+    parse_size,
+    write_failed,
+)
 from collc.diagnostics import CollError
 from collc.ir import schedule_to_json
 
@@ -22,7 +32,10 @@ from collc.ir import schedule_to_json
     help="msccl-xml: MSCCL-IR for MSCCL runtimes; json: the schedule IR (docs/ir-json.md).",
 )  # fmt: skip
 @click.option("-o", "--output", "out", default="-", show_default=True, help="Output file ('-': standard output).")
-@click.option("--proto", type=click.Choice(list(msccl.PROTOCOLS)), default="Simple", show_default=True)
+@click.option(
+    "--proto", type=click.Choice(list(msccl.PROTOCOLS)), default="Simple", show_default=True,
+    help="msccl-xml: the NCCL protocol the runtime moves the program's data with (the proto attribute).",
+)  # fmt: skip
 @click.option("--min-bytes", default="0", show_default=True, help="msccl-xml: smallest size the program is for.")
 @click.option("--max-bytes", default="1TiB", show_default=True, help="msccl-xml: largest size the program is for.")
 @click.option(
@@ -53,6 +66,8 @@ def export(
         msccl.check_options(proto, low, high)
     except CollError as err:
         fail_input(err)
+    if out != "-":
+        check_output(out, "-o", parents=False)
     inst = load_instance(file, p, params, dims, codecs)
     checked = inst.verify()
     if not checked.ok:
@@ -75,7 +90,7 @@ def export(
     try:
         Path(out).write_text(text)
     except OSError as err:
-        fail_input(CollError(f"cannot write {out}: {err.strerror or err}"))
+        write_failed(out, "-o", err)
     click.echo(f"wrote {out}: {summary}")
 
 

@@ -7,9 +7,16 @@ import re
 import click
 from click.core import ParameterSource
 
-from collc.cli.common import fail_input, instance_options, load_instance, main, parse_size
+from collc.cli.common import (
+    RANGE_NOTE,
+    check_output,
+    instance_options,
+    load_instance,
+    main,
+    parse_size,
+    write_failed,
+)
 from collc.cli.network import MODEL_PARAMS, check_fit, model_of, model_options, network_of, network_options
-from collc.diagnostics import CollError
 
 
 def parse_steps(text: str, nsteps: int) -> range:
@@ -47,15 +54,21 @@ def parse_steps(text: str, nsteps: int) -> range:
     "otherwise the signed distance to the peer), or the level crossed, within a node or between nodes "
     "[default with --node].",
 )
-@click.option("--steps", "steps_text", default=None, metavar="A..B", help="Only steps A to B (also A.., ..B, or A).")
+@click.option(
+    "--steps",
+    "steps_text",
+    default=None,
+    metavar="A..B",
+    help=f"Only steps A to B (also A.., ..B, or A; {RANGE_NOTE}).",
+)
 @click.option(
     "--max-panels", type=click.IntRange(1, 64), default=16, show_default=True, help="At most this many step panels."
 )
 @click.option("--no-merge", is_flag=True, help="A panel per step, even for consecutive steps that are alike.")
 @network_options(
     required=False,
-    topology_help="The network between nodes, as for collc sim [default: full:N, a link between every pair of "
-    "the N nodes].",
+    topology_help="With --timeline: the network between nodes, as for collc sim [default: full:N, a link between "
+    "every pair of the N nodes].",
 )
 @click.option(
     "--size", "size_text", default="1MiB", show_default=True, metavar="SIZE", help="With --timeline: the vector size."
@@ -96,6 +109,7 @@ def viz(
     problem = pictures.suffix_problem(output)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="'-o' / '--output'")
+    check_output(output, "-o")
     _check_combination(chunk, timeline, color_by, node_text)
     schedule = load_instance(file, p, params, dims, codecs).schedule
     steps = parse_steps(steps_text, len(schedule.steps)) if steps_text is not None else None
@@ -131,7 +145,19 @@ def viz(
             panels = f"{shown.panels} panel{'s' * (shown.panels != 1)}"
             click.echo(f"wrote {shown.path}: {panels}, {shown.arrows} sends drawn; {shown.note}")
     except OSError as err:
-        fail_input(CollError(f"cannot write {output}: {err.strerror or err}"))
+        write_failed(output, "-o", err)
+
+
+def _timeline_only(command: click.Command) -> click.Command:
+    """Say in the help of the network model's options that they matter with --timeline only (the step and chunk
+    views do not simulate; `_check_combination` refuses them there)."""
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name in MODEL_PARAMS and param.help:
+            param.help = f"With --timeline: {param.help[0].lower()}{param.help[1:]}"
+    return command
+
+
+_timeline_only(viz)
 
 
 def _check_combination(chunk: int | None, timeline: bool, color_by: str | None, node_text: str | None) -> None:

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from collc import api
 from collc.cli.common import (
     bad_value,
+    check_output,
     fail_input,
     main,
     parse_param_item,
     parse_param_value,
     parse_sizes,
+    write_failed,
 )
 from collc.cli.network import model_of, model_options, network_of, network_options
 from collc.cli.progress import progress_bar
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
 from collc.viz import suffix_problem
+
+if TYPE_CHECKING:
+    from collc import goodput
+    from collc.simulate import NetworkModel
+    from collc.topology import Topology
 
 
 @main.command()
@@ -37,7 +45,27 @@ from collc.viz import suffix_problem
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Another parameter of the programs.")
 @click.option("--exact", is_flag=True, help="Elaborate every step (long step loops are sampled otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Rows of algorithm, variant, size_bytes, time_us, goodput_gbps.")
-@click.option("--plot", "plot_path", default=None, metavar="OUT.png|svg|pdf", help="Draw the goodput curves.")
+@click.option(
+    "--plot",
+    "plot_path",
+    default=None,
+    metavar="OUT.png|svg|pdf",
+    help="Draw the goodput curves (after the table is printed); the suffix picks the format.",
+)
+@click.option(
+    "--yscale",
+    type=click.Choice(["auto", "linear", "log"]),
+    default="auto",
+    show_default=True,
+    help="The goodput axis of --plot: auto is log where the goodputs span more than two decades (as small sizes "
+    "next to large ones do), linear otherwise.",
+)
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="Simulate without verifying the programs first (each is checked at the simulated instance, as collc check "
+    "does, and one that fails is named in a warning line before the table).",
+)
 def sim(
     entries: tuple[str, ...],
     topology_text: str,
@@ -57,6 +85,8 @@ def sim(
     exact: bool,
     as_json: bool,
     plot_path: str | None,
+    yscale: str,
+    no_check: bool,
 ) -> None:
     """Predict goodput on a network with the flow-level simulator (docs/simulate.md).
 
@@ -78,16 +108,41 @@ def sim(
     problem = suffix_problem(plot_path) if plot_path is not None else None
     if problem is not None:
         raise click.BadParameter(problem, param_hint="'--plot'")
+    if plot_path is not None:
+        check_output(plot_path, "--plot")
+    elif click.get_current_context().get_parameter_source("yscale") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--yscale applies to --plot only")
+    failures: list[goodput.Failure] = []
     with progress_bar("simulating", quiet=as_json) as bar:
         try:
+            if not no_check:
+                bar.stage("verifying", sum(len(entry.files) for entry in parsed))
+                failures = goodput.verify(parsed, topology, extra, on_progress=bar.on_progress)
+                bar.stage("simulating", 0)
             result = goodput.study(parsed, topology, byte_sizes, model, extra, exact=exact, on_progress=bar.on_progress)
         except CollError as err:
             fail_input(err, err.sources)
+    for failure in failures:
+        click.echo(failure.line(), err=True)
+    _print(result, topology, model, execution, link_bw, link_latency, hop_latency, routing, as_json)
     if plot_path is not None:
         try:
-            goodput.plot(result, plot_path, peak_gbps=topology.peak_bandwidth(model.link_bandwidth) * 8 / 1e9)
+            goodput.plot(result, plot_path, yscale=yscale)
         except CollError as err:
             fail_input(err)
+        except OSError as err:
+            write_failed(plot_path, "--plot", err)
+        if not as_json:
+            click.echo(f"# wrote {plot_path}")
+
+
+def _print(
+    result: goodput.Study, topology: Topology, model: NetworkModel, execution: str, link_bw: str, link_latency: str,
+    hop_latency: str, routing: str, as_json: bool,
+) -> None:  # fmt: skip
+    """The tables (or the JSON rows) of a study."""
+    from collc import goodput
+
     if as_json:
         rows = [
             {"algorithm": p.algorithm, "variant": p.variant, "size_bytes": p.size_bytes,
@@ -107,8 +162,6 @@ def sim(
         sampled = "" if v.elaborated == v.steps else f" ({v.elaborated} elaborated, the others stood in for)"
         click.echo(f"# {v.entry}: {v.algorithm}, {v.steps} steps{sampled}, {v.seconds:.1f} s")
     click.echo(goodput.table_text(result))
-    if plot_path is not None:
-        click.echo(f"# wrote {plot_path}")
 
 
 def _extra_params(items: tuple[str, ...], files: list[str]) -> dict[str, ParamValue]:

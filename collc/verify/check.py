@@ -8,14 +8,20 @@ slot holding every contribution 2^64 + 1 times has the right sum modulo 2^64,
 never the right count); it also does the well-formedness,
 matching and statistics work.  Only the chunks that fail the postcondition there
 (at most `_MAX_TRACED_CHUNKS`) are then re-traced *exactly* (per rank, a bitset
-of origins plus the counts above one) to name the missing or doubly counted
-contributions and the op responsible.  The hashes are drawn afresh for every
+of origins plus the counts above one, `collc.verify.retrace`) to name the missing or
+doubly counted contributions and the op responsible.  The hashes are drawn afresh for every
 check: a slot with the right count whose contributions are wrong lacks some
 contribution j, so its fingerprint differs from the right one by a sum in which
 h_j has the odd coefficient -1, which vanishes modulo 2^64 with a probability of
 at most 2^-63 over h_j (docs/verifier.md, "Soundness").  A schedule with
 compression points (noticed by the fingerprint pass) also gets the compression
 pass of `collc.verify.compression`: slot states, codec matching and error bounds.
+
+The cost follows the work (`collc.verify.columns`): a schedule that names few of its chunks keeps state for
+those alone (the others keep their first contents, and the layout decides them); a step of long runs of
+chunks moves them with slices; the postcondition is checked a block of chunks at a time and its failing
+chunks are summed up as runs (`collc.verify.findings.RunTally`).  A step's ops are merged per pair of ranks
+by `collc.verify.matching`.
 
 Semantics (see collc.ir and collc.collectives): per step and (src, dst) pair,
 sends and receives are merged into sets and must match; only matched chunks
@@ -32,21 +38,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collc.collectives import EVERY, chunk_dest, chunk_origin, layout_error
+from collc.collectives import EVERY, chunk_origin, layout_error
 from collc.ir import Action, Op, OpKind, Schedule
+from collc.verify.columns import fails_untouched, layout, move_runs, touched
 from collc.verify.compression import ErrorStats, analyse, fmt_bound
 from collc.verify.fast import Regular, count_dtype
-from collc.verify.findings import CODES, Finding
+from collc.verify.findings import CODES, Finding, RunTally
 from collc.verify.findings import Collector as _Collector
 from collc.verify.findings import bits_ids as _bits_ids
 from collc.verify.findings import chunks_word as _chunks_word
-from collc.verify.findings import fmt as _fmt
-from collc.verify.findings import fmt_ids as _fmt_ids
 from collc.verify.findings import ids_bits as _ids_bits
 from collc.verify.findings import lowest as _lowest
 from collc.verify.findings import them as _them
-from collc.verify.multiset import Extra, counts_of, format_counts, msum
+from collc.verify.matching import find_op as _find_op
+from collc.verify.matching import merge_pairs as _pairs
 from collc.verify.races import find_races
+from collc.verify.retrace import trace
 from collc.verify.stats import Stats, bandwidth_bound, traffic_stats
 
 __all__ = ["CODES", "CheckReport", "Finding", "Stats", "bandwidth_bound", "check", "traffic_stats"]
@@ -56,6 +63,7 @@ _IDS_CACHE_LIMIT = 1 << 22  # ids kept in the bits -> ids cache before it is cle
 _BATCH_ELEMENTS = 1 << 23  # chunk transfers moved per numpy batch when a step allows batching
 _FAST_MIN_OPS = 192  # smaller steps cost less op by op than in numpy calls
 _FAST_BATCH_ELEMENTS = 1 << 21  # the same for regular steps (`collc.verify.fast`), whose temporaries are larger
+_POST_ELEMENTS = 1 << 22  # slots the postcondition compares at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,114 +94,6 @@ class CheckReport:
 # --------------------------------------------------------------------------
 
 
-_Pairs = dict[tuple[int, int], list[int]]  # (src, dst) -> [sent, copied, reduced] chunk bits
-
-
-def _pairs(
-    ops: Sequence[Op], nranks: int, nchunks: int, step: int, out: _Collector | None, codecs: list[bool] | None = None
-) -> _Pairs:
-    """Merge a step's ops per (src, dst); ill-formed ops are reported to `out` and skipped or repaired.
-
-    Local ops (compress, decompress) are skipped; when some op is local or carries a codec,
-    ``codecs[0]`` becomes True (the compression pass, `collc.verify.compression`, checks them).
-    """
-    pairs: _Pairs = {}
-    get = pairs.get
-    send_kind, recv_kind, reduce_action = OpKind.SEND, OpKind.RECV, Action.REDUCE
-    compressed = False
-    for op in ops:
-        rank, peer, bits = op.rank, op.peer, op.chunks.bits
-        if op.codec is not None:
-            compressed = True
-        if not (0 <= rank < nranks and 0 <= peer < nranks and rank != peer) or bits.bit_length() > nchunks:
-            if op.kind is not send_kind and op.kind is not recv_kind:
-                compressed = True
-                continue
-            bits = _repair(op, nranks, nchunks, step, out)
-            if bits < 0:
-                continue
-        if op.kind is send_kind:
-            if op.action is not None and out is not None:
-                msg = f"step {step}: rank {rank} sends to rank {peer} with action {op.action.value!r}"
-                out.add(Finding("send-with-action", msg, op.span, step, rank, None, None, None))
-            entry = get((rank, peer))
-            if entry is None:
-                pairs[rank, peer] = [bits, 0, 0]
-            else:
-                if entry[0] & bits and out is not None:
-                    _duplicate(out, op, step, entry[0] & bits)
-                entry[0] |= bits
-        elif op.kind is recv_kind:
-            entry = get((peer, rank))
-            if entry is None:
-                entry = pairs[peer, rank] = [0, 0, 0]
-            elif (entry[1] | entry[2]) & bits and out is not None:
-                _duplicate(out, op, step, (entry[1] | entry[2]) & bits)
-            if op.action is reduce_action:
-                entry[2] |= bits
-            else:
-                entry[1] |= bits
-                if op.action is None and out is not None:
-                    msg = f"step {step}: rank {rank} receives from rank {peer} without an action (copy assumed)"
-                    out.add(Finding("recv-without-action", msg, op.span, step, rank, None, None, None))
-        else:
-            compressed = True
-    if compressed and codecs is not None:
-        codecs[0] = True
-    return pairs
-
-
-def _duplicate(out: _Collector, op: Op, step: int, bits: int) -> None:
-    """The same chunk twice between one pair in one step: one message cannot be sent or received twice."""
-    if op.kind is OpKind.SEND:
-        msg = (
-            f"step {step}: rank {op.rank} sends {_chunks_word(bits)} to rank {op.peer} twice in this step, "
-            f"but one message per chunk arrives"
-        )
-    else:
-        msg = (
-            f"step {step}: rank {op.rank} receives {_chunks_word(bits)} from rank {op.peer} twice in this step, "
-            f"but rank {op.peer} sends {_them(bits)} once"
-        )
-    out.add(Finding("duplicate-transfer", msg, op.span, step, op.rank, _lowest(bits), None, None))
-
-
-def _repair(op: Op, nranks: int, nchunks: int, step: int, out: _Collector | None) -> int:
-    """Report an ill-formed op; its chunk bits cut to range, or -1 when it must be skipped."""
-    rank, peer, bits = op.rank, op.peer, op.chunks.bits
-    verb = "sends to" if op.kind is OpKind.SEND else "receives from"
-    if not 0 <= rank < nranks:
-        if out is not None:
-            msg = f"step {step}: an op of rank {rank} {verb} rank {peer}, but ranks are 0..{nranks - 1}"
-            out.add(Finding("rank-out-of-range", msg, op.span, step, rank, None, None, None))
-        return -1
-    if not 0 <= peer < nranks or peer == rank:
-        if out is not None:
-            code = "peer-is-self" if peer == rank else "peer-out-of-range"
-            why = "itself" if peer == rank else f"rank {peer}, but ranks are 0..{nranks - 1}"
-            out.add(Finding(code, f"step {step}: rank {rank} {verb} {why}", op.span, step, rank, None, None, None))
-        return -1
-    mask = (1 << nchunks) - 1
-    if out is not None:
-        bad = bits & ~mask
-        what = _chunks_word(bad)
-        msg = f"step {step}: rank {rank} {verb} rank {peer} {what}, but chunks are 0..{nchunks - 1}"
-        out.add(Finding("chunk-out-of-range", msg, op.span, step, rank, bad.bit_length() - 1, None, None))
-    return bits & mask
-
-
-def _find_op(ops: Sequence[Op], rank: int, kind: OpKind, peer: int, bits: int, action: Action | None = None) -> Op:
-    """The first op of a step that moves some of `bits` (with `action`), to locate a finding."""
-    fallback: Op | None = None
-    for op in ops:
-        if op.rank == rank and op.kind is kind and op.peer == peer:
-            fallback = fallback or op
-            if op.chunks.bits & bits and (action is None or (op.action or Action.COPY) is action):
-                return op
-    assert fallback is not None
-    return fallback
-
-
 def _expand(starts: list[int], offsets: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``starts[k] + cols[i]`` for every element i of segment k (a cumsum beats np.repeat)."""
     out = np.zeros(cols.size, dtype=cols.dtype)
@@ -213,15 +113,25 @@ _Seg = tuple[int, int, int]  # (src, dst, chunk bits)
 class _Fingerprint:
     """The whole-schedule pass: matching, stats and hashed data flow."""
 
-    def __init__(self, schedule: Schedule, out: _Collector, dataflow: bool, fast: bool | None = None) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        out: _Collector,
+        dataflow: bool,
+        fast: bool | None = None,
+        cols: np.ndarray | None = None,
+    ) -> None:
         self.s = schedule
         self.out = out
         self.dataflow = dataflow
         p, n = schedule.nranks, schedule.nchunks
+        # the chunks the state keeps (sorted; None: all): the others are never touched (`collc.verify.columns`)
+        self.cols = cols
+        self.width = w = n if cols is None else int(cols.size)
         self.sent = [0] * p
         self.received = [0] * p
         # regular steps (`collc.verify.fast`) are applied with numpy; their traffic is counted here
-        self.regular = Regular(p, n) if fast is not False else None
+        self.regular = Regular(p, n) if fast is not False and cols is None else None
         self.min_ops = 0 if fast else _FAST_MIN_OPS
         self.sent_fast = np.zeros(p, dtype=np.int64)
         self.received_fast = np.zeros(p, dtype=np.int64)
@@ -233,30 +143,33 @@ class _Fingerprint:
         self.ids_cache: dict[int, np.ndarray] = {}
         self.cached = 0
         # flat slot indices fit in 32 bits up to 2**31 slots: half the memory traffic of int64
-        self.index_dtype = np.int32 if p * n < 2**31 else np.int64
+        self.index_dtype = np.int32 if p * w < 2**31 else np.int64
         self.all_held = False
         self.held: np.ndarray | None = None  # None: every slot holds data, from the start to the end
         # contributions per slot, made at the first reduce (`counts`): until then a slot holds one or none
         self.count: np.ndarray | None = None
         if dataflow:
-            origin = chunk_origin(schedule.collective, p, n, schedule.root)
-            self.origin = origin
+            if cols is None:
+                origin = chunk_origin(schedule.collective, p, n, schedule.root)
+            else:
+                origin = layout(schedule.collective, p, n, schedule.root, cols)[0]
             # every slot starts held (reducing collectives): copies and reduces keep it so, skip the flags
             self.all_held = bool((origin == EVERY).all())
             self.h = np.random.default_rng().integers(  # fresh hashes for every check (see the module docstring)
                 0, np.iinfo(np.uint64).max, size=p, dtype=np.uint64, endpoint=True
             ) | np.uint64(1)
             every = origin == EVERY
-            cols = np.flatnonzero(~every)
-            if cols.size == 0:  # every rank holds every chunk (reducing collectives): no held flags
-                self.state = np.repeat(self.h[:, None], n, axis=1)
+            own = np.flatnonzero(~every)  # columns held by their origin alone
+            if own.size == 0:  # every rank holds every chunk (reducing collectives): no held flags
+                self.state = np.empty((p, w), dtype=np.uint64)
+                self.state[:] = self.h[:, None]
             else:
-                self.state = np.zeros((p, n), dtype=np.uint64)
-                self.held = np.zeros((p, n), dtype=bool)
+                self.state = np.zeros((p, w), dtype=np.uint64)
+                self.held = np.zeros((p, w), dtype=bool)
                 self.state[:, every] = self.h[:, None]
                 self.held[:, every] = True
-                self.state[origin[cols], cols] = self.h[origin[cols]]
-                self.held[origin[cols], cols] = True
+                self.state[origin[own], own] = self.h[origin[own]]
+                self.held[origin[own], own] = True
 
     def counts(self) -> np.ndarray:
         """The counts of contributions (flat), made now if no reduce has run yet: each slot then holds one
@@ -273,7 +186,10 @@ class _Fingerprint:
             if self.cached > _IDS_CACHE_LIMIT:
                 self.ids_cache.clear()
                 self.cached = 0
-            got = self.ids_cache[bits] = _bits_ids(bits).astype(self.index_dtype, copy=False)
+            ids = _bits_ids(bits)
+            if self.cols is not None:  # the columns of those chunks
+                ids = np.searchsorted(self.cols, ids)
+            got = self.ids_cache[bits] = ids.astype(self.index_dtype, copy=False)
             self.cached += got.size
         return got
 
@@ -412,8 +328,10 @@ class _Fingerprint:
         flat = segs[0] + segs[1] + segs[2]
         if not flat:
             return
-        n = self.s.nchunks
+        n = self.width
         count = self.counts() if self.count is not None or segs[1] else None
+        if move_runs(segs, self.state, self.count, self.held, self.cols):
+            return
         if self.held is None and conflict_free:
             # no slot is both read and written in this step: any order is the step's order, so move the
             # data in batches and keep the index arrays small
@@ -469,7 +387,7 @@ class _Fingerprint:
             yield batch
 
     def _move(self, segs: list[_Seg], reduce: bool, dups: bool, count: np.ndarray | None) -> None:
-        n = self.s.nchunks
+        n = self.width
         ids = [self.ids(bits) for _, _, bits in segs]
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
@@ -502,7 +420,8 @@ class _Fingerprint:
             if not self.out.room(code):
                 continue
             src, dst, _ = flat[k]
-            bad = _ids_bits(cols[where[seg == k]])
+            at = cols[where[seg == k]]
+            bad = _ids_bits(at if self.cols is None else self.cols[at])
             if code == "send-not-held":
                 op = _find_op(ops, src, OpKind.SEND, dst, bad)
                 what = _chunks_word(bad)
@@ -516,24 +435,56 @@ class _Fingerprint:
                 )
                 self.out.add(Finding(code, msg, op.span, step, dst, _lowest(bad), None, "{}"))
 
+    def failing(self) -> RunTally:
+        """The chunks whose required slots do not hold the expected fingerprint and count of contributions, a
+        block of chunks at a time (no array as long as the vector): the state's columns by their contents, the
+        chunks no op touches (when the state keeps the others only) by the layout."""
+        tally = RunTally(_MAX_TRACED_CHUNKS)
+        for a, bad in self._failing_blocks():
+            tally.add_flags(a, bad)
+        return tally
+
     def failing_chunks(self) -> np.ndarray:
-        """Chunks whose required slots do not hold the expected fingerprint and count of contributions."""
-        p, n = self.s.nranks, self.s.nchunks
-        dest = chunk_dest(self.s.collective, p, n, self.s.root)
-        every_origin = self.origin == EVERY
-        expected = np.where(every_origin, self.h.sum(dtype=np.uint64), self.h[np.maximum(self.origin, 0)])
+        """The ids of all the chunks `failing` sums up."""
+        found = [a + np.flatnonzero(bad) for a, bad in self._failing_blocks()]
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+    def _failing_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        s = self.s
+        p, n, cols = s.nranks, s.nchunks, self.cols
+        total = self.h.sum(dtype=np.uint64)
+        block = max(1, _POST_ELEMENTS // p)
+        for a in range(0, n, block):
+            b = min(n, a + block)
+            origin, dest = layout(s.collective, p, n, s.root, np.arange(a, b))
+            if cols is None:
+                bad = self._wrong_columns(a, origin, dest, total)
+            else:
+                bad = fails_untouched(p, origin, dest)
+                lo, hi = np.searchsorted(cols, [a, b]).tolist()
+                if hi > lo:
+                    at = cols[lo:hi] - a
+                    bad[at] = self._wrong_columns(lo, origin[at], dest[at], total)
+            yield a, bad
+
+    def _wrong_columns(self, lo: int, origin: np.ndarray, dest: np.ndarray, total: np.uint64) -> np.ndarray:
+        """Which of the state's columns lo, lo + 1, ... (chunks of ``origin`` and ``dest``) fail."""
+        p = self.s.nranks
+        every_origin = origin == EVERY
+        expected = np.where(every_origin, total, self.h[np.maximum(origin, 0)])
         # every rank's contribution once, or the origin's once: a count of at least one also says "held"
         want = np.where(every_origin, p, 1).astype(count_dtype(p))
-        bad = np.zeros(n, dtype=bool)
-        cols = np.flatnonzero(dest == EVERY)
-        if cols.size == n:  # every rank needs every chunk: no column gather
-            bad = self._wrong((slice(None), slice(None)), expected, want).any(axis=0)
-        elif cols.size:
-            bad[cols] = self._wrong((slice(None), cols), expected[cols], want[cols]).any(axis=0)
-        cols = np.flatnonzero(dest != EVERY)
-        if cols.size:
-            bad[cols] = self._wrong((dest[cols], cols), expected[cols], want[cols])
-        return np.flatnonzero(bad)
+        everyone = dest == EVERY
+        if everyone.all():  # every rank needs every chunk: no column gather
+            return self._wrong((slice(None), slice(lo, lo + origin.size)), expected, want).any(axis=0)
+        bad = np.zeros(origin.size, dtype=bool)
+        at = np.flatnonzero(everyone)
+        if at.size:
+            bad[at] = self._wrong((slice(None), lo + at), expected[at], want[at]).any(axis=0)
+        at = np.flatnonzero(~everyone)
+        if at.size:
+            bad[at] = self._wrong((dest[at], lo + at), expected[at], want[at])
+        return bad
 
     def _wrong(self, index: tuple, expected: np.ndarray, want: np.ndarray) -> np.ndarray:
         """The slots ``index`` whose fingerprint or count differs from ``expected`` and ``want`` (per chunk)."""
@@ -545,134 +496,6 @@ class _Fingerprint:
         else:  # every slot holds its own rank's contribution alone
             bad |= want != 1
         return bad
-
-
-# --------------------------------------------------------------------------
-# The exact re-trace of one chunk
-# --------------------------------------------------------------------------
-
-_DupEvent = tuple[int, int, Op, list[int]]  # step, rank, reduce op, origins it counted twice
-
-
-def _trace(
-    schedule: Schedule,
-    chunk: int,
-    origin: int,
-    dest: int,
-    steps: list[tuple[int, list[Op]]],
-    out: _Collector,
-) -> None:
-    """Follow one chunk exactly (a multiset of origins per rank) and report why it fails.
-
-    `steps` holds, per step, the ops that may carry `chunk` (a prefilter shared by the traced chunks).
-    """
-    p = schedule.nranks
-    sets = [1 << r for r in range(p)] if origin == EVERY else [0] * p
-    if origin != EVERY:
-        sets[origin] = 1 << origin
-    extras: list[Extra] = [None] * p
-    last: list[tuple[int, Op] | None] = [None] * p
-    # dup[r]: the reduce that first counted some origin twice in what slot r holds now
-    dup: list[_DupEvent | None] = [None] * p
-    bit = 1 << chunk
-    losses: list[tuple[int, int, Op, int]] = []  # copies that overwrote contributions: (step, rank, op, lost)
-    for index, candidates in steps:
-        ops = [op for op in candidates if op.chunks.bits >> chunk & 1]
-        if not ops:
-            continue
-        pairs = _pairs(ops, p, schedule.nchunks, index, None)
-        flows = [(s, d, Action.COPY) for (s, d), e in pairs.items() if e[0] & e[1] & bit]
-        flows += [(s, d, Action.REDUCE) for (s, d), e in pairs.items() if e[0] & e[2] & bit]
-        recv_op: dict[tuple[int, int, Action], Op] = {}
-        for op in ops:
-            if op.kind is OpKind.RECV:
-                recv_op.setdefault((op.rank, op.peer, op.action or Action.COPY), op)
-        incoming = [(sets[s], extras[s], dup[s]) for s, _, _ in flows]  # read before any write
-        for (s, d, action), (bits, extra, event) in zip(flows, incoming, strict=True):
-            op = recv_op[d, s, action]
-            last[d] = (index, op)
-            if action is Action.REDUCE:
-                bits, extra = msum(sets[d], extras[d], bits, extra)
-                event = dup[d] or event
-                if event is None and extra is not None:
-                    event = (index, d, op, sorted(extra))
-            elif sets[d] and not sets[d] & bits:  # a copy over disjoint data: a reduce would have kept both
-                losses.append((index, d, op, sets[d]))
-            sets[d], extras[d], dup[d] = bits, extra, event
-    want = ((1 << p) - 1) if origin == EVERY else 1 << origin
-    required = range(p) if dest == EVERY else [dest]
-    failing = [r for r in required if sets[r] != want or extras[r] is not None]
-    if not failing:
-        return
-    expected = counts_of(p, want, None)
-    doubled = [r for r in failing if extras[r] is not None]
-    short = [r for r in failing if extras[r] is None]
-    exp_text = format_counts(expected)
-    if doubled:
-        r = doubled[0]
-        final = format_counts(counts_of(p, sets[r], extras[r]))
-        others = "1 other rank also ends" if len(doubled) == 2 else f"{len(doubled) - 1} other ranks also end"
-        more = f"; {others} with it counted twice" if len(doubled) > 1 else ""
-        event = dup[r]
-        assert event is not None  # a count only grows past one through a reduce, which records it
-        st, rank, op, twice = event
-        msg = (
-            f"step {st}: rank {rank} reduces chunk {chunk} received from rank {op.peer} into a slot that "
-            f"already holds the contributions of ranks {_fmt_ids(twice)}, so they are counted twice "
-            f"(at the end rank {r} holds {final}, expected {exp_text}{more})"
-        )
-        out.add(Finding("double-count", msg, op.span, st, rank, chunk, exp_text, final))
-    if short:
-        r = short[0]
-        row = counts_of(p, sets[r], extras[r])
-        actual = format_counts(row)
-        missing = np.flatnonzero((expected > 0) & (row == 0))
-        extra = np.flatnonzero((expected == 0) & (row > 0))
-        what = "nothing" if not row.any() else f"the contributions of ranks {actual}"
-        diff = []
-        if missing.size:
-            diff.append(f"missing {_fmt_ids(missing)}")
-        if extra.size:
-            diff.append(f"unexpected {_fmt_ids(extra)}")
-        others = "1 other rank also fails" if len(short) == 2 else f"{len(short) - 1} other ranks also fail"
-        more = f"; {others} for this chunk" if len(short) > 1 else ""
-        missing_bits = sum(1 << int(m) for m in missing)
-        loss = next((e for e in losses if e[3] & missing_bits), None)
-        lost_note = ""
-        if loss is not None:  # the first overwrite that destroyed a contribution the end lacks
-            st_l, rank_l, op_l, lost = loss
-            lost_note = (
-                f"; ranks {_fmt(lost & missing_bits)} were overwritten at step {st_l} by rank {rank_l}'s copy "
-                f"from rank {op_l.peer} (line {op_l.span.line}), whose data were disjoint: a reduce would keep both"
-            )
-        writer = last[r]
-        if writer is None:
-            where, span, st = "it is never written", schedule.span, None
-            last_recv = _last_receive(schedule, r)
-            if last_recv is not None:
-                st, op = last_recv
-                where = (
-                    f"it is never written: no receive ever delivers it (rank {r}'s last receive, "
-                    f"at step {st} from rank {op.peer}, brings {_chunks_word(op.chunks.bits)} only)"
-                )
-                span = op.span
-        else:
-            st, op = writer
-            where, span = f"last written at step {st} by its receive from rank {op.peer}", op.span
-        msg = (
-            f"after the last step rank {r} holds {what} for chunk {chunk}, expected {exp_text} "
-            f"({', '.join(diff)}); {where}{more}{lost_note}"
-        )
-        out.add(Finding("postcondition", msg, span, st, r, chunk, exp_text, actual))
-
-
-def _last_receive(schedule: Schedule, rank: int) -> tuple[int, Op] | None:
-    """The last receive op of ``rank``: where a chunk it never gets should have arrived."""
-    for step in reversed(schedule.steps):
-        for op in step.ops:
-            if op.rank == rank and op.kind is OpKind.RECV:
-                return step.index, op
-    return None
 
 
 # --------------------------------------------------------------------------
@@ -708,7 +531,7 @@ def check(
         msg = f"{schedule.collective.value} needs a root in 0..{p - 1}, got {schedule.root}"
         out.add(Finding("root-out-of-range", msg, schedule.span, None, None, None, None, None))
     dataflow = out.total == 0
-    fp = _Fingerprint(schedule, out, dataflow, fast)
+    fp = _Fingerprint(schedule, out, dataflow, fast, touched(schedule) if dataflow else None)
     # the pass makes no garbage cycles; the cyclic collector would only re-scan the schedule's ops
     collecting = gc.isenabled()
     gc.disable()
@@ -720,16 +543,15 @@ def check(
     if out.total == 0:  # well-formed and matched: the lanes' steps may overlap only where nothing races
         find_races(schedule, out)
     if dataflow:
-        failing = fp.failing_chunks()
-        dest = chunk_dest(schedule.collective, p, n, schedule.root)
-        traced = failing[:_MAX_TRACED_CHUNKS].tolist()
+        failing = fp.failing()
+        traced = failing.first
+        origin, dest = layout(schedule.collective, p, n, schedule.root, np.array(traced, dtype=np.int64))
         mask = sum(1 << c for c in traced)
         steps = [(st.index, [op for op in st.ops if op.chunks.bits & mask]) for st in schedule.steps] if mask else []
-        for c in traced:
-            _trace(schedule, c, int(fp.origin[c]), int(dest[c]), steps, out)
-        rest = failing[_MAX_TRACED_CHUNKS:]
-        if rest.size:
-            msg = f"{rest.size} more chunks fail the postcondition (not traced): {_fmt_ids(rest)}"
+        for c, o, d in zip(traced, origin.tolist(), dest.tolist(), strict=True):
+            trace(schedule, c, o, d, steps, out)
+        if failing.count:
+            msg = f"{failing.count} more chunks fail the postcondition (not traced): {failing.rest_text()}"
             out.add(Finding("postcondition", msg, schedule.span, None, None, None, None, None))
     errors: ErrorStats | None = None
     if dataflow and fp.compressed[0]:

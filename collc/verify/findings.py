@@ -13,6 +13,7 @@ __all__ = [
     "CODES",
     "Collector",
     "Finding",
+    "RunTally",
     "bits_ids",
     "chunks_word",
     "contents_note",
@@ -99,6 +100,63 @@ def fmt_runs(runs: list[tuple[int, int]]) -> str:
     tail = format_id_set(runs[-2:])[1:]
     count = sum(hi - lo for lo, hi in runs)
     return f"{head}, ..., {tail} ({count} in {len(runs)} runs)"
+
+
+class RunTally:
+    """Ids given in increasing order, a block of flags at a time, summed up without keeping them all: the first
+    ``keep`` ids, then of the rest their count, their number of runs and the runs `fmt_runs` shows (the first
+    `SHOWN_RUNS` and the last two), so that ``rest_text()`` is ``fmt_ids`` of the rest."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.first: list[int] = []
+        self.count = 0  # ids after the first ``keep``
+        self.runs = 0
+        self.head: list[tuple[int, int]] = []
+        self.tail: list[tuple[int, int]] = []  # the last two runs (the last one may still grow)
+
+    def add_flags(self, offset: int, flags: np.ndarray) -> None:
+        """Add the ids ``offset + i`` for which ``flags[i]`` is true (after every id added so far)."""
+        if not flags.any():
+            return
+        edges = np.flatnonzero(np.diff(flags.astype(np.int8), prepend=0, append=0))
+        starts, ends = edges[0::2] + offset, edges[1::2] + offset
+        self._add_runs(starts, ends)
+
+    def _add_runs(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        i = 0
+        while len(self.first) < self.keep and i < starts.size:  # peel the first ids off the first runs
+            lo, hi = int(starts[i]), int(ends[i])
+            take = min(hi - lo, self.keep - len(self.first))
+            self.first.extend(range(lo, lo + take))
+            if lo + take == hi:
+                i += 1
+            else:
+                starts = starts.copy()
+                starts[i] = lo + take
+        if i >= starts.size:
+            return
+        starts, ends = starts[i:], ends[i:]
+        self.count += int((ends - starts).sum())
+        if self.tail and self.tail[-1][1] == int(starts[0]):  # continues the last run
+            lo = self.tail[-1][0]
+            self.tail[-1] = (lo, int(ends[0]))
+            if len(self.head) <= SHOWN_RUNS and self.head and self.head[-1][0] == lo:
+                self.head[-1] = (lo, int(ends[0]))
+            starts, ends = starts[1:], ends[1:]
+        room = SHOWN_RUNS + 1 - len(self.head)
+        self.head.extend(zip(starts[:room].tolist(), ends[:room].tolist(), strict=True))
+        self.runs += int(starts.size)
+        if starts.size:
+            self.tail = (self.tail + list(zip(starts[-2:].tolist(), ends[-2:].tolist(), strict=True)))[-2:]
+
+    def rest_text(self) -> str:
+        """`fmt_ids` of the ids after the first ``keep``."""
+        if self.runs <= SHOWN_RUNS:
+            return format_id_set(self.head[: self.runs])
+        head = format_id_set(self.head[: SHOWN_RUNS - 2])[:-1]
+        tail = format_id_set(self.tail)[1:]
+        return f"{head}, ..., {tail} ({self.count} in {self.runs} runs)"
 
 
 def fmt(bits: int) -> str:

@@ -17,11 +17,26 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 from collc.diagnostics import CollError
-from collc.elaborate import elaborate, level_splits
+from collc.elaborate import MAX_SLOTS, elaborate, level_splits
 from collc.frontend.program import Program
 from collc.ir import ParamValue, Schedule
+from collc.verify import symmetry
+from collc.verify.budget import (
+    ANY_SLOTS,
+    MODEL,
+    PER_OP,
+    SURVEY_MIN_SLOTS,
+    SYMMETRY,
+    Plan,
+    hopeless,
+    memory_budget,
+    plan,
+    reduces,
+    survey,
+)
 from collc.verify.check import CheckReport, Finding, check
 from collc.verify.deadlock import DeadlockReport, check_blocking, check_step
+from collc.verify.explain import explain_report
 from collc.verify.symbolic import Model
 from collc.verify.symmetry import check_symmetric
 from collc.verify.vector import check_model, prepare
@@ -121,30 +136,88 @@ def check_instance(
     input_bound: float = 1.0,
     tolerance: float | None = None,
     symbolic: Model | None = None,
+    memory: int | None = None,
 ) -> InstanceResult:
     """Elaborate and check one instance under execution ``model`` (``input_bound``, ``tolerance``: see `check`).
     With the program's ``symbolic`` model (`collc.verify.vector.prepare`), a step-model check runs from the
     model first, and the schedule is elaborated and checked op by op only when that does not find it correct;
-    so does a large allreduce instance through its rank symmetry (`collc.verify.symmetry`)."""
-    if symbolic is not None and model == "step":
-        fast = check_model(program, symbolic, params)
+    so does a large allreduce instance through its rank symmetry (`collc.verify.symmetry`).  A large instance
+    is sized first (`instance_plan`): only the paths that fit in ``memory`` bytes (default: what the machine
+    has) run, and an instance no path can check in it is an error that gives the estimates."""
+    chosen = instance_plan(program, params, model, symbolic, memory)
+    if chosen is not None and not chosen.paths:
+        return InstanceResult(dict(params), "error", None, None, chosen.refusal(program, params))
+    ran: list[str] = []
+    if symbolic is not None and model == "step" and (chosen is None or MODEL in chosen.paths):
+        ran.append(MODEL)
+        fast = check_model(program, symbolic, params, max_slots=MAX_SLOTS if chosen is None else ANY_SLOTS)
         if fast is not None:
             return InstanceResult(dict(params), "ok", fast[1], check_step(fast[0], 0), None)
-    if model == "step":
+    if model == "step" and (chosen is None or SYMMETRY in chosen.paths):
         try:
-            orbit = check_symmetric(program, params)
+            orbit = check_symmetric(program, params, memory=None if chosen is None else chosen.budget)
         except CollError as err:  # an error of the program at an instance the per-op checker cannot hold
             return InstanceResult(dict(params), "error", None, None, err)
         if orbit is not None:
             status = "ok" if orbit[1].ok else "wrong"
             return InstanceResult(dict(params), status, orbit[1], check_step(orbit[0], 0), None)
+        if chosen is not None:
+            ran.append(SYMMETRY)
+    if chosen is not None and PER_OP not in chosen.paths:
+        refusal = chosen.refusal(program, params, handed=" and the ".join(ran) or None)
+        return InstanceResult(dict(params), "error", None, None, refusal)
     try:
         schedule = elaborate(program, params)
     except CollError as err:
         if "violates the constraint" in err.message:
             return InstanceResult(dict(params), SKIPPED, None, None, None)
         return InstanceResult(dict(params), "error", None, None, err)
-    return judge(schedule, dict(params), model, input_bound=input_bound, tolerance=tolerance)
+    result = judge(schedule, dict(params), model, input_bound=input_bound, tolerance=tolerance)
+    if result.report is None or result.report.ok:
+        return result
+    return dataclasses.replace(result, report=explain_report(program, schedule, result.report))
+
+
+def instance_plan(
+    program: Program,
+    params: Mapping[str, ParamValue],
+    model: str,
+    symbolic: Model | None,
+    memory: int | None = None,
+) -> Plan | None:
+    """The paths that fit ``memory`` bytes (default: `collc.verify.budget.memory_budget`) for an instance of
+    at least `SURVEY_MIN_SLOTS` slots (`collc.verify.budget.plan`), ruled out from its header and ``symbolic``
+    model alone where they suffice (`collc.verify.budget.hopeless`); None for a smaller instance (every path
+    fits) or one that cannot be sized (the paths report its error)."""
+    p = params.get("p")
+    if type(p) is not int:
+        return None
+    try:  # the header alone: p and the chunks, no rank's steps
+        n = elaborate(program, params, ranks=(), max_slots=ANY_SLOTS).nchunks
+    except CollError:
+        return None
+    if p * n < SURVEY_MIN_SLOTS:
+        return None
+    step_model = model == "step"
+    symbolic = symbolic if step_model else None
+    least = symmetry.MIN_SLOTS
+    refused = hopeless(
+        program, params, symbolic, step_model=step_model, symmetry_min_slots=least, budget=memory, nchunks=n
+    )
+    if refused is not None:  # decided without elaborating a rank
+        return refused
+    sized = survey(program, params)
+    if sized is None:
+        return None
+    reducing = symbolic is not None and reduces(symbolic)
+    return plan(
+        sized,
+        symbolic=symbolic is not None,
+        reduces=reducing,
+        step_model=step_model,
+        symmetry_min_slots=least,
+        budget=memory,
+    )
 
 
 def judge(
@@ -207,9 +280,9 @@ class SweepResult:
 _Limits = dict[str, float | None]  # input_bound and tolerance, as `check` takes them
 
 
-def _worker(args: tuple[Program, dict[str, ParamValue], str, _Limits, Model | None]) -> InstanceResult:
-    program, params, model, limits, symbolic = args
-    return check_instance(program, params, model, symbolic=symbolic, **limits)  # type: ignore[arg-type]
+def _worker(args: tuple[Program, dict[str, ParamValue], str, _Limits, Model | None, int | None]) -> InstanceResult:
+    program, params, model, limits, symbolic, memory = args
+    return check_instance(program, params, model, symbolic=symbolic, memory=memory, **limits)  # type: ignore[arg-type]
 
 
 def symbolic_for(program: Program, instances: Sequence[Mapping[str, ParamValue]], model: str) -> Model | None:
@@ -248,7 +321,8 @@ def sweep(
     stopped = False
     limits: _Limits = {"input_bound": input_bound, "tolerance": tolerance}
     symbolic = symbolic_for(program, instances, model) if len(instances) > 1 else None
-    for result in _results(program, instances, model, jobs, limits, symbolic):
+    memory = memory_budget() // jobs if jobs > 1 and len(instances) > 1 else None  # the workers share the machine
+    for result in _results(program, instances, model, jobs, limits, symbolic, memory):
         results.append(result)
         if on_progress is not None:
             on_progress(len(results), len(instances))
@@ -265,10 +339,11 @@ def _results(
     jobs: int,
     limits: _Limits,
     symbolic: Model | None,
+    memory: int | None = None,
 ) -> Iterator[InstanceResult]:
     if jobs <= 1 or len(instances) <= 1:
         for params in instances:
-            yield _worker((program, params, model, limits, symbolic))
+            yield _worker((program, params, model, limits, symbolic, memory))
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         window = 2 * jobs  # instances in flight: results come back in order, failures stop the rest
@@ -276,7 +351,7 @@ def _results(
         it = iter(instances)
         try:
             for params in it:
-                pending.append(pool.submit(_worker, (program, params, model, limits, symbolic)))
+                pending.append(pool.submit(_worker, (program, params, model, limits, symbolic, memory)))
                 if len(pending) >= window:
                     yield pending.pop(0).result()
             while pending:

@@ -39,6 +39,7 @@ from collc.diagnostics import CollError
 from collc.elaborate import MAX_SLOTS, Carry, elaborate
 from collc.frontend.program import Program
 from collc.ir import Action, ChunkSet, Collective, Op, OpKind, ParamValue, Schedule, Step
+from collc.verify.budget import OP_BYTES, memory_budget
 from collc.verify.check import CheckReport, Stats, check, traffic_stats
 
 __all__ = ["MIN_SLOTS", "WRONG_ABOVE", "Orbit", "check_symmetric"]
@@ -71,6 +72,7 @@ def check_symmetric(
     wrong_above: int | None = None,
     batch: int = _BATCH_RANKS,
     on_progress: Callable[[int, int], None] | None = None,
+    memory: int | None = None,
 ) -> tuple[Schedule, CheckReport, Orbit] | None:
     """Check the allreduce instance ``params`` through its rank symmetry: the representatives' schedule (for
     its header), a correct report and the orbit checked; None when this path does not apply or does not find
@@ -80,14 +82,17 @@ def check_symmetric(
     steps, and by the symmetry every chunk c fails as chunk c mod the orbit's width does; and an error of the
     program at some rank (a failed assertion, ranks that reach a step in different phases) is raised as the
     CollError a whole elaboration would raise, since the per-op checker cannot elaborate it to say so.
-    ``on_progress(done, total)`` is called after each batch of ranks."""
+    ``on_progress(done, total)`` is called after each batch of ranks.  A batch holds ``batch`` ranks at most,
+    and fewer where their operations would take more than a third of ``memory`` bytes (default: the memory
+    available, `collc.verify.budget.memory_budget`)."""
     # the pass makes no garbage cycles; the cyclic collector would only re-scan the ops of each batch
     collecting = gc.isenabled()
     gc.disable()
     try:
         least = MIN_SLOTS if min_slots is None else min_slots
         most = WRONG_ABOVE if wrong_above is None else wrong_above
-        return _check(program, params, least, most, batch, on_progress)
+        room = (memory_budget() if memory is None else memory) // 3
+        return _check(program, params, least, most, batch, on_progress, room)
     finally:
         if collecting:
             gc.enable()
@@ -100,6 +105,7 @@ def _check(
     wrong_above: int,
     batch: int,
     on_progress: Callable[[int, int], None] | None,
+    room: int,
 ) -> tuple[Schedule, CheckReport, Orbit] | None:
     p = params.get("p")
     # chunks are a multiple of p on this path: below p * p slots, nothing to elaborate
@@ -135,7 +141,11 @@ def _check(
         return None
     width = shift * m
     cut: dict[int, list[Op]] = {st.index: [] for st in reps.steps}
-    step_size = max(shift, batch // shift * shift)
+    # what a batch keeps per rank: its ops (at most a chunk set of their own each), grouped by rank (`_by_rank`)
+    per_rank = sum(OP_BYTES + 40 + op.chunks.bits.bit_length() // 8 for st in probe.steps for op in st.ops) // max(
+        1, min(p, _MAX_SHIFT + 1)
+    )
+    step_size = max(shift, min(batch, room // max(1, per_rank)) // shift * shift)
     total = -(-p // step_size)
     carry = Carry()
     for done, start in enumerate(range(0, p, step_size), 1):

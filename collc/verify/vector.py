@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from collc.diagnostics import CollError
-from collc.elaborate import MAX_STEPS, elaborate
+from collc.elaborate import MAX_SLOTS, MAX_STEPS, elaborate
 from collc.frontend.program import Program
 from collc.ir import Collective, ParamValue, Schedule
 from collc.verify.allp import sample_sizes
@@ -82,16 +82,18 @@ def _chunk_columns(chunks: Any, env: dict[str, Any], shape: tuple[int, int]) -> 
 
 
 def check_model(
-    program: Program, model: Model, params: Mapping[str, ParamValue]
+    program: Program, model: Model, params: Mapping[str, ParamValue], max_slots: int = MAX_SLOTS
 ) -> tuple[Schedule, CheckReport] | None:
     """Check the instance ``params`` from ``model``: the partly elaborated schedule (a few ranks' steps, for
-    its header) and a correct report, or None when the per-op checker must decide."""
+    its header) and a correct report, or None when the per-op checker must decide.  An instance of more than
+    ``max_slots`` (rank, chunk) slots is left to the others; a caller that sized the instance and found that
+    its state fits (`collc.verify.budget`) may raise it past the per-op checker's `MAX_SLOTS`."""
     p = params.get("p")
     if not isinstance(p, int) or p < 1:
         return None
     spot = _spot_ranks(p)
     try:
-        header = elaborate(program, params, ranks=spot)
+        header = elaborate(program, params, ranks=spot, max_slots=max_slots)
     except CollError:
         return None
     if same_steps(model, header, spot) is not None:
@@ -195,8 +197,10 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
         iterations = evaluate(loop.count, {"p": p})
         if count is None and held is not None and any(op.kind != "send" and op.action == "reduce" for op in loop.ops):
             count = held.astype(count_dtype(p))  # no reduce so far: one contribution where held, else none
-        block = max(1, min(iterations, _BLOCK_ELEMENTS // p, ((1 << 62) // (p * p * n)) - 1))
-        for b0 in range(0, iterations, block):
+        most = max(1, ((1 << 62) // (p * p * n)) - 1)  # steps of a block whose message keys fit in 63 bits
+        block = 1  # the first step alone: its chunks per rank size the blocks after it
+        b0 = 0
+        while b0 < iterations:
             it = np.arange(b0, min(iterations, b0 + block), dtype=np.int64)[:, None]
             env: dict[str, Any] = {"p": p, "i": it, "rank": ranks[None, :], "L": log2p}
             shape = (it.shape[0], p)
@@ -210,6 +214,9 @@ def _run(model: Model, schedule: Schedule, p: int, n: int) -> Stats | None:
                 if columns is None:
                     return None
                 evaluated.append((op, guard, peer, columns))
+            b0 += it.shape[0]
+            width = max(1, sum(len(columns) for *_, columns in evaluated))  # chunks per (step, rank), at most
+            block = max(1, min(most, _BLOCK_ELEMENTS // (p * width)))
             done = _block(evaluated, it.shape[0], fp, held, count, p, n)
             if done is None:
                 return None

@@ -1,0 +1,550 @@
+/* conformance.c: the cases of MPICH's collective tests (test/mpi/coll: allred*, reduce*, red_scat_block*,
+ * redscat*, bcast*, allgather*, alltoall*), rewritten: each result is checked against a solution the rank
+ * computes itself, as those tests do, through the interposed MPI collective.
+ *
+ *   mpiexec -n P ./conformance COLLECTIVE
+ *
+ * COLLECTIVE: allreduce, reduce, reduce_scatter_block, reduce_scatter, bcast, allgather, alltoall.
+ *
+ * Reductions (allred.c's matrix): every predefined op on every type category MPI defines it for (C integers
+ * with MPI_AINT, MPI_OFFSET and MPI_COUNT; float and double; the C complex types; MPI_C_BOOL; MPI_BYTE; the
+ * MINLOC/MAXLOC pairs), with allred.c's inputs: sums of i on every rank (solution i * P), products of i
+ * (solution i^P, computed exactly and rounded once), maxima and minima of i + rank, logical and bitwise
+ * constants, pairs (i + rank, rank); counts 0, 1, 10 and 100 (reduce_scatter: per rank), in place and not,
+ * every root (reduce).  Plus a commutative user op (an int sum), a non-commutative one (2x2 integer matrix
+ * products in rank order, allred3.c / red3.c), MPI_Reduce_scatter with equal counts (redscat.c) and with
+ * counts i + 1.  Data movement: every root (bcast), counts 0 to 100000, MPI_INT, MPI_DOUBLE, MPI_CHAR, the
+ * pair MPI_DOUBLE_INT (whose holes must stay as they were), a struct type (allgather_struct.c), a zero-size
+ * type with a nonzero count (bcastzerotype.c), a root sending contiguous ints to ranks that receive a vector
+ * (bcast's DTP cases), in place and not.
+ *
+ * A floating-point or complex MPI_SUM or MPI_PROD result that differs from the solution by no more than
+ * rounding (4 P eps relative) is a "rounding" difference, not a failure: the standard lets an algorithm
+ * combine the ranks in any order (MPICH's own allred.c fails there when its order differs from left to
+ * right).  Each failure prints "FAIL ..." on stderr, each rounding difference "ROUNDING op type" (once per
+ * pair and rank); rank 0 prints
+ *   conformance: COLLECTIVE: C cases on P ranks, F failures, R rounding
+ * with the tallies combined by PMPI_Allreduce.  Exit status 0 when no case failed.
+ */
+#include <complex.h>
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+enum cat { INT, FLT, CPLX, BOOL, BYTE, PAIR };
+struct type {
+    MPI_Datatype dt;
+    const char *name;
+    enum cat cat;
+    int is_signed;
+};
+struct op {
+    MPI_Op op;
+    const char *name;
+};
+/* The MINLOC/MAXLOC pairs (their holes are not data). */
+struct long_int { long a; int b; };
+struct short_int { short a; int b; };
+struct float_int { float a; int b; };
+struct double_int { double a; int b; };
+
+#define PUT_PAIR(S, T, p, v, w)                                                                                  \
+    do {                                                                                                       \
+        struct S x_ = {(T)(v), (w)};                                                                           \
+        memcpy((p) + offsetof(struct S, a), &x_.a, sizeof x_.a), memcpy((p) + offsetof(struct S, b), &x_.b, sizeof x_.b); \
+    } while (0)
+#define GET_PAIR(S, p, v, w)                                                                                     \
+    do {                                                                                                       \
+        struct S x_;                                                                                           \
+        memcpy(&x_.a, (p) + offsetof(struct S, a), sizeof x_.a), memcpy(&x_.b, (p) + offsetof(struct S, b), sizeof x_.b); \
+        (v) = x_.a, (w) = x_.b;                                                                                \
+    } while (0)
+
+static int rank, P, failures, rounding, cases, noted[64][16];
+static struct type types[32];
+static int ntypes;
+static const struct op ops[] = {{MPI_SUM, "MPI_SUM"},   {MPI_PROD, "MPI_PROD"}, {MPI_MAX, "MPI_MAX"},
+                                {MPI_MIN, "MPI_MIN"},   {MPI_LAND, "MPI_LAND"}, {MPI_LOR, "MPI_LOR"},
+                                {MPI_LXOR, "MPI_LXOR"}, {MPI_BAND, "MPI_BAND"}, {MPI_BOR, "MPI_BOR"},
+                                {MPI_BXOR, "MPI_BXOR"}, {MPI_MAXLOC, "MPI_MAXLOC"}, {MPI_MINLOC, "MPI_MINLOC"}};
+#define NOPS (int)(sizeof ops / sizeof ops[0])
+static const int counts[] = {0, 1, 10, 100};
+#define NCOUNTS (int)(sizeof counts / sizeof counts[0])
+
+static void add(MPI_Datatype dt, const char *name, enum cat cat, int is_signed)
+{
+    types[ntypes++] = (struct type){dt, name, cat, is_signed};
+}
+
+static int defined(const struct type *t, int op)
+{
+    switch (t->cat) {
+    case INT: return op <= 9;
+    case FLT: return op <= 3;
+    case CPLX: return op <= 1;
+    case BOOL: return op >= 4 && op <= 6;
+    case BYTE: return op >= 7 && op <= 9;
+    default: return op >= 10;
+    }
+}
+
+static MPI_Aint extent_of(MPI_Datatype dt)
+{
+    MPI_Aint lb, ext;
+    MPI_Type_get_extent(dt, &lb, &ext);
+    return ext;
+}
+
+static int size_of(MPI_Datatype dt)
+{
+    int size;
+    MPI_Type_size(dt, &size);
+    return size;
+}
+
+/* Writes value v (an integer; pairs: value v and index w) as one element of t at p. */
+static void set(const struct type *t, char *p, long long v, int w)
+{
+    const int size = size_of(t->dt);
+    switch (t->cat) {
+    case INT:
+    case BYTE:
+    case BOOL: {
+        int8_t a = (int8_t)v;
+        int16_t b = (int16_t)v;
+        int32_t c = (int32_t)v;
+        int64_t d = (int64_t)v;
+        if (t->cat == BOOL) a = v != 0;
+        if (size == 1) memcpy(p, &a, 1);
+        else if (size == 2) memcpy(p, &b, 2);
+        else if (size == 4) memcpy(p, &c, 4);
+        else memcpy(p, &d, 8);
+        break;
+    }
+    case FLT:
+        if (size == 4) { float x = (float)v; memcpy(p, &x, 4); }
+        else { double x = (double)v; memcpy(p, &x, 8); }
+        break;
+    case CPLX:
+        if (size == 8) { float complex x = (float)v; memcpy(p, &x, 8); }
+        else { double complex x = (double)v; memcpy(p, &x, 16); }
+        break;
+    case PAIR:
+        if (t->dt == MPI_2INT) { int x[2] = {(int)v, w}; memcpy(p, x, sizeof x); }
+        else if (t->dt == MPI_LONG_INT) PUT_PAIR(long_int, long, p, v, w);
+        else if (t->dt == MPI_SHORT_INT) PUT_PAIR(short_int, short, p, v, w);
+        else if (t->dt == MPI_FLOAT_INT) PUT_PAIR(float_int, float, p, v, w);
+        else PUT_PAIR(double_int, double, p, v, w);
+        break;
+    }
+}
+
+/* The components of element p of t as long doubles (pairs: value, index), for comparisons and messages. */
+static int get(const struct type *t, const char *p, long double out[2])
+{
+    const int size = size_of(t->dt);
+    out[1] = 0;
+    switch (t->cat) {
+    case FLT:
+        if (size == 4) { float x; memcpy(&x, p, 4); out[0] = x; }
+        else { double x; memcpy(&x, p, 8); out[0] = x; }
+        return 1;
+    case CPLX:
+        if (size == 8) { float x[2]; memcpy(x, p, 8); out[0] = x[0], out[1] = x[1]; }
+        else { double x[2]; memcpy(x, p, 16); out[0] = x[0], out[1] = x[1]; }
+        return 2;
+    case PAIR: {
+        long double v;
+        int w;
+        if (t->dt == MPI_2INT) { int x[2]; memcpy(x, p, 8); v = x[0], w = x[1]; }
+        else if (t->dt == MPI_LONG_INT) GET_PAIR(long_int, p, v, w);
+        else if (t->dt == MPI_SHORT_INT) GET_PAIR(short_int, p, v, w);
+        else if (t->dt == MPI_FLOAT_INT) GET_PAIR(float_int, p, v, w);
+        else GET_PAIR(double_int, p, v, w);
+        out[0] = v, out[1] = w;
+        return 2;
+    }
+    default: {
+        unsigned long long u = 0;
+        memcpy(&u, p, (size_t)size);
+        out[0] = (long double)u;
+        return 1;
+    }
+    }
+}
+
+/* Rank r's input element i for op k, and the solution (allred.c's tests). */
+static void input(int k, int r, int i, long long *v, int *w)
+{
+    *w = r;
+    switch (k) {
+    case 0: case 1: *v = i; break;                     /* sum, prod: i */
+    case 2: case 3: *v = i + r; break;                 /* max, min */
+    case 4: *v = (r & 1) || i % 3 == 0; break;         /* land: mixed, or all true */
+    case 5: *v = (r & 1) && i % 2; break;              /* lor */
+    case 6: *v = r == 1 || (i % 4 == 0); break;        /* lxor */
+    case 7: *v = r == P - 1 ? i : -1; break;           /* band: ~0 but on the last rank */
+    case 8: *v = r & 3; break;                         /* bor */
+    case 9: *v = (r == 1) * 0xf0 + (i % 2 ? -1 : 0); break; /* bxor */
+    default: *v = i + r, *w = r; break;                /* maxloc, minloc: value i + r at index r */
+    }
+}
+
+static void solution(int k, int i, long long *v, int *w)
+{
+    long long x, y;
+    int a, b;
+    *w = 0;
+    switch (k) {
+    case 0: *v = (long long)i * P; break;
+    case 1: *v = 1; for (int r = 0; r < P; r++) *v *= i; break;
+    case 2: case 3: *v = k == 2 ? i + P - 1 : i; break;
+    case 10: *v = i + P - 1, *w = P - 1; break;
+    case 11: *v = i, *w = 0; break;
+    default:
+        input(k, 0, i, &x, &a);
+        for (int r = 1; r < P; r++) {
+            input(k, r, i, &y, &b);
+            if (k == 4) x = x && y;
+            else if (k == 5) x = x || y;
+            else if (k == 6) x = !x != !y;
+            else if (k == 7) x &= y;
+            else if (k == 8) x |= y;
+            else x ^= y;
+        }
+        *v = x;
+    }
+}
+
+static void note_rounding(int t, int k)
+{
+    rounding++;
+    if (!noted[t][k]++) fprintf(stderr, "ROUNDING %s %s\n", ops[k].name, types[t].name);
+}
+
+/* Compares n elements of got with the solution of op k for type t (elements offset `first` of the vector). */
+static void check(const char *what, int t, int k, const char *got, int n, int first)
+{
+    const struct type *ty = &types[t];
+    const MPI_Aint ext = extent_of(ty->dt);
+    char *want = calloc(1, (size_t)ext);
+    for (int i = 0; i < n; i++) {
+        long long v;
+        int w, m;
+        long double a[2], b[2];
+        solution(k, first + i, &v, &w);
+        set(ty, want, v, w);
+        m = get(ty, got + i * ext, a);
+        get(ty, want, b);
+        for (int j = 0; j < m; j++) {
+            long double tol = 4 * P * (size_of(ty->dt) / (ty->cat == CPLX ? 2 : 1) == 4 ? FLT_EPSILON : DBL_EPSILON);
+            if (a[j] == b[j]) continue;
+            if ((ty->cat == FLT || ty->cat == CPLX) && k <= 1 && fabsl(a[j] - b[j]) <= tol * fabsl(b[j])) {
+                note_rounding(t, k);
+                continue;
+            }
+            failures++;
+            fprintf(stderr, "conformance: rank %d: FAIL %s %s %s element %d: got %.17Lg, expected %.17Lg\n", rank,
+                    what, ops[k].name, ty->name, first + i, a[j], b[j]);
+            free(want);
+            return;
+        }
+    }
+    free(want);
+}
+
+static void fail(const char *fmt, const char *a, int b)
+{
+    failures++;
+    fprintf(stderr, "conformance: rank %d: FAIL ", rank);
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+}
+
+/* ---------------------------------------------------------------------------
+ * Reductions
+ * ------------------------------------------------------------------------- */
+
+static void run_reductions(const char *coll)
+{
+    const int all = strcmp(coll, "allreduce") == 0, red = strcmp(coll, "reduce") == 0;
+    const int rsb = strcmp(coll, "reduce_scatter_block") == 0, rs = strcmp(coll, "reduce_scatter") == 0;
+    int *rcounts = malloc(sizeof(int) * (size_t)P);
+    for (int t = 0; t < ntypes; t++)
+        for (int k = 0; k < NOPS; k++) {
+            if (!defined(&types[t], k)) continue;
+            for (int c = 0; c < NCOUNTS; c++)
+                for (int in_place = 0; in_place < 2; in_place++)
+                    for (int root = 0; root < (red ? P : 1); root++) {
+                        const MPI_Aint ext = extent_of(types[t].dt);
+                        const int n = counts[c], total = all || red ? n : n * P;
+                        char *in = calloc((size_t)total + 1, (size_t)ext), *out = calloc((size_t)total + 1, (size_t)ext);
+                        char what[96];
+                        int err = MPI_SUCCESS;
+                        snprintf(what, sizeof what, "%s count %d in_place %d root %d", coll, n, in_place, root);
+                        for (int i = 0; i < total; i++) {
+                            long long v;
+                            int w;
+                            input(k, rank, (all || red) ? i : i % n, &v, &w);
+                            set(&types[t], (in_place && (!red || rank == root) ? out : in) + i * ext, v, w);
+                        }
+                        cases++;
+                        {
+                            const void *send = in_place && (!red || rank == root) ? MPI_IN_PLACE : in;
+                            if (all) err = MPI_Allreduce(send, out, n, types[t].dt, ops[k].op, MPI_COMM_WORLD);
+                            else if (red) err = MPI_Reduce(send, out, n, types[t].dt, ops[k].op, root, MPI_COMM_WORLD);
+                            else if (rsb) err = MPI_Reduce_scatter_block(send, out, n, types[t].dt, ops[k].op, MPI_COMM_WORLD);
+                            else if (rs) {
+                                for (int r = 0; r < P; r++) rcounts[r] = n;
+                                err = MPI_Reduce_scatter(send, out, rcounts, types[t].dt, ops[k].op, MPI_COMM_WORLD);
+                            }
+                        }
+                        if (err != MPI_SUCCESS) fail("%s: error %d", what, err);
+                        else if (!red || rank == root) check(what, t, k, out, n, (all || red) ? 0 : 0);
+                        free(in), free(out);
+                    }
+        }
+    free(rcounts);
+}
+
+/* A commutative int sum, and 2x2 integer matrices multiplied in rank order (not commutative). */
+static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int i = 0; i < *len; i++) ((int *)inout)[i] += ((int *)in)[i];
+}
+
+static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int e = 0; e < *len; e++) {
+        int *a = (int *)in + 4 * e, *b = (int *)inout + 4 * e, c[4];
+        c[0] = a[0] * b[0] + a[1] * b[2], c[1] = a[0] * b[1] + a[1] * b[3];
+        c[2] = a[2] * b[0] + a[3] * b[2], c[3] = a[2] * b[1] + a[3] * b[3];
+        memcpy(b, c, sizeof c);
+    }
+}
+
+/* Rank r's matrix [[1, r], [0, 2]]: the product in rank order is [[1, t], [0, 2^P]], t_r = 2 t_(r-1) + r; in
+ * another order t differs. */
+static void matrix_of(int r, int m[4])
+{
+    m[0] = 1, m[1] = r, m[2] = 0, m[3] = 2;
+}
+
+static void run_user_ops(const char *coll)
+{
+    const int all = strcmp(coll, "allreduce") == 0, red = strcmp(coll, "reduce") == 0;
+    MPI_Datatype mat;
+    MPI_Op sum, mul;
+    if (!all && !red && strcmp(coll, "reduce_scatter_block") != 0 && strcmp(coll, "reduce_scatter") != 0) return;
+    MPI_Type_contiguous(4, MPI_INT, &mat);
+    MPI_Type_commit(&mat);
+    MPI_Op_create(user_sum, 1, &sum);
+    MPI_Op_create(matmul, 0, &mul);
+    for (int c = 0; c < NCOUNTS; c++)
+        for (int non = 0; non < 2; non++) {
+            const int n = counts[c], total = all || red ? n : n * P;
+            int *in = calloc((size_t)total * 4 + 4, sizeof(int)), *out = calloc((size_t)total * 4 + 4, sizeof(int));
+            int *rc = malloc(sizeof(int) * (size_t)P);
+            int err;
+            for (int i = 0; i < total; i++) {
+                if (non) matrix_of(rank, in + 4 * i);
+                else in[i] = i + rank;
+            }
+            for (int r = 0; r < P; r++) rc[r] = n;
+            cases++;
+            if (all) err = MPI_Allreduce(in, out, n, non ? mat : MPI_INT, non ? mul : sum, MPI_COMM_WORLD);
+            else if (red) err = MPI_Reduce(in, out, n, non ? mat : MPI_INT, non ? mul : sum, 0, MPI_COMM_WORLD);
+            else if (strcmp(coll, "reduce_scatter") == 0)
+                err = MPI_Reduce_scatter(in, out, rc, non ? mat : MPI_INT, non ? mul : sum, MPI_COMM_WORLD);
+            else err = MPI_Reduce_scatter_block(in, out, n, non ? mat : MPI_INT, non ? mul : sum, MPI_COMM_WORLD);
+            if (err != MPI_SUCCESS) fail("%s user op: error %d", coll, err);
+            else if (!red || rank == 0)
+                for (int i = 0; i < n; i++) {
+                    const int at = all || red ? i : rank * n + i;
+                    long long want = non ? 0 : (long long)at * P + (long long)P * (P - 1) / 2;
+                    if (non) for (int r = 1; r < P; r++) want = 2 * want + r; /* the product's corner */
+                    if ((non ? out[4 * i + 1] : out[i]) != want ||
+                        (non && (out[4 * i] != 1 || out[4 * i + 2] != 0 || out[4 * i + 3] != 1 << P))) {
+                        fail("%s user op (non-commutative: %d): wrong element", coll, non);
+                        break;
+                    }
+                }
+            free(in), free(out), free(rc);
+        }
+    if (strcmp(coll, "reduce_scatter") == 0) /* counts i + 1 (redscat's variable counts): PMPI */
+        for (int in_place = 0; in_place < 2; in_place++) {
+            int *rc = malloc(sizeof(int) * (size_t)P), total = 0, before = 0, err;
+            int *buf, *out;
+            for (int r = 0; r < P; r++) rc[r] = r + 1, total += r + 1, before += r < rank ? r + 1 : 0;
+            buf = malloc(sizeof(int) * (size_t)total), out = malloc(sizeof(int) * (size_t)total);
+            for (int i = 0; i < total; i++) (in_place ? out : buf)[i] = rank + i;
+            cases++;
+            err = MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : buf, out, rc, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            for (int i = 0; err == MPI_SUCCESS && i < rank + 1; i++)
+                if (out[i] != P * (before + i) + P * (P - 1) / 2) {
+                    fail("%s with counts i + 1 (in place %d): wrong element", coll, in_place);
+                    break;
+                }
+            free(rc), free(buf), free(out);
+        }
+    MPI_Op_free(&sum), MPI_Op_free(&mul);
+    MPI_Type_free(&mat);
+}
+
+/* ---------------------------------------------------------------------------
+ * Data movement
+ * ------------------------------------------------------------------------- */
+
+static unsigned char pattern(int r, long i)
+{
+    return (unsigned char)(r * 37 + i * 11 + (i >> 8) + 1);
+}
+
+/* The data types of the data movement cases; the pair's holes and the struct's gap keep their junk. */
+static int move_types(MPI_Datatype *out, const char **names)
+{
+    static int made;
+    static MPI_Datatype st, zero;
+    if (!made) {
+        int len[3] = {1, 2, 1};
+        MPI_Aint at[3] = {0, 8, 24};
+        MPI_Datatype ts[3] = {MPI_CHAR, MPI_INT, MPI_DOUBLE};
+        MPI_Type_create_struct(3, len, at, ts, &st);
+        MPI_Type_commit(&st);
+        MPI_Type_contiguous(0, MPI_INT, &zero);
+        MPI_Type_commit(&zero);
+        made = 1;
+    }
+    out[0] = MPI_INT, out[1] = MPI_DOUBLE, out[2] = MPI_CHAR, out[3] = MPI_DOUBLE_INT, out[4] = st, out[5] = zero;
+    names[0] = "MPI_INT", names[1] = "MPI_DOUBLE", names[2] = "MPI_CHAR", names[3] = "MPI_DOUBLE_INT";
+    names[4] = "struct", names[5] = "zero-size";
+    return 6;
+}
+
+/* Writes rank r's signature bytes (block b) into n elements of dt at buf; or checks them. */
+static int fill_or_check(void *buf, int n, MPI_Datatype dt, int r, int b, int check_only)
+{
+    const int size = size_of(dt);
+    char *packed = malloc((size_t)size * (size_t)n + 1);
+    int pos = 0, bad = 0;
+    if (check_only) MPI_Pack(buf, n, dt, packed, size * n, &pos, MPI_COMM_SELF);
+    for (long i = 0; i < (long)size * n; i++) {
+        if (check_only) bad |= (unsigned char)packed[i] != pattern(r, i + (long)b * 977);
+        else packed[i] = (char)pattern(r, i + (long)b * 977);
+    }
+    if (!check_only) MPI_Unpack(packed, size * n, &pos, buf, n, dt, MPI_COMM_SELF);
+    free(packed);
+    return bad;
+}
+
+static void run_moves(const char *coll)
+{
+    static const int move_counts[] = {0, 1, 10, 1000, 100000};
+    MPI_Datatype dts[8];
+    const char *names[8];
+    const int nt = move_types(dts, names), bc = strcmp(coll, "bcast") == 0, ag = strcmp(coll, "allgather") == 0;
+    for (int t = 0; t < nt; t++)
+        for (int c = 0; c < 5; c++)
+            for (int v = 0; v < (bc ? P : 2); v++) { /* bcast: every root; else in place or not */
+                const int n = bc || ag ? move_counts[c] : move_counts[c] / (c == 4 ? P * 10 : 1);
+                const MPI_Aint ext = extent_of(dts[t]);
+                const int blocks = bc ? 1 : P;
+                char *buf = malloc((size_t)(ext * n * blocks) + 64), *send = malloc((size_t)(ext * n * blocks) + 64);
+                char what[128];
+                int err, bad = 0;
+                memset(buf, 0x5a, (size_t)(ext * n * blocks) + 64);
+                snprintf(what, sizeof what, "%s %s count %d %s %d", coll, names[t], n, bc ? "root" : "in_place", v);
+                cases++;
+                if (bc) {
+                    if (rank == v) fill_or_check(buf, n, dts[t], v, 0, 0);
+                    err = MPI_Bcast(buf, n, dts[t], v, MPI_COMM_WORLD);
+                    bad = err == MPI_SUCCESS && fill_or_check(buf, n, dts[t], v, 0, 1);
+                } else {
+                    for (int b = 0; b < blocks; b++) /* the send blocks (alltoall: one per destination) */
+                        fill_or_check((v ? buf : send) + (ag ? (v ? rank : 0) : b) * n * ext, n, dts[t], rank,
+                                      ag ? 0 : b, 0);
+                    if (ag) err = MPI_Allgather(v ? MPI_IN_PLACE : send, n, dts[t], buf, n, dts[t], MPI_COMM_WORLD);
+                    else err = MPI_Alltoall(v ? MPI_IN_PLACE : send, n, dts[t], buf, n, dts[t], MPI_COMM_WORLD);
+                    for (int b = 0; err == MPI_SUCCESS && b < blocks; b++)
+                        bad |= fill_or_check(buf + b * n * ext, n, dts[t], b, ag ? 0 : rank, 1);
+                }
+                if (err != MPI_SUCCESS) fail("%s: error %d", what, err);
+                else if (bad) fail("%s: wrong data (%d)", what, bad);
+                for (MPI_Aint i = ext * n * blocks; i < ext * n * blocks + 64; i++)
+                    if ((unsigned char)buf[i] != 0x5a) {
+                        fail("%s: wrote past the buffer (%d)", what, (int)i);
+                        break;
+                    }
+                if (t == 3) /* MPI_DOUBLE_INT: the holes (bytes 12..15 of each element) keep their junk */
+                    for (long e = 0; e < (long)n * blocks; e++)
+                        if ((unsigned char)buf[e * ext + 12] != 0x5a) {
+                            fail("%s: wrote a hole (%d)", what, (int)e);
+                            break;
+                        }
+                free(buf), free(send);
+            }
+    if (bc) /* a root sending contiguous ints to ranks that receive one vector (every root) */
+        for (int root = 0; root < P; root++) {
+            MPI_Datatype vec;
+            int data[16], err, bad = 0;
+            MPI_Type_vector(8, 1, 2, MPI_INT, &vec);
+            MPI_Type_commit(&vec);
+            for (int i = 0; i < 16; i++) data[i] = rank == root && i < 8 ? 100 + i : -1;
+            cases++;
+            err = rank == root ? MPI_Bcast(data, 8, MPI_INT, root, MPI_COMM_WORLD)
+                               : MPI_Bcast(data, 1, vec, root, MPI_COMM_WORLD);
+            for (int i = 0; rank != root && i < 16; i++) bad |= data[i] != (i % 2 ? -1 : 100 + i / 2);
+            if (err != MPI_SUCCESS || bad) fail("%s contiguous to vector, root %d: wrong data", coll, root);
+            MPI_Type_free(&vec);
+        }
+}
+
+int main(int argc, char **argv)
+{
+    const char *coll = argc > 1 ? argv[1] : "";
+    int totals[3], mine[3];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    add(MPI_INT, "MPI_INT", INT, 1), add(MPI_LONG, "MPI_LONG", INT, 1), add(MPI_SHORT, "MPI_SHORT", INT, 1);
+    add(MPI_UNSIGNED_SHORT, "MPI_UNSIGNED_SHORT", INT, 0), add(MPI_UNSIGNED, "MPI_UNSIGNED", INT, 0);
+    add(MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG", INT, 0), add(MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR", INT, 0);
+    add(MPI_INT8_T, "MPI_INT8_T", INT, 1), add(MPI_INT16_T, "MPI_INT16_T", INT, 1);
+    add(MPI_INT32_T, "MPI_INT32_T", INT, 1), add(MPI_INT64_T, "MPI_INT64_T", INT, 1);
+    add(MPI_UINT8_T, "MPI_UINT8_T", INT, 0), add(MPI_UINT16_T, "MPI_UINT16_T", INT, 0);
+    add(MPI_UINT32_T, "MPI_UINT32_T", INT, 0), add(MPI_UINT64_T, "MPI_UINT64_T", INT, 0);
+    add(MPI_AINT, "MPI_AINT", INT, 1), add(MPI_OFFSET, "MPI_OFFSET", INT, 1), add(MPI_COUNT, "MPI_COUNT", INT, 1);
+    add(MPI_FLOAT, "MPI_FLOAT", FLT, 1), add(MPI_DOUBLE, "MPI_DOUBLE", FLT, 1);
+    add(MPI_C_FLOAT_COMPLEX, "MPI_C_FLOAT_COMPLEX", CPLX, 1);
+    add(MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX", CPLX, 1);
+    add(MPI_C_BOOL, "MPI_C_BOOL", BOOL, 0), add(MPI_BYTE, "MPI_BYTE", BYTE, 0);
+    add(MPI_2INT, "MPI_2INT", PAIR, 1), add(MPI_LONG_INT, "MPI_LONG_INT", PAIR, 1);
+    add(MPI_SHORT_INT, "MPI_SHORT_INT", PAIR, 1), add(MPI_FLOAT_INT, "MPI_FLOAT_INT", PAIR, 1);
+    add(MPI_DOUBLE_INT, "MPI_DOUBLE_INT", PAIR, 1);
+    if (strcmp(coll, "allreduce") == 0 || strcmp(coll, "reduce") == 0 || strcmp(coll, "reduce_scatter_block") == 0 ||
+        strcmp(coll, "reduce_scatter") == 0) {
+        run_reductions(coll);
+        run_user_ops(coll);
+    } else if (strcmp(coll, "bcast") == 0 || strcmp(coll, "allgather") == 0 || strcmp(coll, "alltoall") == 0) {
+        run_moves(coll);
+    } else {
+        if (rank == 0) fprintf(stderr, "usage: conformance COLLECTIVE\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    mine[0] = cases, mine[1] = failures, mine[2] = rounding;
+    PMPI_Allreduce(mine, totals, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("conformance: %s: %d cases on %d ranks, %d failures, %d rounding\n", coll, totals[0] / P, P, totals[1],
+               totals[2]);
+    MPI_Finalize();
+    return totals[1] != 0;
+}
