@@ -1,8 +1,8 @@
 """MPICH's collective conformance cases through every bundled library's PMPI shim, one-p and any-p, at 3 to 8
 ranks.
 
-MPICH's own test sources (test/mpi/coll) are not to be had here (the ``mpich`` package on this index has no
-source distribution, and the tests run offline), so ``tests/mpi_c/conformance.c`` rewrites their cases:
+MPICH's own test sources (test/mpi/coll) are not part of this project, and the tests run offline (the
+``mpich`` package on PyPI has no source distribution), so ``tests/mpi_c/conformance.c`` rewrites their cases:
 allred.c's matrix of every predefined op on every type category with its inputs and exact solutions, in
 place and not, every root of a reduce, reduce-scatter with equal and unequal counts (redscat.c), a
 commutative user op and a non-commutative one (allred3.c, red3.c), bcast from every root of many types and

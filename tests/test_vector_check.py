@@ -139,9 +139,22 @@ DATA = Path(__file__).resolve().parent / "data" / "allp"
 
 @pytest.mark.parametrize(
     ("name", "p"),
-    [("d_conflict", 64), ("k_redempty", 64), ("a_modneg", 128), ("h_shift", 64), ("g_vec", 64), ("g_vecshift", 64),
-     ("g_bits", 64), ("v_compfalse", 64), ("v_fnassert", 64), ("v_intcond", 64), ("v_minone", 64), ("v_ortrue", 64),
-     ("v_setneg", 64), ("hv_dedup", 64)],
+    [
+        ("d_conflict", 64),
+        ("k_redempty", 64),
+        ("a_modneg", 128),
+        ("h_shift", 64),
+        ("g_vec", 64),
+        ("g_vecshift", 64),
+        ("g_bits", 64),
+        ("v_compfalse", 64),
+        ("v_fnassert", 64),
+        ("v_intcond", 64),
+        ("v_minone", 64),
+        ("v_ortrue", 64),
+        ("v_setneg", 64),
+        ("hv_dedup", 64),
+    ],
 )
 def test_model_path_never_accepts_what_the_checker_rejects(name: str, p: int) -> None:
     program = load_program(DATA / f"{name}.coll")

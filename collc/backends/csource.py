@@ -14,7 +14,7 @@ from typing import Any
 import jinja2
 
 from collc import collectives
-from collc.backends import tables
+from collc.backends import buildcache, tables
 from collc.diagnostics import CollError
 from collc.ir import format_id_set
 from collc.resources import data_dir
@@ -113,8 +113,14 @@ def write_sources(
 
 
 def run_compiler(command: Sequence[str], cwd: Path, source: Path) -> None:
-    """Run a compiler (mpicc, nvcc) in ``cwd``; a CollError with the command and its output when it fails."""
+    """Run a compiler (mpicc, nvcc) in ``cwd``; a CollError with the command and its output when it fails.
+    With ``COLLC_BUILD_CACHE`` set, an output built before from the same command and files is copied instead
+    (collc.backends.buildcache)."""
     name = Path(command[0]).name
+    cache = buildcache.cache_dir()
+    entry = buildcache.key(command, cwd) if cache is not None else None
+    if cache is not None and entry is not None and buildcache.fetch(cache, entry, command, cwd):
+        return
     try:
         proc = subprocess.run(list(command), cwd=cwd, capture_output=True, text=True, check=False)
     except OSError as err:
@@ -122,3 +128,5 @@ def run_compiler(command: Sequence[str], cwd: Path, source: Path) -> None:
     if proc.returncode != 0:
         output = (proc.stdout + proc.stderr).strip()
         raise CollError(f"{name} failed on {source} (exit status {proc.returncode}):\n$ {' '.join(command)}\n{output}")
+    if cache is not None and entry is not None:
+        buildcache.store(cache, entry, command, cwd)

@@ -73,9 +73,7 @@ def model_options(fn: F) -> F:
     return fn
 
 
-def network_of(
-    topology_text: str | None, node_text: str | None, placement: str, nranks: int | None = None
-) -> Topology:
+def network_of(topology_text: str | None, node_text: str | None, placement: str, nranks: int | None = None) -> Topology:
     """The topology of the options.  Without ``--topology`` (where it is optional) every pair of nodes
     has a link of its own: ``full:N``, N the ``nranks`` ranks over the ranks per node."""
     from collc.hierarchy import Hierarchical, parse_node

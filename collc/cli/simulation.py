@@ -96,8 +96,15 @@ def sim(
 
     topology = network_of(topology_text, node_text, placement)
     model = model_of(
-        link_bw=link_bw, link_latency=link_latency, hop_latency=hop_latency, step_overhead=step_overhead,
-        codec_bw=codec_bw, encode_bw=encode_bw, decode_bw=decode_bw, routing=routing, execution=execution,
+        link_bw=link_bw,
+        link_latency=link_latency,
+        hop_latency=hop_latency,
+        step_overhead=step_overhead,
+        codec_bw=codec_bw,
+        encode_bw=encode_bw,
+        decode_bw=decode_bw,
+        routing=routing,
+        execution=execution,
     )
     byte_sizes = parse_sizes(sizes)
     try:
@@ -186,4 +193,3 @@ def _extra_params(items: tuple[str, ...], files: list[str]) -> dict[str, ParamVa
             if problem is not None:
                 raise bad_value("--param", item, f"{alg.name}: {problem}")
     return {name: value for _, name, value in given}
-

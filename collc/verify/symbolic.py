@@ -247,9 +247,7 @@ class _Extractor(Expressions):
         self.guard, self.in_loop = TRUE, False
         return Loop(phase.name, num(1), tuple(ops), span, tuple(self.inner))
 
-    def step_body(
-        self, body: tuple[ast.Stmt, ...], env: dict[str, Any], guard: Term, ops: list[SymOp] | None
-    ) -> None:
+    def step_body(self, body: tuple[ast.Stmt, ...], env: dict[str, Any], guard: Term, ops: list[SymOp] | None) -> None:
         """Statements inside a step (``ops`` is None: a branch outside steps, where a step is refused), for
         the ranks where ``guard`` holds, changing ``env`` in place."""
         for stmt in body:

@@ -326,4 +326,3 @@ def member(x: Term, s: Term) -> Term:
     for e in s[1]:
         out = disj(out, cmp("==", x, e))
     return out
-

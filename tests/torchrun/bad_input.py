@@ -41,10 +41,8 @@ def main() -> None:
         dist.all_reduce(t)
         healthy[name] = bool(torch.equal(t, torch.full((5,), p * (p + 1) / 2)))
 
-    case("non-contiguous on rank 1", lambda: dist.all_reduce(
-        torch.ones(4, 6).t() if rank == 1 else torch.ones(6, 4)))
-    case("non-contiguous everywhere", lambda: dist.all_gather_into_tensor(
-        torch.empty(4 * p, 3).t(), torch.ones(3, 4)))
+    case("non-contiguous on rank 1", lambda: dist.all_reduce(torch.ones(4, 6).t() if rank == 1 else torch.ones(6, 4)))
+    case("non-contiguous everywhere", lambda: dist.all_gather_into_tensor(torch.empty(4 * p, 3).t(), torch.ones(3, 4)))
     case("sizes differ", lambda: dist.all_reduce(torch.ones(10 + rank)))
     case("dtypes differ", lambda: dist.all_reduce(torch.ones(10, dtype=torch.float32 if rank else torch.float64)))
 

@@ -78,8 +78,16 @@ def main() -> None:
     stats = dict(getattr(world, "stats", {}))
     if dist.get_rank() == 0:
         with open(out, "w") as f:
-            json.dump({"collc": collc_losses, "gloo": gloo_losses, "stats": stats,
-                       "backend": dist.get_backend(world), "size": dist.get_world_size()}, f)
+            json.dump(
+                {
+                    "collc": collc_losses,
+                    "gloo": gloo_losses,
+                    "stats": stats,
+                    "backend": dist.get_backend(world),
+                    "size": dist.get_world_size(),
+                },
+                f,
+            )
     dist.destroy_process_group()
 
 
