@@ -494,11 +494,13 @@ class Instance:
         mpiexec_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        mpiexec_prefix: tuple[str, ...] = (),
     ) -> list[mpi_launch.MpiRow]:
         """Run on ``nranks`` MPI processes (``backend`` "mpi" or "mpi-py": the mpi-py module, "mpi-c": the C
         library).  A schedule with compression points is judged by the verifier's error bounds.
         ``on_progress(done, total)``, when given, is called as each count's row arrives (``total``: the counts),
-        from a thread of the launcher."""
+        from a thread of the launcher.  ``mpiexec_prefix``: a command mpiexec runs under (an emulated cluster's
+        `collc.netemu.Cluster.mpiexec_prefix`)."""
         if backend not in MPI_BACKENDS:
             raise CollError(f"unknown MPI backend {backend!r}; expected {', '.join(MPI_BACKENDS)}")
         if dtype not in local.DTYPES or op not in local.OPS:
@@ -530,7 +532,7 @@ class Instance:
             self.schedule, counts, kinds=(kind,), dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
             timeout=timeout, workdir=None if workdir is None else Path(workdir), mpiexec_args=mpiexec_args,
             error_bounds=_error_bounds(self.schedule, dtype), env=env, c_error_bound=_worst_bounds(self.schedule),
-            on_row=on_row if on_progress is not None else None,
+            on_row=on_row if on_progress is not None else None, mpiexec_prefix=mpiexec_prefix,
         )  # fmt: skip
 
     def run(

@@ -134,6 +134,7 @@ def run(
     timeout: float = 60.0,
     workdir: Path | None = None,
     mpiexec_args: Sequence[str] = (),
+    mpiexec_prefix: Sequence[str] = (),
     on_row: Callable[[MpiRow], None] | None = None,
     error_bounds: np.ndarray | None = None,
     env: Mapping[str, str] | None = None,
@@ -146,7 +147,9 @@ def run(
 
     ``workdir`` holds the generated code, the job spec and the ranks' status
     files (a temporary folder by default; on a cluster, a folder every node
-    sees).  ``mpiexec_args`` go to mpiexec before the program (``-f hosts``).
+    sees).  ``mpiexec_args`` go to mpiexec before the program (``-f hosts``);
+    ``mpiexec_prefix`` is a command mpiexec runs under (``ip netns exec NS``, as
+    `collc.netemu.Cluster.mpiexec_prefix` gives it).
     A schedule with compression points needs ``error_bounds``, the verifier's
     bound per (rank, chunk) slot for inputs in [-1, 1]: each rank judges its
     result by them.  ``env`` adds variables to the ranks' environment; with
@@ -166,7 +169,8 @@ def run(
         with tempfile.TemporaryDirectory(prefix="collc-mpi-") as tmp:
             return run(
                 schedule, counts, kinds=kinds, dtype=dtype, op=op, iters=iters, warmup=warmup, seed=seed,
-                check=check, timeout=timeout, workdir=Path(tmp), mpiexec_args=mpiexec_args, on_row=on_row,
+                check=check, timeout=timeout, workdir=Path(tmp), mpiexec_args=mpiexec_args,
+                mpiexec_prefix=mpiexec_prefix, on_row=on_row,
                 error_bounds=error_bounds, env=env, dump_dir=dump_dir, c_error_bound=c_error_bound,
                 prepared=prepared, max_bytes=max_bytes,
             )  # fmt: skip
@@ -197,7 +201,7 @@ def run(
     spec_path = workdir / "job.json"
     spec_path.write_text(json.dumps(spec, indent=1))
     cmd = [
-        str(mpitools.mpiexec()), *mpiexec_args, "-n", str(schedule.nranks),
+        *mpiexec_prefix, str(mpitools.mpiexec()), *mpiexec_args, "-n", str(schedule.nranks),
         sys.executable, "-m", "collc.backends.mpi_worker", str(spec_path),
     ]  # fmt: skip
     job_env = mpitools.mpi_env(schedule.nranks, {**os.environ, **(env or {})})

@@ -6,12 +6,13 @@ import json
 import math
 import shlex
 import sys
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
 
-from collc import api, report
+from collc import api, netemu, report
 from collc.backends import local, mpi_c
 from collc.backends.cuda import CudaRow
 from collc.backends.mpi_cuda import TRANSPORTS, check_transport
@@ -175,9 +176,7 @@ def _compile(
             click.echo(report.report_text(small.schedule, checked, small.algorithm.sources), err=True)
             sys.exit(EXIT_WRONG)
     try:
-        files = inst.compile(
-            target, out, build=not no_build, verify=False, small=small, small_below=below, exact=exact
-        )
+        files = inst.compile(target, out, build=not no_build, verify=False, small=small, small_below=below, exact=exact)
     except CollError as err:
         fail_input(err, {**inst.algorithm.sources, **(small.algorithm.sources if small is not None else {})})
     for path in files:
@@ -222,6 +221,15 @@ def _compile(
     help="MPI: folder for the generated code and the ranks' status files (default: a temporary one).",
 )
 @click.option("--mpiexec-args", default="", metavar="ARGS", help="MPI: extra mpiexec arguments, e.g. '-f hosts'.")
+@click.option(
+    "--network",
+    "network_text",
+    default=None,
+    metavar="HOSTS[xRATE][,latency=TIME]",
+    help="mpi, mpi-py, mpi-c: run the ranks on HOSTS emulated hosts on this machine (network namespaces; needs "
+    "root), p/HOSTS ranks per host sharing memory, MPI between hosts over TCP on links shaped to RATE (10gbit, "
+    "100mbit, 10Gb/s) with TIME added from host to host; e.g. 4x10gbit,latency=5us (docs/network.md).",
+)
 @click.option("--transport", default="mpi", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
               help=TRANSPORT_HELP)  # fmt: skip
 @click.option(
@@ -250,6 +258,7 @@ def run(
     timeout: float,
     workdir: str | None,
     mpiexec_args: str,
+    network_text: str | None,
     transport: str,
     max_memory: str | None,
     no_check: bool,
@@ -271,6 +280,7 @@ def run(
         raise bad_value(
             "--mpiexec-args", mpiexec_args, f"{str(err).lower()} (the text is split as a shell would)"
         ) from None
+    network = _network_of(network_text, backend)
     budget = memory.budget_of(max_memory, backend, elsewhere=bool(launcher_args))
     if workdir is not None:
         check_output(workdir, "--workdir", folder=True)
@@ -302,14 +312,23 @@ def run(
         if not no_check:
             bar.stage(f"verifying {s.algorithm}", len(s.steps))
             checked = inst.verify(on_progress=bar.on_progress)
+        cluster = _cluster_of(network, network_text, s.nranks)
         if checked is None or checked.ok:
-            bar.stage(f"running {s.algorithm}", len(byte_sizes))
             settings = _Settings(dtype, redop, backend, iters, warmup, timeout, workdir, launcher_args, transport,
                                  budget.limit if budget is not None else None)  # fmt: skip
             try:
-                rows = _run_rows(inst, byte_sizes, settings, bar)
+                with nullcontext() if cluster is None else _started(cluster, bar):
+                    if cluster is not None:
+                        settings = replace(
+                            settings, launcher_args=(*cluster.mpiexec_args, *launcher_args),
+                            mpiexec_prefix=tuple(cluster.mpiexec_prefix), env=cluster.env(),
+                        )  # fmt: skip
+                    bar.stage(f"running {s.algorithm}", len(byte_sizes))
+                    rows = _run_rows(inst, byte_sizes, settings, bar)
             except OSError as err:
                 write_failed(workdir or err.filename or "the work folder", "--workdir", err)
+            except CollError as err:  # the emulated cluster could not start
+                fail_input(err, inst.algorithm.sources)
     if checked is not None and not checked.ok:
         click.echo(report.report_text(s, checked, inst.algorithm.sources), err=True)
         sys.exit(EXIT_WRONG)
@@ -320,11 +339,12 @@ def run(
             "params": {k: list(v) if isinstance(v, tuple) else v for k, v in s.params},
             "nranks": s.nranks,
             "backend": backend,
+            **({} if cluster is None else {"network": network_text, "ranks_per_host": cluster.ranks_per_host}),
             "rows": rows,
         }
         click.echo(json.dumps(payload, indent=2))
     else:
-        click.echo(_rows_text(s, backend, rows))
+        click.echo(_rows_text(s, backend, rows, "" if cluster is None else cluster.describe()))
     sys.exit(EXIT_WRONG if any(r["wrong"] for r in rows) else EXIT_OK)
 
 
@@ -342,6 +362,41 @@ class _Settings:
     launcher_args: tuple[str, ...]
     transport: str
     max_bytes: int | None  # the buffers' budget (local, MPI)
+    mpiexec_prefix: tuple[str, ...] = ()  # what mpiexec runs under (an emulated cluster's namespace)
+    env: dict[str, str] | None = None  # the ranks' environment (an emulated cluster's MPI settings)
+
+
+def _network_of(text: str | None, backend: str) -> netemu.Network | None:
+    """The emulated cluster ``--network`` asks for; a usage error naming the option when it is malformed or the
+    backend is not one that runs on it."""
+    if text is None:
+        return None
+    if backend not in api.MPI_BACKENDS:
+        raise bad_value("--network", text, f"an emulated cluster runs the backends {', '.join(api.MPI_BACKENDS)}, "
+                        f"not {backend}")  # fmt: skip
+    try:
+        return netemu.parse_network(text)
+    except ValueError as err:
+        raise bad_value("--network", text, str(err)) from None
+
+
+def _cluster_of(network: netemu.Network | None, text: str | None, nranks: int) -> netemu.Cluster | None:
+    """The emulated cluster (not started) of ``--network``: the schedule's ranks over its hosts, in blocks (a
+    usage error naming the option when they do not divide)."""
+    if network is None:
+        return None
+    if nranks % network.hosts:
+        raise bad_value(
+            "--network", text or network.text(),
+            f"{network.hosts} hosts do not divide the schedule's {nranks} ranks (each host runs as many ranks)",
+        )  # fmt: skip
+    return netemu.Cluster.of(network, nranks // network.hosts)
+
+
+def _started(cluster: netemu.Cluster, bar: Bar) -> netemu.Cluster:
+    """``cluster``, to be entered (started) in a ``with``, the bar saying so."""
+    bar.stage(f"starting {cluster.describe()}", 1)
+    return cluster
 
 
 def _run_rows(inst: api.Instance, byte_sizes: list[int], run: _Settings, bar: Bar) -> list[dict[str, Any]]:
@@ -380,6 +435,7 @@ def _run_rows(inst: api.Instance, byte_sizes: list[int], run: _Settings, bar: Ba
             results = inst.run_mpi(
                 counts, dtype, redop, backend=backend, iters=iters, warmup=run.warmup, timeout=run.timeout,
                 verify=False, workdir=run.workdir, mpiexec_args=run.launcher_args, on_progress=bar.on_progress,
+                env=run.env, mpiexec_prefix=run.mpiexec_prefix,
             )  # fmt: skip
             rows = [_mpi_row(s, dtype, redop, r) for r in results]
     except CollError as err:
@@ -566,11 +622,13 @@ def _mpi_row(s: Schedule, dtype: str, op: str, r: MpiRow | CudaRow) -> dict[str,
     return row
 
 
-def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]]) -> str:
+def _rows_text(s: Schedule, backend: str, rows: list[dict[str, Any]], where: str = "") -> str:
     mpi = backend != "local"
     ranks = f", {s.nranks} virtual ranks on GPU" if backend == "cuda" else f", {s.nranks} MPI processes" if mpi else ""
     if backend == "mpi-cuda":
         ranks += " on GPUs"
+    if where:
+        ranks += f" on {where}"
     extra = f" {'min(us)':>10} {'max(us)':>10} {'iters':>6}" if mpi else ""
     lossy = any("error_bound" in r for r in rows)
     if lossy:

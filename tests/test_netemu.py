@@ -1,0 +1,295 @@
+"""The emulated cluster (`collc.netemu`, `collc run --network`): parsing its shape, its errors where the machine
+cannot run it, and, where it can (root, iproute2, network namespaces), a 2-host MPI job: ranks in the hosts'
+namespaces, shared memory inside a host, TCP between hosts, the right allreduce, the links shaped to the rate
+asked for (read back from tc, never timed), and nothing left behind after a job that succeeds, fails, hangs,
+raises or is signalled."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from test_cli import EXAMPLES, cli
+
+from collc import netemu
+from collc.diagnostics import CollError
+
+RING = EXAMPLES / "ring_allreduce.coll"
+
+
+def _support() -> str | None:
+    """Why this machine cannot run an emulated cluster, or None when it can."""
+    try:
+        netemu.check_support()
+    except CollError as err:
+        return err.message
+    return None
+
+
+def _netem() -> str | None:
+    try:
+        netemu.check_support(latency=True)
+    except CollError as err:
+        return err.message
+    return None
+
+
+WHY_NOT = _support()
+needs_namespaces = pytest.mark.skipif(WHY_NOT is not None, reason=f"no emulated cluster here: {WHY_NOT}")
+
+
+def left(prefix: str) -> list[str]:
+    """This machine's namespaces whose names start with ``prefix``."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+# --------------------------------------------------------------------------
+# The shape
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "hosts", "rate", "latency"),
+    [
+        ("4", 4, None, 0.0),
+        ("2x10gbit", 2, 10**10, 0.0),
+        ("8x100mbit,latency=5us", 8, 10**8, 5e-6),
+        ("2x10Gb/s", 2, 10**10, 0.0),
+        ("2x1.25GB/s, latency=1ms", 2, 10**10, 1e-3),
+        ("3x1500kbit,latency=0", 3, 1_500_000, 0.0),
+    ],
+)
+def test_parse_network(text: str, hosts: int, rate: int | None, latency: float) -> None:
+    net = netemu.parse_network(text)
+    assert (net.hosts, net.rate, net.latency) == (hosts, rate, pytest.approx(latency))
+    assert netemu.parse_network(net.text()) == net
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "number of hosts"),
+        ("x10gbit", "number of hosts"),
+        ("0x10gbit", "1 to 250"),
+        ("999", "1 to 250"),
+        ("2x", "not a rate"),
+        ("2x10gbps", "not a rate"),
+        ("2x0bit", "below 8 bits"),
+        ("2x10gbit,latency=soon", "not a duration"),
+        ("2x10gbit,latency=20s", "at most 10 s"),
+        ("2x10gbit,mtu=9000", "unknown setting 'mtu=9000'"),
+    ],
+)
+def test_bad_network(text: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        netemu.parse_network(text)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--backend", "mpi", "--network", "2x10parsecs"), "'10parsecs' is not a rate"),
+        (("--backend", "mpi", "--network", "3x1gbit"), "3 hosts do not divide the schedule's 4 ranks"),
+        (("--backend", "mpi-c", "--network", "two"), "does not start with a number of hosts"),
+        (("--network", "2"), "runs the backends mpi, mpi-py, mpi-c, not local"),
+    ],
+)
+def test_cli_bad_network_is_a_usage_error(args: tuple[str, ...], says: str) -> None:
+    out = cli("run", RING, "-p", "4", "--size", "1K", *args)
+    assert out.code == 2, out.text
+    assert "Invalid value for '--network'" in out.stderr and says in out.stderr, out.stderr
+
+
+# --------------------------------------------------------------------------
+# A machine that cannot run it: a clear error, never a traceback
+# --------------------------------------------------------------------------
+
+
+def test_without_root_the_error_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netemu.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    monkeypatch.setattr(netemu.os, "geteuid", lambda: 1000)
+    with pytest.raises(CollError, match="needs root"):
+        netemu.check_support()
+    with pytest.raises(CollError, match="needs root"), netemu.Cluster(hosts=2):
+        pass
+    out = cli("run", RING, "-p", "2", "--size", "1K", "--backend", "mpi", "--network", "2x1gbit")
+    assert out.code == 2, out.text
+    assert "error: the emulated cluster needs root" in out.stderr and "Traceback" not in out.text, out.text
+
+
+def test_without_iproute2_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netemu.shutil, "which", lambda tool: None if tool == "tc" else f"/usr/sbin/{tool}")
+    with pytest.raises(CollError, match=r"needs 'tc' \(iproute2\)"):
+        netemu.check_support()
+
+
+def test_cluster_arguments_are_checked() -> None:
+    with pytest.raises(CollError, match="1 to 250 hosts"):
+        netemu.Cluster(hosts=0)
+    with pytest.raises(CollError, match="at least one rank"):
+        netemu.Cluster(hosts=2, ranks_per_host=0)
+    with pytest.raises(CollError, match="not a rate"):
+        netemu.Cluster(hosts=2, bandwidth="fast")
+    with pytest.raises(CollError, match="not running"):
+        _ = netemu.Cluster(hosts=2).mpiexec_args
+
+
+# --------------------------------------------------------------------------
+# A 2-host job
+# --------------------------------------------------------------------------
+
+PROGRAM = textwrap.dedent(
+    """
+    import json, os, sys
+    import numpy as np
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    x = np.arange(1 << 18, dtype=np.float64) * (world.rank + 1)
+    y = np.empty_like(x)
+    world.Allreduce(x, y)
+    expected = np.arange(1 << 18, dtype=np.float64) * sum(range(1, world.size + 1))
+    local = world.Split_type(MPI.COMM_TYPE_SHARED)
+    with open(os.path.join(sys.argv[1], f"rank{world.rank}.json"), "w") as out:
+        json.dump({
+            "rank": world.rank, "netns": os.readlink("/proc/self/ns/net"),
+            "right": bool(np.array_equal(y, expected)), "local": local.size,
+        }, out)
+    if os.environ.get("FAIL_RANK") == str(world.rank):
+        world.Abort(3)
+    """
+)
+
+
+def tx_bytes(ns: str, dev: str) -> int:
+    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev], capture_output=True, text=True, check=True)
+    return int(json.loads(out.stdout)[0]["stats64"]["tx"]["bytes"])
+
+
+@needs_namespaces
+def test_two_hosts_run_an_allreduce_and_leave_nothing(tmp_path: Path) -> None:
+    program = tmp_path / "job.py"
+    program.write_text(PROGRAM)
+    with netemu.Cluster(hosts=2, ranks_per_host=2, bandwidth="1gbit") as cluster:
+        prefix = cluster.prefix
+        assert sorted(left(prefix)) == sorted([cluster.switch, *cluster.namespaces])
+        before = tx_bytes(cluster.namespaces[0], netemu.HOST_IFACE)
+        done = cluster.mpiexec([sys.executable, str(program), str(tmp_path)], timeout=120)
+        assert done.returncode == 0, done.stderr
+        sent = tx_bytes(cluster.namespaces[0], netemu.HOST_IFACE) - before
+        rows = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
+        assert [r["rank"] for r in rows] == [0, 1, 2, 3]
+        assert all(r["right"] for r in rows), rows
+        assert all(r["local"] == 2 for r in rows), rows  # two ranks a host, sharing memory
+        ours = os.readlink("/proc/self/ns/net")
+        host0, host1 = {rows[0]["netns"], rows[1]["netns"]}, {rows[2]["netns"], rows[3]["netns"]}
+        assert len(host0) == len(host1) == 1 and host0 != host1 and ours not in host0 | host1, rows
+        assert sent > (1 << 18) * 8 // 2, sent  # the hosts' halves of the vector crossed the link
+        rates = cluster.link_rates()
+        assert len(rates) == 4 and set(rates.values()) == {10**9}, rates
+        shown = subprocess.run(
+            ["tc", "-n", cluster.namespaces[1], "qdisc", "show", "dev", "eth0"], capture_output=True, text=True
+        ).stdout
+        assert "tbf" in shown and "rate 1Gbit" in shown, shown
+    assert left(prefix) == []
+
+
+@needs_namespaces
+def test_a_failing_job_is_returned_and_cleaned_up(tmp_path: Path) -> None:
+    program = tmp_path / "job.py"
+    program.write_text(PROGRAM)
+    with netemu.Cluster(hosts=2, ranks_per_host=1) as cluster:
+        prefix = cluster.prefix
+        done = cluster.mpiexec([sys.executable, str(program), str(tmp_path)], env={"FAIL_RANK": "1"}, timeout=120)
+        assert done.returncode != 0
+        assert cluster.link_rates() == dict.fromkeys(cluster.link_rates(), None)  # not shaped
+    assert left(prefix) == []
+
+
+@needs_namespaces
+def test_a_hung_job_times_out_and_an_exception_cleans_up() -> None:
+    with pytest.raises(CollError, match="ran longer than 2 s"), netemu.Cluster(hosts=2) as cluster:
+        prefix = cluster.prefix
+        cluster.mpiexec(["sleep", "60"], timeout=2)
+    assert left(prefix) == []
+    with pytest.raises(RuntimeError, match="boom"), netemu.Cluster(hosts=1) as cluster:
+        prefix = cluster.prefix
+        raise RuntimeError("boom")
+    assert left(prefix) == []
+
+
+SIGNALLED = textwrap.dedent(
+    """
+    import sys, time
+    from collc import netemu
+    with netemu.Cluster(hosts=2, bandwidth="100mbit") as cluster:
+        print(cluster.prefix, flush=True)
+        time.sleep(120)
+    """
+)
+
+
+@needs_namespaces
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_signalled_cluster_is_removed(sig: signal.Signals) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SIGNALLED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        prefix = proc.stdout.readline().strip()
+        assert prefix.startswith(netemu.NAME_PREFIX), proc.stderr.read() if proc.stderr else ""
+        assert len(left(prefix)) == 3
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if sig == signal.SIGKILL:  # no chance to clean up: the leftovers are found by their dead owner
+        assert len(left(prefix)) == 3
+        assert len(netemu.remove_leftovers(prefix)) == 3
+    deadline = time.monotonic() + 10
+    while left(prefix) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left(prefix) == []
+
+
+@needs_namespaces
+def test_remove_leftovers_spares_running_clusters() -> None:
+    with netemu.Cluster(hosts=1) as cluster:
+        assert netemu.remove_leftovers(cluster.prefix) == []
+        assert len(left(cluster.prefix)) == 2
+    with pytest.raises(CollError, match="not a cluster's prefix"):
+        netemu.remove_leftovers("docker")
+
+
+@needs_namespaces
+@pytest.mark.skipif(_netem() is not None, reason=f"no latency here: {_netem()}")
+def test_latency_is_a_netem_delay_above_the_rate() -> None:
+    with netemu.Cluster(hosts=2, bandwidth="10gbit", latency="50us") as cluster:
+        uplink = cluster.qdiscs()[f"{cluster.namespaces[0]}/eth0"]
+        kinds = {q["kind"] for q in uplink}
+        assert kinds == {"netem", "tbf"}, uplink
+        assert set(cluster.link_rates().values()) == {10**10}
+
+
+@needs_namespaces
+def test_collc_run_on_the_emulated_cluster() -> None:
+    out = cli("run", RING, "-p", "4", "--backend", "mpi", "--network", "2x1gbit", "--sizes", "1K:64K", "--json")
+    assert out.code == 0, out.text
+    payload = json.loads(out.stdout)
+    assert payload["network"] == "2x1gbit" and payload["ranks_per_host"] == 2
+    assert len(payload["rows"]) == 7 and all(r["wrong"] == 0 for r in payload["rows"])
+    assert left(netemu.NAME_PREFIX + f"{os.getpid()}-") == []
+    text = cli("run", RING, "-p", "2", "--backend", "mpi", "--network", "2", "--size", "4K")
+    assert text.code == 0, text.text
+    assert "2 MPI processes on 2 emulated hosts x 1 ranks, unshaped links" in text.stdout, text.stdout
