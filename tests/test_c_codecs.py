@@ -1,12 +1,15 @@
 """The mpi-c runtime's codecs (``runtime/collc_zcodec.h``, plain C) against the numpy references.
 
 ``tests/mpi_c/codecs_c.c`` exposes them through ctypes, built as C99 with the
-mpi-c target's flags.  For every codec, on random data and on the edge values
-(NaN, ±Inf, subnormals, ±0, runs of zeros and constants, values at the codecs'
-limits, huge ranges): the C encoder gives numpy's payload byte for byte, or
-refuses the same first element; the C decoder gives numpy's values bit for bit;
-the payload size read back from a payload's header is its size, and the largest
-size is numpy's ``max_compressed_bytes``.
+mpi-c target's flags, once as the target builds it and once with
+``COLLC_ZCODEC_PORTABLE`` (the plain-C paths that replace the SSE2 ones).  For
+every codec, on random data and on the edge values (NaN, ±Inf, subnormals, ±0,
+runs of zeros and constants, values at the codecs' limits, huge ranges), and
+for ebq and fwq at every bit width with tails of every length: the C encoder
+gives numpy's payload byte for byte, or refuses the same first element; the C
+decoder gives numpy's values bit for bit; the payload size read back from a
+payload's header is its size, and the largest size is numpy's
+``max_compressed_bytes``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from hypothesis.extra.numpy import arrays
 
 from collc.backends import mpi_c
 from collc.codecs import Codec, CodecValueError, Ebq, Fwq, Hq, Lossless, parse_codec
+from collc.codecs.ebq import EBQ_MAX_BITS
+from collc.codecs.fwq import FWQ_MAX_BITS, FWQ_MIN_BITS
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "mpi_c" / "codecs_c.c"
@@ -50,13 +55,16 @@ F32 = ctypes.c_float
 INT = ctypes.c_int
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+@pytest.fixture(scope="module", params=["default", "portable"])
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    """The codecs as the mpi-c target builds them, and with COLLC_ZCODEC_PORTABLE (no SSE2 code: plain C only)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("codecs_c") / "libcodecs_c.so"
-    cmd = [cc, "-std=c99", "-pedantic", *mpi_c.CFLAGS, "-I", str(ROOT / "runtime"), "-o", str(out), str(SOURCE), "-lm"]
+    flags = ["-DCOLLC_ZCODEC_PORTABLE"] if request.param == "portable" else []
+    cmd = [cc, "-std=c99", "-pedantic", *mpi_c.CFLAGS, *flags, "-I", str(ROOT / "runtime"), "-o", str(out)]
+    cmd += [str(SOURCE), "-lm"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
     lib = ctypes.CDLL(str(out))
@@ -219,3 +227,51 @@ def test_corrupt_headers_are_refused(lib: ctypes.CDLL) -> None:
     assert lib.zsize(*head(ebq), payload.ctypes.data, payload.size, 64, 1) == NONE
     with pytest.raises(ValueError, match="bit width 15"):
         ebq.payload_size(payload, 64)
+
+
+@pytest.mark.parametrize("eb", [1e-3, 0.5])
+def test_ebq_every_block_width(lib: ctypes.CDLL, eb: float) -> None:
+    """Blocks of every width 0..14 side by side, with random signs and tails of every length 0..31."""
+    c = parse_codec(f"ebq(eb={eb})")
+    rng = np.random.default_rng(11)
+    blocks = []
+    for width in range(EBQ_MAX_BITS + 1):
+        for _ in range(4):
+            top = (1 << width) - 1
+            q = rng.integers(-top, top + 1, 32)
+            q[rng.integers(0, 32)] = top * rng.choice([-1, 1])  # the block's width is exactly `width`
+            blocks.append(q)
+    order = rng.permutation(len(blocks))  # widths in no particular order, as real data has them
+    x = (np.concatenate([blocks[i] for i in order]) * c.step).astype(np.float32)
+    x += (rng.random(x.size).astype(np.float32) - np.float32(0.5)) * np.float32(0.9) * c.step  # off the grid points
+    for tail in range(32):
+        same(lib, c, x[: x.size - 32 + tail])
+
+
+@pytest.mark.parametrize("bits", range(FWQ_MIN_BITS, FWQ_MAX_BITS + 1))
+def test_fwq_every_bit_width(lib: ctypes.CDLL, bits: int) -> None:
+    """Every bit width, blocks of 32 to 160 values, random tails; zero blocks and blocks below 2**-126 * levels."""
+    rng = np.random.default_rng(bits)
+    for block in (32, 64, 96, 160):
+        c = Fwq(bits=bits, block=block)
+        for _ in range(3):
+            n = int(rng.integers(2, 6)) * block + int(rng.integers(0, block))
+            x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)
+            x[: block // 2] = 0.0
+            x[block : block + 7] = np.float32(1e-39) * rng.random(7).astype(np.float32)
+            x[-(n % block or block) :] *= np.float32(rng.choice([1.0, 1e30, 1e-30]))
+            same(lib, c, x)
+            same(lib, c, np.round(x * 3) / 3)  # ties and exact levels
+
+
+def test_refusals_in_late_blocks(lib: ctypes.CDLL) -> None:
+    """The first refused index when it lies past many accepted blocks, in a tail, or in several blocks."""
+    rng = np.random.default_rng(7)
+    for spec in ("ebq(eb=1e-3)", "fwq(bits=8, block=32)", "fwq(bits=5, block=96)"):
+        c = parse_codec(spec)
+        for _ in range(20):
+            n = int(rng.integers(1, 2000))
+            x = (rng.random(n) * 2 - 1).astype(np.float32)
+            for at in rng.integers(0, n, int(rng.integers(1, 4))):
+                x[at] = rng.choice([np.nan, np.inf, -np.inf, 3.4e38, 1e5])
+            same(lib, c, x)
