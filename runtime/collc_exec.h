@@ -543,8 +543,13 @@ static inline void collc_wait(struct collc_ctx *ctx, int step, int nreq, int nre
     int left = nreq;
     long polls = 0;
     if (nreq == 0) return;
-    if (ctx->timeout <= 0 && expect == NULL) {
+    if (ctx->timeout <= 0 && expect == NULL) { /* errors returned while waiting, as in collc_flow_wait */
+        MPI_Errhandler saved;
+        PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved);
+        PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         int err = PMPI_Waitall(nreq, ctx->reqs, ctx->statuses);
+        PMPI_Comm_set_errhandler(MPI_COMM_WORLD, saved);
+        PMPI_Errhandler_free(&saved);
         if (err == MPI_ERR_IN_STATUS) {
             for (int i = 0; i < nreq; i++)
                 if (ctx->statuses[i].MPI_ERROR != MPI_SUCCESS && ctx->statuses[i].MPI_ERROR != MPI_ERR_PENDING)

@@ -307,6 +307,12 @@ static inline int collc_flow_wait(struct collc_ctx *ctx, int low, int nactive)
 {
     struct collc_fstate *fs = ctx->fs;
     int outcount = 0, err;
+    /* MPICH reports an error of MPI_Waitsome or MPI_Testsome (a truncated message: a rank called with another
+     * count) to the handler of MPI_COMM_WORLD, which would end the job without saying why: errors are returned
+     * here while the rank waits, and said below. */
+    MPI_Errhandler saved;
+    PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved);
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (ctx->timeout <= 0) {
         err = PMPI_Waitsome(nactive, fs->reqs, &outcount, fs->idx, fs->statuses);
     } else {
@@ -321,6 +327,8 @@ static inline int collc_flow_wait(struct collc_ctx *ctx, int low, int nactive)
             }
         }
     }
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, saved);
+    PMPI_Errhandler_free(&saved);
     if (err == MPI_ERR_IN_STATUS) {
         for (int k = 0; k < outcount; k++) {
             int e = fs->statuses[k].MPI_ERROR;

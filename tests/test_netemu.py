@@ -240,9 +240,12 @@ SIGNALLED = textwrap.dedent(
 @needs_namespaces
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_signalled_cluster_is_removed(sig: signal.Signals) -> None:
+    # A suite started in the background of a shell runs with SIGINT ignored, and a Python started so never
+    # turns SIGINT into KeyboardInterrupt: the child gets the default back, as a program run at a terminal has.
     proc = subprocess.Popen(
-        [sys.executable, "-c", SIGNALLED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-c", SIGNALLED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         assert proc.stdout is not None
         prefix = proc.stdout.readline().strip()
