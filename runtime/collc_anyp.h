@@ -678,6 +678,8 @@ struct collc_anyp {
     int (*build)(int p, int rank, struct collc_av_tables *t, int *nchunks, int *root, char *why, size_t len);
     const struct collc_sched *base; /* the library's schedule: algorithm, collective, root */
     const struct collc_cover *cover; /* the sizes it serves (collc_cover.h) */
+    const struct collc_cover *agree; /* the sizes whose ranks get the same bits of a floating-point sum (NULL: all) */
+    const char *mixed;               /* why not, at the other sizes (collc_sched's mixed_orders) */
 };
 
 /* The schedule of (p, rank), built on first use (under a->lock). */
@@ -710,6 +712,7 @@ static inline struct collc_anyp_sched *collc_anyp_get(struct collc_anyp *a, int 
         e->s.receives = e->receives;
         e->s.run = collc_anyp_run;
         e->s.for_size = NULL;
+        e->s.mixed_orders = a->agree == NULL || collc_cover_has(a->agree, p) ? NULL : a->mixed;
         /* Dataflow issue (collc_flow.h), as for a library with precomputed tables. */
         e->spans[rank].first = 0, e->spans[rank].n = (int)e->t.nmsgs;
         e->flow.msgs = e->t.msgs, e->flow.runs = e->t.runs, e->flow.ranks = e->spans, e->flow.deps = e->t.deps;

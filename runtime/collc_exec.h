@@ -165,6 +165,9 @@ struct collc_sched {
     /* The same algorithm at other rank counts (none: nsizes 0): a call runs the one of its communicator's size. */
     const struct collc_sched *const *sizes;
     int nsizes;
+    /* Why the ranks' floating-point sums and products may differ in their last bits (their trees of pairwise
+       combinations differ: collc.verify.order); NULL: every rank gets the same bits. */
+    const char *mixed_orders;
     const char *sizes_text; /* every rank count of the library, for messages */
     /* Any other rank count (NULL: none): the schedule of the calling rank of `comm`, of size p, built at its first
        call from the program (collc_anyp.h), or NULL with the reason in `why`. */

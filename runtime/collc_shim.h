@@ -17,7 +17,11 @@
  * - COLLC_SHIM_EXACT=1 (or a library compiled with COLLC_DEFAULT_EXACT 1; =0
  *   overrides it): floating-point MPI_SUM and MPI_PROD, whose last bits depend on
  *   the order in which ranks are combined, go to PMPI on every rank, so that
- *   results are the MPI library's bit for bit.
+ *   results are the MPI library's bit for bit.  Without the setting, a
+ *   schedule whose ranks combine in different orders (struct collc_sched's
+ *   mixed_orders, e.g. latency-optimal Swing from 8 ranks) hands them to PMPI
+ *   too, since its ranks' results would differ in the last bits from each
+ *   other; COLLC_SHIM_EXACT=0 runs it anyway.
  * - COLLC_SHIM_LOG=1: every call prints one line on stderr, beginning
  *   "collc:", and the first fallback for each reason prints a note.
  * - COLLC_SHIM_CHECK=1: every call also runs the PMPI collective into a
@@ -126,7 +130,7 @@ struct collc_call {
 };
 
 static struct {
-    int read, log, check, compress, exact, noted_bound;
+    int read, log, check, compress, exact, exact_set, noted_bound;
     int steps; /* COLLC_ISSUE=steps: issue step by step, not by dataflow */
     double timeout;
     MPI_Count small_below; /* COLLC_SMALL_BYTES; -1 when unset */
@@ -176,9 +180,8 @@ static inline void collc_read_env(void)
     collc_env.log = collc_flag("COLLC_SHIM_LOG");
     collc_env.check = collc_flag("COLLC_SHIM_CHECK");
     collc_env.compress = collc_flag("COLLC_SHIM_COMPRESS");
-    collc_env.exact = getenv("COLLC_SHIM_EXACT") != NULL && getenv("COLLC_SHIM_EXACT")[0] != '\0'
-                          ? collc_flag("COLLC_SHIM_EXACT")
-                          : COLLC_DEFAULT_EXACT;
+    collc_env.exact_set = getenv("COLLC_SHIM_EXACT") != NULL && getenv("COLLC_SHIM_EXACT")[0] != '\0';
+    collc_env.exact = collc_env.exact_set ? collc_flag("COLLC_SHIM_EXACT") : COLLC_DEFAULT_EXACT;
     {
         const char *issue = getenv("COLLC_ISSUE");
         if (issue != NULL && issue[0] != '\0' && strcmp(issue, "steps") != 0 && strcmp(issue, "dataflow") != 0)
@@ -432,6 +435,10 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
             if (collc_env.exact && (c->op == MPI_SUM || c->op == MPI_PROD) && collc_float_type(c->dt))
                 return collc_reason_set(COLLC_EXACT, "COLLC_SHIM_EXACT: a floating-point %s, whose rounding "
                                         "depends on the order of the ranks", collc_op_name(c->op));
+            if (s->mixed_orders != NULL && !collc_env.exact_set && (c->op == MPI_SUM || c->op == MPI_PROD) &&
+                collc_float_type(c->dt))
+                return collc_reason_set(COLLC_EXACT, "a floating-point %s: %s (COLLC_SHIM_EXACT=0 runs it anyway)",
+                                        collc_op_name(c->op), s->mixed_orders);
         } else if (!collc_agree(c, usable)) { /* a user-defined op: the ranks agree on their datatypes */
             return collc_reason_set(COLLC_DATATYPE, "a user-defined op on datatypes that are not predefined or "
                                     "dense on every rank, or not of one extent, size and count");

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from collc.backends.csource import Sources, c_ident
+from collc.backends.csource import Sources, c_ident, c_string
 from collc.diagnostics import CollError, shorten, source_lines
 from collc.frontend import ast
 from collc.frontend.program import Program
@@ -176,7 +176,7 @@ class _Writer:
         return f"{label}:{span.line}: {self.sources.text(span.file, span.line)}".replace("*/", "* /")
 
     def text(self, span: Span) -> str:
-        return _c_string(_source_text(self.program, span))
+        return c_string(_source_text(self.program, span))
 
     # ------------------------------------------------------------ expressions
     def expr(self, node: ast.Expr, scope: _Scope) -> str:
@@ -295,7 +295,7 @@ class _Writer:
 
     def _s_Assert(self, node: ast.Assert, scope: _Scope, rank: bool = True) -> None:
         at = self.at(node.span)
-        text = _c_string(node.message) if node.message is not None else self.text(node.cond.span)
+        text = c_string(node.message) if node.message is not None else self.text(node.cond.span)
         with self.block(f'if (!cv_test(X, {self.expr(node.cond, scope)}, "assertion", {at}))'):
             if rank:
                 self.line(f'collc_av_fail(X, {at}, "assertion failed at rank %d: %s", X->rank, {text});')
@@ -524,11 +524,6 @@ def _conjuncts(node: ast.Expr) -> list[ast.Expr]:
     if isinstance(node, ast.BoolOp) and node.op == "and":
         return _conjuncts(node.left) + _conjuncts(node.right)
     return [node]
-
-
-def _c_string(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("?", "\\?")
-    return f'"{escaped}"'
 
 
 def _calls(nodes: list[object]) -> Iterator[tuple[str, str]]:

@@ -19,7 +19,7 @@ from collc.diagnostics import CollError
 from collc.ir import format_id_set
 from collc.resources import data_dir
 
-__all__ = ["SourceLine", "Sources", "c_ident", "run_compiler", "runs_text", "write_sources"]
+__all__ = ["SourceLine", "Sources", "c_ident", "c_string", "run_compiler", "runs_text", "write_sources"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,12 @@ def prefix_lines(weights: tuple[int, ...] | None, per_line: int = 12) -> tuple[s
         return ()
     values = [f"{v}ull" for v in collectives.chunk_prefix(weights)]
     return tuple(", ".join(values[i : i + per_line]) for i in range(0, len(values), per_line))
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal (backslashes, quotes and trigraph question marks escaped)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("?", "\\?")
+    return f'"{escaped}"'
 
 
 def c_ident(name: str) -> str:

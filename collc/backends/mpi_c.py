@@ -36,7 +36,16 @@ import numpy as np
 
 from collc import collectives
 from collc.backends import dataflow, tables
-from collc.backends.csource import SourceLine, Sources, c_ident, prefix_lines, run_compiler, runs_text, write_sources
+from collc.backends.csource import (
+    SourceLine,
+    Sources,
+    c_ident,
+    c_string,
+    prefix_lines,
+    run_compiler,
+    runs_text,
+    write_sources,
+)
 from collc.backends.mpitools import mpicc
 from collc.codecs import parse_codec
 from collc.codecs.fwq import Fwq
@@ -44,6 +53,7 @@ from collc.codecs.grid import GridCodec, grid_constants
 from collc.diagnostics import CollError
 from collc.ir import Collective, Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
+from collc.verify.order import mixed_orders
 
 __all__ = [
     "API_NAMES",
@@ -249,6 +259,8 @@ class Plan:
     sizes_text: str = ""  # every rank count of the library ("" for one)
     chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
     exact: bool = False  # floating-point MPI_SUM and MPI_PROD go to PMPI unless COLLC_SHIM_EXACT=0 (`generate`)
+    mixed_orders: str = ""  # a C string: why the ranks' floating-point sums may differ in their last bits ("": they
+    # agree; `collc.verify.order`)
 
 
 def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
@@ -452,6 +464,7 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None, **e
         bound_scales=int(any(parse_codec(spec).error_model in ("rel", "cast") for spec in t.codecs)),
         bound_text=f"{bound32:.3g}",
         chunk_prefix=prefix_lines(schedule.chunk_weights),
+        mixed_orders=c_string(reason) if (reason := mixed_orders(schedule)) else "",
         **({"sources": (source_names(schedule)[0],), "file_name": source_names(schedule)[0]} | extra),
     )
 

@@ -27,11 +27,13 @@ from pathlib import Path
 
 from collc.backends import mpi_c, tables
 from collc.backends.anyp_translate import CFunction, refusal, translate
-from collc.backends.csource import Sources, c_ident, run_compiler, write_sources
+from collc.backends.csource import Sources, c_ident, c_string, run_compiler, write_sources
 from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
+from collc.elaborate import elaborate
 from collc.frontend.program import Program
-from collc.ir import ParamValue
+from collc.ir import Collective, ParamValue
+from collc.verify.order import mixed_orders
 
 __all__ = [
     "AnypPlan",
@@ -135,6 +137,10 @@ class AnypPlan:
     sanitize_flags: str
     nranks: str = "any"
     exact: bool = False  # floating-point MPI_SUM and MPI_PROD go to PMPI (mpi_c.generate's ``exact``)
+    agree_runs: tuple[tuple[int, int], ...] = ()  # the sizes whose ranks combine in one order (`agreeing_sizes`)
+    agree_text: str = ""
+    agree_how: str = ""  # for the file's comment
+    mixed_text: str = '""'  # a C string: why a floating-point sum goes to PMPI at the other sizes
 
 
 def check_supported(program: Program, params: Mapping[str, ParamValue]) -> None:
@@ -183,7 +189,43 @@ def plan(program: Program, params: Mapping[str, ParamValue], coverage: Coverage,
         cflags=" ".join(mpi_c.CFLAGS),
         sanitize_flags=" ".join(mpi_c.SANITIZE_FLAGS),
         exact=exact,
+        **_agreement(program, params, coverage),
     )
+
+
+ORDER_ANALYSED = 64
+"""The largest p at which an any-p library's order of combination is analysed (`collc.verify.order`)."""
+
+
+def agreeing_sizes(program: Program, params: Mapping[str, ParamValue], coverage: Coverage) -> Coverage | None:
+    """The covered sizes up to `ORDER_ANALYSED` at which every rank gets the same bits of a floating-point sum
+    (those the constraints exclude included: the program refuses them anyway); None when that holds at every
+    size (collectives other than allreduce, where one rank reduces each result)."""
+    if program.collective is not Collective.ALLREDUCE:
+        return None
+    agree = []
+    for lo, hi in coverage.runs:
+        for p in range(lo, min(hi, ORDER_ANALYSED) + 1):
+            try:
+                schedule = elaborate(program, {**params, "p": p})
+            except CollError:
+                agree.append(p)
+                continue
+            if mixed_orders(schedule) is None:
+                agree.append(p)
+    return Coverage.of_sizes(agree, ())
+
+
+def _agreement(program: Program, params: Mapping[str, ParamValue], coverage: Coverage) -> dict[str, object]:
+    agree = agreeing_sizes(program, params, coverage)
+    if agree is None:
+        return {"agree_runs": coverage.runs, "agree_text": coverage.text(), "agree_how": "every size"}
+    text = agree.text() if agree.runs else "none"
+    why = (
+        f"its ranks may combine the contributions in different orders at this p (they are checked to combine in "
+        f"one order at p = {text}, up to {ORDER_ANALYSED})"
+    )
+    return {"agree_runs": agree.runs, "agree_text": text, "agree_how": f"p = {text}", "mixed_text": c_string(why)}
 
 
 def _comment(text: str) -> str:
