@@ -29,6 +29,7 @@ from collc.backends import (
     mpi_launch,
     mpi_py,
     msccl,
+    order,
     tables,
 )
 from collc.collectives import count_error, layout_error
@@ -272,10 +273,28 @@ class Algorithm:
             if build:
                 files.extend(mpi_cuda_anyp.build(out, self.program))
             return files, coverage
-        files = mpi_c_anyp.generate(self.program, out, values, coverage, exact=exact)
+        agree = self._agreeing_sizes(values, coverage)
+        files = mpi_c_anyp.generate(self.program, out, values, coverage, exact=exact, agree=agree)
         if build:
             files.append(mpi_c_anyp.build(out, self.program))
         return files, coverage
+
+    def _agreeing_sizes(self, values: Mapping[str, ParamValue], coverage: mpi_c_anyp.Coverage) -> mpi_c_anyp.Coverage:
+        """The covered sizes up to `mpi_c_anyp.ORDER_ANALYSED` at which every rank gets the same bits of a
+        floating-point sum (`collc.backends.order`); those the constraints exclude count as agreeing, since the
+        program refuses them anyway."""
+        agree = []
+        if self.program.collective is Collective.ALLREDUCE:
+            for lo, hi in coverage.runs:
+                for p in range(lo, min(hi, mpi_c_anyp.ORDER_ANALYSED) + 1):
+                    try:
+                        schedule = elaborate(self.program, {**values, "p": p})
+                    except CollError:
+                        agree.append(p)
+                        continue
+                    if order.mixed_orders(schedule) is None:
+                        agree.append(p)
+        return mpi_c_anyp.Coverage.of_sizes(agree, ())
 
     def _verify_sizes(
         self,

@@ -166,7 +166,7 @@ struct collc_sched {
     const struct collc_sched *const *sizes;
     int nsizes;
     /* Why the ranks' floating-point sums and products may differ in their last bits (their trees of pairwise
-       combinations differ: collc.verify.order); NULL: every rank gets the same bits. */
+       combinations differ: collc.backends.order); NULL: every rank gets the same bits. */
     const char *mixed_orders;
     const char *sizes_text; /* every rank count of the library, for messages */
     /* Any other rank count (NULL: none): the schedule of the calling rank of `comm`, of size p, built at its first

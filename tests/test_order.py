@@ -1,4 +1,4 @@
-"""Whether every rank gets the same bits of a floating-point allreduce (collc.verify.order), against the
+"""Whether every rank gets the same bits of a floating-point allreduce (collc.backends.order), against the
 local executor run on inputs that expose the order of the additions (a large value, its negation and small
 ones, as MPICH's coll/allred_float has them): where the analysis says the ranks agree, every rank's float32
 result is the same, bit for bit, for every placement of the large pair; where it says they do not, some
@@ -17,8 +17,8 @@ from shim_libs import HERE, Libraries, build_driver, examples, mpirun
 
 import collc
 from collc.backends.local_plan import execute, plan
+from collc.backends.order import mixed_orders
 from collc.ir import Collective, Schedule
-from collc.verify.order import mixed_orders
 
 COUNT_PER_CHUNK = 2
 

@@ -210,6 +210,14 @@ def test_schedules_are_verified_for_the_group_size_and_compiled_once(cache: Path
     assert bcast.root == 2 and bcast.library != first.library
 
 
+def test_a_schedule_whose_ranks_combine_in_other_orders_is_marked(cache: Path) -> None:
+    """Latency-optimal Swing from 8 ranks: its ranks would get different last bits of a floating-point sum, so
+    the backend runs such all_reduces on gloo (process_group), as the library itself refuses them."""
+    assert "different orders" in (prepare("allreduce", "swing_lat", 8, cache_dir=cache).mixed_orders or "")
+    assert prepare("allreduce", "swing_lat", 6, cache_dir=cache).mixed_orders is None
+    assert prepare("allreduce", "ring_allreduce", 8, cache_dir=cache).mixed_orders is None
+
+
 def test_schedule_errors_name_the_file_and_the_group_size(cache: Path, tmp_path: Path) -> None:
     with pytest.raises(ScheduleError, match=r"swing_bw\.coll implements allreduce, not allgather"):
         prepare("allgather", "swing_bw", 4, cache_dir=cache)

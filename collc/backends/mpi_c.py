@@ -47,13 +47,13 @@ from collc.backends.csource import (
     write_sources,
 )
 from collc.backends.mpitools import mpicc
+from collc.backends.order import mixed_orders
 from collc.codecs import parse_codec
 from collc.codecs.fwq import Fwq
 from collc.codecs.grid import GridCodec, grid_constants
 from collc.diagnostics import CollError
 from collc.ir import Collective, Schedule, bits_to_runs, format_id_set
 from collc.resources import data_dir
-from collc.verify.order import mixed_orders
 
 __all__ = [
     "API_NAMES",
@@ -260,7 +260,7 @@ class Plan:
     chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
     exact: bool = False  # floating-point MPI_SUM and MPI_PROD go to PMPI unless COLLC_SHIM_EXACT=0 (`generate`)
     mixed_orders: str = ""  # a C string: why the ranks' floating-point sums may differ in their last bits ("": they
-    # agree; `collc.verify.order`)
+    # agree; `collc.backends.order`)
 
 
 def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:

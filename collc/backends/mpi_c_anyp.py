@@ -30,10 +30,8 @@ from collc.backends.anyp_translate import CFunction, refusal, translate
 from collc.backends.csource import Sources, c_ident, c_string, run_compiler, write_sources
 from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
-from collc.elaborate import elaborate
 from collc.frontend.program import Program
 from collc.ir import Collective, ParamValue
-from collc.verify.order import mixed_orders
 
 __all__ = [
     "AnypPlan",
@@ -150,9 +148,16 @@ def check_supported(program: Program, params: Mapping[str, ParamValue]) -> None:
         raise problem
 
 
-def plan(program: Program, params: Mapping[str, ParamValue], coverage: Coverage, *, exact: bool = False) -> AnypPlan:
+def plan(
+    program: Program,
+    params: Mapping[str, ParamValue],
+    coverage: Coverage,
+    *,
+    exact: bool = False,
+    agree: Coverage | None = None,
+) -> AnypPlan:
     """The data the templates render for ``program`` with the compile-time ``params`` (p excluded), serving the
-    sizes of ``coverage``."""
+    sizes of ``coverage``; ``agree``: those whose ranks combine a floating-point sum in one order (`_agreement`)."""
     if not coverage.runs:
         raise CollError(f"{program.name}: an any-p library that serves no communicator size")
     check_supported(program, params)
@@ -189,43 +194,31 @@ def plan(program: Program, params: Mapping[str, ParamValue], coverage: Coverage,
         cflags=" ".join(mpi_c.CFLAGS),
         sanitize_flags=" ".join(mpi_c.SANITIZE_FLAGS),
         exact=exact,
-        **_agreement(program, params, coverage),
+        **_agreement(program, coverage, agree),
     )
 
 
 ORDER_ANALYSED = 64
-"""The largest p at which an any-p library's order of combination is analysed (`collc.verify.order`)."""
+"""The largest p at which an any-p library's order of combination is analysed (`collc.backends.order`)."""
 
 
-def agreeing_sizes(program: Program, params: Mapping[str, ParamValue], coverage: Coverage) -> Coverage | None:
-    """The covered sizes up to `ORDER_ANALYSED` at which every rank gets the same bits of a floating-point sum
-    (those the constraints exclude included: the program refuses them anyway); None when that holds at every
-    size (collectives other than allreduce, where one rank reduces each result)."""
+def _agreement(program: Program, coverage: Coverage, agree: Coverage | None) -> dict[str, object]:
+    """The template's fields for the sizes ``agree`` whose ranks combine a floating-point sum in one order (the
+    caller elaborates and analyses them: `collc.api`); None: not analysed, so every size of an allreduce goes to
+    PMPI for such sums (other collectives reduce each result at one rank: every size agrees)."""
     if program.collective is not Collective.ALLREDUCE:
-        return None
-    agree = []
-    for lo, hi in coverage.runs:
-        for p in range(lo, min(hi, ORDER_ANALYSED) + 1):
-            try:
-                schedule = elaborate(program, {**params, "p": p})
-            except CollError:
-                agree.append(p)
-                continue
-            if mixed_orders(schedule) is None:
-                agree.append(p)
-    return Coverage.of_sizes(agree, ())
-
-
-def _agreement(program: Program, params: Mapping[str, ParamValue], coverage: Coverage) -> dict[str, object]:
-    agree = agreeing_sizes(program, params, coverage)
-    if agree is None:
         return {"agree_runs": coverage.runs, "agree_text": coverage.text(), "agree_how": "every size"}
-    text = agree.text() if agree.runs else "none"
+    text = agree.text() if agree is not None and agree.runs else "none"
     why = (
         f"its ranks may combine the contributions in different orders at this p (they are checked to combine in "
         f"one order at p = {text}, up to {ORDER_ANALYSED})"
     )
-    return {"agree_runs": agree.runs, "agree_text": text, "agree_how": f"p = {text}", "mixed_text": c_string(why)}
+    return {
+        "agree_runs": agree.runs if agree is not None else (),
+        "agree_text": text,
+        "agree_how": f"p = {text}",
+        "mixed_text": c_string(why),
+    }
 
 
 def _comment(text: str) -> str:
@@ -250,11 +243,17 @@ def build(out_dir: Path, program: Program, *, cflags: Sequence[str] = ()) -> Pat
 
 
 def generate(
-    program: Program, out_dir: Path, params: Mapping[str, ParamValue], coverage: Coverage, *, exact: bool = False
+    program: Program,
+    out_dir: Path,
+    params: Mapping[str, ParamValue],
+    coverage: Coverage,
+    *,
+    exact: bool = False,
+    agree: Coverage | None = None,
 ) -> list[Path]:
     """Write the any-p library's sources, header, Makefile and runtime headers into ``out_dir``; the library serves
-    the sizes of ``coverage``; ``exact`` as for `mpi_c.generate`."""
-    data = plan(program, params, coverage, exact=exact)
+    the sizes of ``coverage``; ``exact`` as for `mpi_c.generate`, ``agree`` as for `plan`."""
+    data = plan(program, params, coverage, exact=exact, agree=agree)
     out_dir = Path(out_dir)
     header = f"collc_{data.ident}.h"
     files = [(data.file_name, "collc_anyp.c.j2"), (header, "collc_anyp.h.j2"), ("Makefile", "Makefile.j2")]

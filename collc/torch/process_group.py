@@ -361,6 +361,10 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if compiled.compressed and kind.base != "sum":
                 return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype,
                                        f"all_reduce {kind.name.upper()} with a compressed schedule")  # fmt: skip
+            if compiled.mixed_orders is not None and t.is_floating_point() and kind.base in ("sum", "product"):
+                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype,
+                                       f"all_reduce {kind.name.upper()} of {_name(t.dtype)} tensors: every rank must "
+                                       f"get the same bits, and {compiled.mixed_orders}")  # fmt: skip
             sig = (1, _route(t), ops.dtype_code(t.dtype), t.numel(), kind.code, 0, compiled.key)
             if isinstance(lib, DeviceLibrary):
                 return Planned(sig, lambda: device.all_reduce(lib, t, kind, self._size), desc, compiled.describe())

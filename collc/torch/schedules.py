@@ -38,6 +38,7 @@ from pathlib import Path
 import collc
 from collc import api
 from collc.backends import mpi_c, mpi_cuda
+from collc.backends.order import mixed_orders
 from collc.codecs.base import SUPPORTED_DTYPES
 from collc.diagnostics import CollError, format_error
 from collc.ir import Collective
@@ -90,6 +91,7 @@ class Compiled:
     library: Path
     key: int  # a 63-bit digest of what was compiled: ranks compare it before every collective
     target: str = "mpi-c"  # mpi-c (CPU tensors) or mpi-cuda (CUDA tensors)
+    mixed_orders: str | None = None  # why its ranks' floating-point sums may differ in the last bits (None: equal)
 
     @property
     def compressed(self) -> bool:
@@ -193,6 +195,7 @@ def _prepare(
         library=library,
         key=int(digest[:16], 16) & ((1 << 63) - 1),
         target=build.target,
+        mixed_orders=mixed_orders(schedule),
     )
 
 
