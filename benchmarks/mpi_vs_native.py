@@ -11,11 +11,16 @@ time: above 1.0 the generated code is faster.
     python benchmarks/mpi_vs_native.py                          # 4 ranks, 1 KiB .. 64 MiB
     python benchmarks/mpi_vs_native.py --sizes 1K:1MiB --impls mpi-py
     python benchmarks/mpi_vs_native.py --algorithms ring_allreduce --impls mpi-c --small swing_lat --small-below 64KiB
+    python benchmarks/mpi_vs_native.py --network 2x10gbit --impls mpi-c   # across 2 emulated hosts (root)
+
+``--network HOSTS[xRATE]`` runs every job on an emulated cluster (`collc.netemu`, docs/network.md): the
+ranks in blocks over HOSTS network namespaces, MPI over TCP between them, links shaped to RATE.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -27,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import collc  # noqa: E402
+from collc import netemu  # noqa: E402
 from collc.backends import mpi_launch  # noqa: E402
 from collc.cli import parse_size, parse_sizes  # noqa: E402
 
@@ -60,7 +66,24 @@ def main() -> int:
         "--small", default=None, help="also run mpi-c libraries with this small-message schedule (column mpi-c+small)"
     )
     parser.add_argument("--small-below", default="64KiB", help="the small-message threshold (with --small)")
+    parser.add_argument("--network", default=None, help="HOSTS[xRATE]: run on an emulated cluster (collc.netemu)")
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if args.network:
+            cluster = stack.enter_context(
+                netemu.Cluster.of(
+                    netemu.parse_network(args.network), args.ranks // netemu.parse_network(args.network).hosts
+                )
+            )
+        return _main(args, cluster)
+
+
+def _main(args: argparse.Namespace, cluster: netemu.Cluster | None) -> int:
+    """The jobs and the tables (on ``cluster`` when given)."""
+    launch: dict[str, object] = {}
+    if cluster is not None:
+        launch = {"mpiexec_prefix": cluster.mpiexec_prefix, "mpiexec_args": cluster.mpiexec_args, "env": cluster.env()}
 
     sizes = parse_sizes(args.sizes)
     counts = [n // 4 for n in sizes]  # float32
@@ -72,7 +95,8 @@ def main() -> int:
         assert small.verify().ok
         impls.append(SMALL)
     below = parse_size(args.small_below)
-    print(f"# {args.ranks} ranks on {platform.node()} ({os.cpu_count()} cores), float32 sum, MPICH via mpi4py")
+    where = f", on {cluster.describe()} (MPI over TCP between hosts)" if cluster is not None else ""
+    print(f"# {args.ranks} ranks on {platform.node()} ({os.cpu_count()} cores){where}, float32 sum, MPICH via mpi4py")
     print(f"# command: python benchmarks/{Path(__file__).name} " + " ".join(sys.argv[1:]))
     speeds: dict[tuple[str, str], dict[int, float]] = {}
     for name in args.algorithms.split(","):
@@ -89,7 +113,7 @@ def main() -> int:
             for _ in range(args.repeats):
                 rows = mpi_launch.run(
                     inst.schedule, counts, kinds=kinds, iters=iters, warmup=2, check=True, timeout=300,
-                    workdir=Path(tmp), prepared=prepared,
+                    workdir=Path(tmp), prepared=prepared, **launch,  # type: ignore[arg-type]
                 )  # fmt: skip
                 bad = [r for r in rows if r.wrong]
                 if bad:
