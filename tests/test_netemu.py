@@ -246,6 +246,7 @@ def test_a_signalled_cluster_is_removed(sig: signal.Signals) -> None:
         [sys.executable, "-c", SIGNALLED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
+    prefix = ""
     try:
         assert proc.stdout is not None
         prefix = proc.stdout.readline().strip()
@@ -254,9 +255,11 @@ def test_a_signalled_cluster_is_removed(sig: signal.Signals) -> None:
         proc.send_signal(sig)
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
+        if proc.poll() is None:  # the test failed: its cluster must not outlive it
             proc.kill()
             proc.wait()
+            if prefix.startswith(netemu.NAME_PREFIX):
+                netemu.remove_leftovers(prefix)
     if sig == signal.SIGKILL:  # no chance to clean up: the leftovers are found by their dead owner
         assert len(left(prefix)) == 3
         assert len(netemu.remove_leftovers(prefix)) == 3
