@@ -136,8 +136,10 @@ class Run:
     stderr: str
 
     def tail(self, lines: int = 30) -> str:
+        """The command, its status and what the drivers said: their FAIL lines when there are any."""
+        fails = [line for line in self.stderr.splitlines() if line.startswith("FAIL")]
         other = [line for line in (self.stdout + self.stderr).splitlines() if not line.startswith(("collc:", "case "))]
-        return f"$ {self.command}\nexit status {self.returncode}\n" + "\n".join(other[:lines])
+        return f"$ {self.command}\nexit status {self.returncode}\n" + "\n".join((fails or other)[:lines])
 
 
 def mpirun(

@@ -25,19 +25,17 @@ is meant to catch.
 from __future__ import annotations
 
 import collections
-import os
 import re
-import signal
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from shim_libs import Run, mpirun
 
 import collc
 from collc.backends import mpi_c
-from collc.backends.mpitools import mpi_env, mpicc, mpiexec
+from collc.backends.mpitools import mpicc
 from collc.diagnostics import CollError
 from collc.ir import Collective, ParamValue
 
@@ -192,41 +190,7 @@ def test_excluded_pairs_are_excluded_by_the_examples_constraints() -> None:
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Run:
-    command: str
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def tail(self, lines: int = 40) -> str:
-        fails = [line for line in self.stderr.splitlines() if line.startswith("FAIL")]
-        other = [line for line in (self.stdout + self.stderr).splitlines() if not line.startswith(("collc:", "case "))]
-        return f"$ {self.command}\nexit status {self.returncode}\n" + "\n".join((fails or other)[:lines])
-
-
-def mpirun(nranks: int, args: Sequence[str | Path], *, preload: Path, env: dict[str, str] | None = None) -> Run:
-    """``mpiexec -n nranks ARGS`` with the library preloaded into the ranks only, stdin closed."""
-    base = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("COLLC_SHIM_")}
-    full_env = mpi_env(nranks, base)
-    full_env.update(env or {})
-    command = [str(mpiexec()), "-n", str(nranks), "-genv", "LD_PRELOAD", str(preload), *map(str, args)]
-    proc = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=full_env,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"timed out after {TIMEOUT} s\n" + Run(" ".join(command), -9, out, err).tail())
-    return Run(" ".join(command), proc.returncode, out, err)
+# `mpirun` and its `Run`: tests/shim_libs.py.
 
 
 SUMMARY = re.compile(r"op_matrix: (\w+): (\d+) cases, (\d+) interposed calls per rank, on (\d+) ranks, (\d+) failures")

@@ -20,9 +20,9 @@ from collc.cli.common import (
     collect_ranges,
     fail_input,
     instance_options,
+    load_algorithm,
     load_instance,
     main,
-    parse_codec_options,
     range_options,
 )
 from collc.cli.progress import progress_bar
@@ -245,17 +245,11 @@ def _input_error(err: CollError, sources: Sources, as_json: bool) -> NoReturn:
 
 def _load(file: str, codecs: tuple[str, ...], as_json: bool) -> api.Algorithm:
     """The program with its ``--codec`` overrides (`collc.cli.common.load_algorithm`, with JSON errors)."""
-    overrides = parse_codec_options(codecs)
-    try:
-        alg = api.load(file)
-    except CollError as err:
-        _input_error(err, err.sources, as_json)
-    for name, spec in overrides.items():  # one at a time, so that an error names its --codec option
-        try:
-            alg.with_codecs({name: spec})
-        except CollError as err:
-            raise bad_value("--codec", f"{name}={spec}", err.message) from None
-    return alg.with_codecs(overrides)
+
+    def fail(err: CollError, sources: Sources) -> NoReturn:
+        _input_error(err, sources, as_json)
+
+    return load_algorithm(file, codecs, fail)
 
 
 def _check_values(

@@ -319,12 +319,18 @@ def fail_input(err: CollError, sources: dict[str, str] | None = None) -> NoRetur
     sys.exit(EXIT_INPUT)
 
 
-def load_algorithm(file: str, codecs: tuple[str, ...] = ()) -> api.Algorithm:
+def load_algorithm(
+    file: str,
+    codecs: tuple[str, ...] = (),
+    fail: Callable[[CollError, dict[str, str]], NoReturn] = fail_input,
+) -> api.Algorithm:
+    """The program with its ``--codec`` overrides; a program that does not load goes to ``fail`` (default: the
+    diagnostic on stderr, exit 2)."""
     overrides = parse_codec_options(codecs)
     try:
         alg = api.load(file)
     except CollError as err:
-        fail_input(err, err.sources)
+        fail(err, err.sources)
     for name, spec in overrides.items():  # one at a time, so that an error names its --codec option
         try:
             alg.with_codecs({name: spec})
