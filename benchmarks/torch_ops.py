@@ -11,6 +11,11 @@ with compressed allgather and reduce-scatter (`COMPRESSED`); ``speed`` there is 
 
     python benchmarks/torch_ops.py                       # 4 ranks, 1 KiB .. 64 MiB, float32
     python benchmarks/torch_ops.py --sizes 1K:1MiB --ranks 2 --fsdp-steps 10
+    python benchmarks/torch_ops.py --network 4x1gbit --sizes 1MiB:64MiB   # on an emulated cluster (root)
+
+``--network HOSTS[xRATE][,...]`` runs the job under ``mpiexec`` on an emulated cluster (`collc.netemu`,
+docs/network.md) instead of torchrun: the ranks in blocks over HOSTS network namespaces, MPI and gloo both
+over TCP between hosts on links shaped to RATE.
 """
 
 from __future__ import annotations
@@ -45,16 +50,40 @@ def bus_factor(op: str, p: int) -> float:
 def launch(args: argparse.Namespace) -> int:
     from collc.backends.mpitools import mpi_env
 
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.ranks}",
-               __file__, "--worker", "--sizes", args.sizes, "--step", str(args.step), "--budget", str(args.budget),
-               "--fsdp-steps", str(args.fsdp_steps)]  # fmt: skip
+    worker = [__file__, "--worker", "--sizes", args.sizes, "--step", str(args.step), "--budget", str(args.budget),
+              "--fsdp-steps", str(args.fsdp_steps)]  # fmt: skip
     env = mpi_env(args.ranks)
     env.setdefault("OMP_NUM_THREADS", "1")
     load = os.getloadavg()[0]
-    print(f"# {args.ranks} ranks on {platform.node()} ({os.cpu_count()} cores, load {load:.1f}), float32, sum")
+    where = f", on an emulated cluster {args.network}" if args.network else ""
+    print(f"# {args.ranks} ranks on {platform.node()} ({os.cpu_count()} cores, load {load:.1f}){where}, float32, sum")
     print(f"# command: python benchmarks/{Path(__file__).name} " + " ".join(sys.argv[1:]))
     sys.stdout.flush()
+    if args.network:
+        return on_cluster(args, worker)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.ranks}",
+               *worker]  # fmt: skip
     return subprocess.run(command, env=env, cwd=ROOT).returncode
+
+
+def on_cluster(args: argparse.Namespace, worker: list[str]) -> int:
+    """The job under mpiexec on an emulated cluster: torch's store on host 0's address, gloo on the hosts'
+    links (GLOO_SOCKET_IFNAME), so that both backends cross the shaped network."""
+    from collc import netemu
+
+    network = netemu.parse_network(args.network)
+    if args.ranks % network.hosts:
+        print(f"error: --network: {network.hosts} hosts do not divide {args.ranks} ranks", file=sys.stderr)
+        return 2
+    with netemu.Cluster.of(network, args.ranks // network.hosts) as cluster:
+        print(f"# {cluster.describe()}", flush=True)
+        env = {"OMP_NUM_THREADS": "1", "MASTER_ADDR": cluster.addresses[0], "MASTER_PORT": "29511",
+               "GLOO_SOCKET_IFNAME": cluster.iface}  # fmt: skip
+        done = cluster.mpiexec([sys.executable, *worker], env=env, timeout=3600)
+    print(done.stdout, end="")
+    if done.returncode != 0:
+        print(done.stderr[-4000:], file=sys.stderr)
+    return done.returncode
 
 
 def operation(op: str, n: int, p: int, group: object) -> Callable[[], None]:
@@ -201,6 +230,7 @@ def main() -> int:
     parser.add_argument("--step", type=int, default=2, help="every STEP-th size of the doubling sweep (2: x4)")
     parser.add_argument("--budget", type=float, default=64e6, help="bytes per (op, size, backend) timing")
     parser.add_argument("--fsdp-steps", type=int, default=10)
+    parser.add_argument("--network", default=None, help="HOSTS[xRATE][,...]: run on an emulated cluster (root)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

@@ -74,6 +74,7 @@ SUBNET = "10.231.0"
 SWITCH_ADDRESS = f"{SUBNET}.254"
 HOST_IFACE = "eth0"
 BRIDGE = "br0"
+TORUS_IFACE = "mpi0"
 
 MPI_ENV: dict[str, str] = {
     "MPIR_CVAR_CH4_NETMOD": "ofi",
@@ -100,11 +101,38 @@ class Network:
     hosts: int
     rate: int | None = None
     latency: float = 0.0
+    dims: tuple[int, ...] | None = None  # hosts on a ring or torus of links (row-major); None: one switch
 
     def text(self) -> str:
-        """The shape as `parse_network` reads it: ``4x10gbit,latency=5us``."""
+        """The shape as `parse_network` reads it: ``4x10gbit,latency=5us``, ``8x10gbit,shape=torus:2x4``."""
         out = str(self.hosts) if self.rate is None else f"{self.hosts}x{rate_text(self.rate)}"
-        return out + (f",latency={_duration_text(self.latency)}" if self.latency else "")
+        out += f",latency={_duration_text(self.latency)}" if self.latency else ""
+        return out + (f",shape={shape_text(self.dims)}" if self.dims is not None else "")
+
+
+def shape_text(dims: tuple[int, ...] | None) -> str:
+    """``star``, ``ring`` (one dimension) or ``torus:2x4``."""
+    if dims is None:
+        return "star"
+    return "ring" if len(dims) == 1 else "torus:" + "x".join(map(str, dims))
+
+
+def parse_shape(text: str, hosts: int) -> tuple[int, ...] | None:
+    """``star`` (None: every host on one switch), ``ring`` (``(hosts,)``) or ``torus:AxB[xC...]`` (its product
+    must be ``hosts``).  ValueError naming what is wrong."""
+    t = text.strip().lower()
+    if t == "star":
+        return None
+    if t == "ring":
+        return (hosts,)
+    kind, colon, body = t.partition(":")
+    parts = body.split("x")
+    if kind != "torus" or not colon or not all(x.strip().isdigit() and int(x) >= 1 for x in parts):
+        raise ValueError(f"shape={text!r}: expected star, ring or torus:AxB (e.g. torus:2x4)")
+    dims = tuple(int(x) for x in parts)
+    if math.prod(dims) != hosts:
+        raise ValueError(f"shape={text!r} has {math.prod(dims)} hosts, the network {hosts}")
+    return dims
 
 
 def parse_rate(text: str) -> int:
@@ -134,8 +162,8 @@ def parse_latency(text: str) -> float:
 
 
 def parse_network(text: str) -> Network:
-    """``HOSTS[xRATE][,latency=TIME]``: ``4`` (4 hosts, links not shaped), ``4x10gbit``,
-    ``8x10Gb/s,latency=5us``.  ValueError naming what is wrong."""
+    """``HOSTS[xRATE][,latency=TIME][,shape=SHAPE]``: ``4`` (4 hosts, links not shaped), ``4x10gbit``,
+    ``8x10Gb/s,latency=5us``, ``8x1gbit,shape=torus:2x4`` (`parse_shape`).  ValueError naming what is wrong."""
     head, *options = [part.strip() for part in text.split(",")]
     hosts_text, sep, rate_part = head.partition("x")
     if not hosts_text.strip().isdigit():
@@ -145,12 +173,18 @@ def parse_network(text: str) -> Network:
         raise ValueError(f"{text!r}: the number of hosts must be 1 to {MAX_HOSTS}, not {hosts}")
     rate = parse_rate(rate_part) if sep else None
     latency = 0.0
+    dims: tuple[int, ...] | None = None
     for option in options:
         key, eq, value = option.partition("=")
-        if key.strip() != "latency" or not eq:
-            raise ValueError(f"{text!r}: unknown setting {option!r}; the one there is: latency=TIME (e.g. 5us)")
-        latency = parse_latency(value)
-    return Network(hosts, rate, latency)
+        if key.strip() == "latency" and eq:
+            latency = parse_latency(value)
+        elif key.strip() == "shape" and eq:
+            dims = parse_shape(value, hosts)
+        else:
+            raise ValueError(
+                f"{text!r}: unknown setting {option!r}; there are latency=TIME (e.g. 5us) and shape=star|ring|torus:AxB"
+            )
+    return Network(hosts, rate, latency, dims)
 
 
 def rate_text(bits: int) -> str:
@@ -324,6 +358,7 @@ class Cluster:
         ranks_per_host: int = 1,
         bandwidth: str | int | None = None,
         latency: str | float | None = None,
+        shape: str | Sequence[int] | None = None,
     ) -> None:
         if not 1 <= hosts <= MAX_HOSTS:
             raise CollError(f"an emulated cluster has 1 to {MAX_HOSTS} hosts, not {hosts}")
@@ -332,19 +367,26 @@ class Cluster:
         try:
             rate = parse_rate(bandwidth) if isinstance(bandwidth, str) else bandwidth
             delay = parse_latency(latency) if isinstance(latency, str) else float(latency or 0.0)
+            dims = parse_shape(shape, hosts) if isinstance(shape, str) else None if shape is None else tuple(shape)
+            if dims is not None and (math.prod(dims) != hosts or min(dims) < 1):
+                raise ValueError(f"a torus of {'x'.join(map(str, dims))} does not hold {hosts} hosts")
         except ValueError as err:
             raise CollError(f"emulated cluster: {err}") from None
         if rate is not None and rate < 8:
             raise CollError(f"emulated cluster: a rate of {rate} bits/s is below 8, the least tc shapes to")
         if not 0 <= delay <= 10:
             raise CollError(f"emulated cluster: a latency of {delay} s is not between 0 and 10 s")
-        self.network = Network(hosts, rate, delay)
+        self.network = Network(hosts, rate, delay, dims)
         self.ranks_per_host = ranks_per_host
+        # Star: the hosts' links meet on the switch's bridge, where mpiexec runs.  Ring or torus: every host
+        # routes (its address on a local interface, TORUS_IFACE, links unnumbered), mpiexec runs on host 0.
+        self.iface = HOST_IFACE if dims is None else TORUS_IFACE
         self.prefix = f"{NAME_PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
         self.switch = self.prefix + "sw"
         self.namespaces = [f"{self.prefix}h{i}" for i in range(hosts)]
         self.addresses = [f"{SUBNET}.{i + 1}" for i in range(hosts)]
         self._made: list[str] = []
+        self._ends: list[tuple[str, str]] = []  # (namespace, device) of every shaped link end
         self._dir: Path | None = None
         self._handlers: dict[int, object] = {}
         self._started = False
@@ -352,7 +394,7 @@ class Cluster:
     @classmethod
     def of(cls, network: Network, ranks_per_host: int = 1) -> Cluster:
         """The cluster of a `Network` (`parse_network`)."""
-        return cls(network.hosts, ranks_per_host, network.rate, network.latency)
+        return cls(network.hosts, ranks_per_host, network.rate, network.latency, network.dims)
 
     @property
     def nranks(self) -> int:
@@ -364,7 +406,8 @@ class Cluster:
         net = self.network
         links = "unshaped links" if net.rate is None else f"{rate_text(net.rate)} links"
         latency = f", latency {_duration_text(net.latency)}" if net.latency else ""
-        return f"{net.hosts} emulated hosts x {self.ranks_per_host} ranks, {links}{latency}"
+        shape = "" if net.dims is None else f" on a {shape_text(net.dims)}"
+        return f"{net.hosts} emulated hosts x {self.ranks_per_host} ranks{shape}, {links}{latency}"
 
     # ----------------------------------------------------------------------------------------------------------
     # Starting and stopping
@@ -390,6 +433,10 @@ class Cluster:
         self._started = True
         check_support(latency=self.network.latency > 0)
         self._dir = Path(tempfile.mkdtemp(prefix=self.prefix))
+        if self.network.dims is not None:
+            self._start_torus(self.network.dims)
+            self._write_launcher()
+            return
         sw = ["ip", "-n", self.switch]
         self._add_namespace(self.switch)
         _run([*sw, "link", "add", BRIDGE, "type", "bridge"], "making the bridge")
@@ -406,7 +453,56 @@ class Cluster:
             _run([*host, "link", "set", HOST_IFACE, "up"], "starting a host's link")
             self._shape(ns, HOST_IFACE, self.network.latency)
             self._shape(self.switch, port, 0.0)
+            self._ends += [(ns, HOST_IFACE), (self.switch, port)]
         self._write_launcher()
+
+    def _start_torus(self, dims: tuple[int, ...]) -> None:
+        """Hosts on a ring or torus of links, each a router: its address on a local veth (TORUS_IFACE), a link
+        ``d<k>p`` to its neighbour one up in dimension k and ``d<k>m`` one down (one link when the dimension has
+        2 hosts), every link end shaped, and a route to every other host: dimension by dimension, the shorter
+        way round (ties: up from the lower-numbered host, so a pair's two directions share their links)."""
+        strides = [math.prod(dims[k + 1 :]) for k in range(len(dims))]
+
+        def coord(i: int, k: int) -> int:
+            return i // strides[k] % dims[k]
+
+        def moved(i: int, k: int, step: int) -> int:
+            return i + ((coord(i, k) + step) % dims[k] - coord(i, k)) * strides[k]
+
+        for ns, address in zip(self.namespaces, self.addresses, strict=True):
+            self._add_namespace(ns)
+            for knob in ("ipv4/ip_forward", "ipv4/conf/all/rp_filter", "ipv4/conf/default/rp_filter"):
+                value = "1" if knob.endswith("forward") else "0"
+                _run(["ip", "netns", "exec", ns, "sh", "-c", f"echo {value} > /proc/sys/net/{knob}"], "routing")
+            host = ["ip", "-n", ns]
+            _run([*host, "link", "add", TORUS_IFACE, "type", "veth", "peer", "name", TORUS_IFACE + "x"], "an address")
+            _run([*host, "addr", "add", f"{address}/32", "dev", TORUS_IFACE], "addressing a host")
+            for dev in (TORUS_IFACE, TORUS_IFACE + "x"):
+                _run([*host, "link", "set", dev, "up"], "starting a host's address")
+        for i, ns in enumerate(self.namespaces):
+            for k, n in enumerate(dims):
+                if n < 2 or (n == 2 and coord(i, k) == 1):
+                    continue
+                peer = self.namespaces[moved(i, k, 1)]
+                link = ["ip", "-n", ns, "link", "add", f"d{k}p", "type", "veth", "peer", "name", f"d{k}m"]
+                _run([*link, "netns", peer], "making a link")
+                for end_ns, dev in ((ns, f"d{k}p"), (peer, f"d{k}m")):
+                    _run(["ip", "-n", end_ns, "link", "set", dev, "up"], "starting a link")
+                    self._shape(end_ns, dev, self.network.latency)
+                    self._ends.append((end_ns, dev))
+        for i, ns in enumerate(self.namespaces):
+            for j, address in enumerate(self.addresses):
+                k = next((k for k in range(len(dims)) if coord(i, k) != coord(j, k)), None)
+                if k is None:
+                    continue
+                up = (coord(j, k) - coord(i, k)) % dims[k]
+                forward = 2 * up < dims[k] or (2 * up == dims[k] and i < j)
+                if dims[k] == 2:  # one link between the two, d<k>p on the lower host
+                    forward = coord(i, k) == 0
+                dev = f"d{k}p" if forward else f"d{k}m"
+                via = self.addresses[moved(i, k, 1 if forward or dims[k] == 2 else -1)]
+                route = ["route", "add", f"{address}/32", "via", via, "dev", dev, "onlink", "src", self.addresses[i]]
+                _run(["ip", "-n", ns, *route], "adding a route")
 
     def _add_namespace(self, name: str) -> None:
         _run(["ip", "netns", "add", name], "making a network namespace")
@@ -449,6 +545,7 @@ class Cluster:
             for name in reversed(self._made):
                 _delete_namespace(name)
             self._made.clear()
+            self._ends.clear()
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
@@ -487,19 +584,21 @@ class Cluster:
     @property
     def mpiexec_prefix(self) -> list[str]:
         """What runs ``mpiexec`` in the switch's namespace: ``ip netns exec <switch>``."""
-        return ["ip", "netns", "exec", self.switch]
+        return ["ip", "netns", "exec", self.switch if self.network.dims is None else self.namespaces[0]]
 
     @property
     def mpiexec_args(self) -> list[str]:
         """The mpiexec options that place ranks on the cluster's hosts (``ranks_per_host`` per host, in order)."""
         files = self._files()
         return [
-            "-launcher", "ssh", "-launcher-exec", str(files / "launch"), "-f", str(files / "hosts"), "-iface", BRIDGE,
+            "-launcher", "ssh", "-launcher-exec", str(files / "launch"), "-f", str(files / "hosts"),
+            "-iface", BRIDGE if self.network.dims is None else TORUS_IFACE,
         ]  # fmt: skip
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """``base`` (default: this process's environment) with the `MPI_ENV` settings it does not set itself."""
         out = dict(os.environ if base is None else base)
+        out.setdefault("FI_TCP_IFACE", self.iface)
         for key, value in MPI_ENV.items():
             out.setdefault(key, value)
         return out
@@ -562,11 +661,9 @@ class Cluster:
 
     def qdiscs(self) -> dict[str, list[dict[str, object]]]:
         """The qdiscs on every link end, as ``tc -j qdisc show`` gives them: ``"<host ns>/eth0"`` (uplinks) and
-        ``"<switch ns>/h<i>"`` (downlinks)."""
-        ends = [(ns, HOST_IFACE) for ns in self.namespaces]
-        ends += [(self.switch, f"h{i}") for i in range(self.network.hosts)]
+        ``"<switch ns>/h<i>"`` (downlinks); on a ring or torus ``"<host ns>/d<k>p"`` and ``"<host ns>/d<k>m"``."""
         out: dict[str, list[dict[str, object]]] = {}
-        for ns, dev in ends:
+        for ns, dev in self._ends:
             text = _run(["tc", "-j", "-n", ns, "qdisc", "show", "dev", dev], "reading a link's qdiscs")
             out[f"{ns}/{dev}"] = json.loads(text or "[]")
         return out

@@ -20,7 +20,10 @@ from collc.verify.sweep import check_instance
 from collc.verify.symbolic import Refusal, extract, same_steps
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-PROVED = ["ring_allreduce", "ring_allgather", "ring_reduce_scatter", "recursive_doubling", "recursive_doubling_any"]
+PROVED = [
+    "ring_allreduce", "ring_allgather", "ring_reduce_scatter", "recursive_doubling", "recursive_doubling_any",
+    "pairwise_reduce_scatter", "direct_allgather",
+]  # fmt: skip
 
 RING = """algorithm {name} : allreduce
 param p : int where p >= 1

@@ -186,6 +186,8 @@ MUTANTS = [
     ("bruck_allgather", r"let n = min\(d, p - d\)", "let n = min(d, p - d - 1)", 6, r"recv run"),
     ("binomial_reduce", r"recv 0 from real\(v \+ d\) reduce", "recv 0 from real(v + d) copy", 8),
     ("pairwise_alltoall", r"for step s in 1 \.\. p:", "for step s in 2 .. p:", 5, r"recv chunk"),
+    ("pairwise_reduce_scatter", r"recv rank from \(rank - s\) mod p reduce", "recv rank from (rank - s) mod p copy", 5),
+    ("direct_allgather", r"recv \(rank - s\) mod p from", "recv (rank + s) mod p from", 5),
 ]  # fmt: skip
 
 

@@ -74,9 +74,27 @@ def test_parse_network(text: str, hosts: int, rate: int | None, latency: float) 
 
 
 @pytest.mark.parametrize(
+    ("text", "dims"),
+    [
+        ("4x1gbit,shape=ring", (4,)),
+        ("8x1gbit,shape=torus:2x4", (2, 4)),
+        ("8x1gbit, latency=5us, shape=torus:2x2x2", (2, 2, 2)),
+        ("4,shape=star", None),
+    ],
+)
+def test_parse_shape(text: str, dims: tuple[int, ...] | None) -> None:
+    net = netemu.parse_network(text)
+    assert net.dims == dims
+    assert netemu.parse_network(net.text()) == net
+
+
+@pytest.mark.parametrize(
     ("text", "says"),
     [
         ("", "number of hosts"),
+        ("8x1gbit,shape=torus:3x3", "has 9 hosts, the network 8"),
+        ("8x1gbit,shape=mesh", "expected star, ring or torus:AxB"),
+        ("8x1gbit,shape=torus:2xx4", "expected star, ring or torus:AxB"),
         ("x10gbit", "number of hosts"),
         ("0x10gbit", "1 to 250"),
         ("999", "1 to 250"),
@@ -140,6 +158,10 @@ def test_cluster_arguments_are_checked() -> None:
         netemu.Cluster(hosts=2, bandwidth="fast")
     with pytest.raises(CollError, match="not running"):
         _ = netemu.Cluster(hosts=2).mpiexec_args
+    with pytest.raises(CollError, match="does not hold 8 hosts"):
+        netemu.Cluster(hosts=8, shape=(3, 3))
+    with pytest.raises(CollError, match="expected star, ring or torus"):
+        netemu.Cluster(hosts=8, shape="cube")
 
 
 # --------------------------------------------------------------------------
@@ -199,6 +221,62 @@ def test_two_hosts_run_an_allreduce_and_leave_nothing(tmp_path: Path) -> None:
             ["tc", "-n", cluster.namespaces[1], "qdisc", "show", "dev", "eth0"], capture_output=True, text=True
         ).stdout
         assert "tbf" in shown and "rate 1Gbit" in shown, shown
+    assert left(prefix) == []
+
+
+SINK = textwrap.dedent(
+    """
+    import socket, sys
+    server = socket.create_server((sys.argv[1], 5001))
+    print("listening", flush=True)
+    conn, _ = server.accept()
+    got = 0
+    while chunk := conn.recv(1 << 16):
+        got += len(chunk)
+    sys.exit(0 if got == 1 << 20 else 1)
+    """
+)
+SOURCE = "import socket, sys; socket.create_connection((sys.argv[1], 5001)).sendall(bytes(1 << 20))"
+
+
+def rx_bytes(ns: str, dev: str) -> int:
+    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev], capture_output=True, text=True, check=True)
+    return int(json.loads(out.stdout)[0]["stats64"]["rx"]["bytes"])
+
+
+@needs_namespaces
+def test_a_torus_routes_through_the_hosts_between(tmp_path: Path) -> None:
+    """On a 2x3 torus every host reaches every other over its own links: no switch, each host a router, the
+    traffic from host 0 to host 2 (two hops along the row, or one the other way round) and to host 4 (a row and
+    a column) crossing the hosts between; the allreduce is right on every rank and every link end is shaped."""
+    program = tmp_path / "job.py"
+    program.write_text(PROGRAM)
+    with netemu.Cluster(hosts=6, bandwidth="1gbit", shape="torus:2x3") as cluster:
+        prefix = cluster.prefix
+        assert sorted(left(prefix)) == sorted(cluster.namespaces)  # no switch
+        ns = cluster.namespaces
+        routes = {j: subprocess.run(["ip", "-n", ns[0], "route", "get", cluster.addresses[j]], capture_output=True,
+                                    text=True, check=True).stdout for j in range(1, 6)}  # fmt: skip
+        assert "dev d1p" in routes[1], routes  # the row neighbour
+        assert "dev d1m" in routes[2], routes  # the shorter way round a row of 3
+        assert "dev d0p" in routes[3] and f"via {cluster.addresses[3]} dev d0p" in routes[4], routes  # column first
+        done = cluster.mpiexec([sys.executable, str(program), str(tmp_path)], timeout=180)
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(6)]
+        assert all(r["right"] for r in rows), rows
+        assert len({r["netns"] for r in rows}) == 6
+        # 1 MiB from host 0 to host 4 over TCP: host 3 forwards it, down the column then along the row
+        before = rx_bytes(ns[3], "d0m"), tx_bytes(ns[3], "d1p")
+        server = subprocess.Popen(["ip", "netns", "exec", ns[4], sys.executable, "-c", SINK, cluster.addresses[4]],
+                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert server.stdout is not None and server.stdout.readline().strip() == "listening"
+        send = [sys.executable, "-c", SOURCE, cluster.addresses[4]]
+        subprocess.run(["ip", "netns", "exec", ns[0], *send], check=True, timeout=60)
+        assert server.wait(timeout=60) == 0
+        assert rx_bytes(ns[3], "d0m") - before[0] > 1 << 20 and tx_bytes(ns[3], "d1p") - before[1] > 1 << 20
+        rates = cluster.link_rates()
+        # 2x3: one link per column pair (a dimension of 2), a ring of 3 per row: 3 + 6 links, two ends each
+        assert len(rates) == 18 and set(rates.values()) == {10**9}, rates
     assert left(prefix) == []
 
 

@@ -225,10 +225,11 @@ def _compile(
     "--network",
     "network_text",
     default=None,
-    metavar="HOSTS[xRATE][,latency=TIME]",
+    metavar="HOSTS[xRATE][,latency=TIME][,shape=SHAPE]",
     help="mpi, mpi-py, mpi-c: run the ranks on HOSTS emulated hosts on this machine (network namespaces; needs "
     "root), p/HOSTS ranks per host sharing memory, MPI between hosts over TCP on links shaped to RATE (10gbit, "
-    "100mbit, 10Gb/s) with TIME added from host to host; e.g. 4x10gbit,latency=5us (docs/network.md).",
+    "100mbit, 10Gb/s) with TIME added from host to host, wired as SHAPE (star: one switch, the default; ring; "
+    "torus:AxB); e.g. 4x10gbit,latency=5us or 8x1gbit,shape=torus:2x4 (docs/network.md).",
 )
 @click.option("--transport", default="mpi", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
               help=TRANSPORT_HELP)  # fmt: skip
