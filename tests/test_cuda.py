@@ -66,6 +66,8 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
     ("binomial_broadcast", "binomial_broadcast", {"p": 5, "root": 1}),
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
+    ("pairwise_reduce_scatter", "pairwise_reduce_scatter", {"p": 5}),
+    ("direct_allgather", "direct_allgather", {"p": 3}),
     ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}),
     ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}),
     ("weighted_striped_ring_allreduce", "weighted_striped_ring_allreduce", {"p": 4, "share": 70}),
@@ -85,6 +87,7 @@ CODEC_CASES: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
     ("c_ring_allgather_lossless", "compressed_ring_allgather", {"p": 4}, {"q": "lossless"}),
     ("c_ring_allgather_p2p_fp16", "compressed_ring_allgather_p2p", {"p": 3}, {"q": "fp16"}),
     ("c_homomorphic_allreduce", "homomorphic_allreduce", {"p": 4}, {}),
+    ("c_direct_allreduce_fwq", "compressed_direct_allreduce", {"p": 4}, {"q": "fwq(bits=8, block=32)"}),
     ("c_swing_bw", "compressed_swing_bw", {"p": 6}, {}),
 ]
 CODEC_CASE_IDS = [case for case, _, _, _ in CODEC_CASES]
