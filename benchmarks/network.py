@@ -137,11 +137,13 @@ def libraries(tables: list[str], hosts: int, per: int, dims: tuple[int, ...] | N
     return libs
 
 
-def run_job(cluster: netemu.Cluster, driver: Path, lib: Lib, rounds: int, budget: int, sizes: list[int]) -> None:
+def run_job(cluster: netemu.Cluster, driver: Path, lib: Lib, args: argparse.Namespace, sizes: list[int]) -> None:
     assert lib.path is not None
-    argv = ["-genv", "LD_PRELOAD", str(lib.path), str(driver), lib.collective, repr(lib.tol), str(rounds),
-            str(budget), *map(str, sizes)]  # fmt: skip
-    env = {"COLLC_SHIM_COMPRESS": "1"} if lib.compress else {}
+    argv = ["-genv", "LD_PRELOAD", str(lib.path), str(driver), lib.collective, repr(lib.tol), str(args.rounds),
+            str(args.budget), *map(str, sizes)]  # fmt: skip
+    env = dict(kv.split("=", 1) for kv in args.env)
+    if lib.compress:
+        env["COLLC_SHIM_COMPRESS"] = "1"
     proc = cluster.mpiexec(argv, env=env, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"error: {lib.label}: the job failed (exit {proc.returncode})\n{proc.stdout}{proc.stderr}")
@@ -182,7 +184,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--ranks-per-host", type=int, default=1)
-    parser.add_argument("--rates", default="1gbit,10gbit", help="link rates, one cluster each")
+    parser.add_argument("--rates", default="1gbit,10gbit", help="link rates, one cluster each (unshaped: none)")
     parser.add_argument("--shape", default="star", help="the hosts' links: star (one switch), ring, torus:AxB")
     parser.add_argument(
         "--sizes",
@@ -193,6 +195,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of every size in one job")
     parser.add_argument("--repeats", type=int, default=2, help="jobs per library, the libraries taking turns")
     parser.add_argument("--budget", type=parse_size, default=64 << 20, help="bytes per (implementation, size, round)")
+    parser.add_argument("--collectives", default="allreduce,allgather,reduce_scatter", help="which to run")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="for the ranks (repeatable)")
     parser.add_argument("--write-results", action="store_true", help=f"replace the section of {RESULTS.name}")
     args = parser.parse_args()
     tables = [t for t in args.tables.split(",") if t]
@@ -211,6 +215,8 @@ def main() -> int:
     say(f"# {p} ranks on {hosts} emulated hosts x {per} ranks, on {platform.node()} ({os.cpu_count()} cores, "
         f"{platform.machine()}), float32 sum, MPICH over OFI tcp between hosts, C driver")  # fmt: skip
     say(f"# command: python benchmarks/{Path(__file__).name} " + " ".join(sys.argv[1:]))
+    if args.env:
+        say(f"# the ranks' environment adds: {' '.join(args.env)}")
     with tempfile.TemporaryDirectory(prefix="collc-network-") as tmp:
         work = Path(tmp)
         driver = work / "coll_pmpi"
@@ -218,21 +224,22 @@ def main() -> int:
         codec_bw = 2 / sum(1 / s for s in codec_speed(CODEC, work)[:2])
         say(f"# this machine's C codec {CODECS[CODEC]} (one core): {codec_bw / 1e9:.2f} GB/s encode+decode average")
         for rate_text in args.rates.split(","):
-            libs = libraries(tables, hosts, per, dims)
+            libs = [lib for lib in libraries(tables, hosts, per, dims) if lib.collective in args.collectives]
             for i, lib in enumerate(libs):
                 lib.path = lib.inst.compile("mpi-c", work / f"lib{i}")[-1]
-            with netemu.Cluster(hosts, per, rate_text, shape=dims) as cluster:
+            rate = None if rate_text == "unshaped" else rate_text
+            with netemu.Cluster(hosts, per, rate, shape=dims) as cluster:
                 for turn in range(args.repeats):
                     for lib in libs if turn % 2 == 0 else list(reversed(libs)):
-                        run_job(cluster, driver, lib, args.rounds, args.budget, sizes)
+                        run_job(cluster, driver, lib, args, sizes)
                         elapsed = time.monotonic() - started
                         print(
                             f"  [{elapsed:.0f} s] {rate_text} job {turn + 1}/{args.repeats}: {lib.label}",
                             file=sys.stderr,
                         )
                 describe = cluster.describe()
-            nominal = netemu.parse_rate(rate_text) / 8
-            real = calibrated_rate(libs, p, hosts, nominal)
+            nominal = None if rate is None else netemu.parse_rate(rate) / 8
+            real = None if nominal is None else calibrated_rate(libs, p, hosts, nominal)
             report(say, libs, sizes, topology, per, describe, nominal, real, codec_bw)
     say(f"\n# total {time.monotonic() - started:.0f} s")
     if args.write_results:
@@ -241,11 +248,12 @@ def main() -> int:
     return 0
 
 
-def report(say, libs: list[Lib], sizes: list[int], topology: str, per: int, describe: str, nominal: float,
-           real: float, codec_bw: float) -> None:  # fmt: skip
-    """The tables of one cluster."""
+def report(say, libs: list[Lib], sizes: list[int], topology: str, per: int, describe: str, nominal: float | None,
+           real: float | None, codec_bw: float) -> None:  # fmt: skip
+    """The tables of one cluster (beside the simulator's predictions where each host runs one rank on shaped
+    links)."""
     say(f"\n=== {describe}")
-    sim = per == 1
+    sim = per == 1 and nominal is not None and real is not None
     if sim:
         say(f"# simulator: {topology}, links at {nominal * 8 / 1e9:g} Gbit/s nominal and at "
             f"{real * 8 / 1e9:.2f} Gbit/s calibrated (MPICH's allgather at {human(max(sizes))})")  # fmt: skip
@@ -265,7 +273,7 @@ def report(say, libs: list[Lib], sizes: list[int], topology: str, per: int, desc
                     line += f" {pred[0][j] * 1e3:>8.2f} {pred[1][j] * 1e3:>8.2f} {ratio:>7.2f}x"
                 say(line)
         say("\n--- best exact library per collective and size (speed = MPICH's time / collc's)")
-        for coll in EXACT:
+        for coll in (c for c in EXACT if any(lib.collective == c for lib in exact)):
             cells = {n: max((speed(lib.rows[n]), lib.label) for lib in exact if lib.collective == coll) for n in sizes}
             big = [s for n, (s, _) in cells.items() if n >= 1 << 20]
             verdict = "met" if big and min(big) >= GOAL else "NOT met"

@@ -19,9 +19,10 @@
  * A message in pieces (collc_exec.h) posts all of its pieces at once and is
  * done when the last completes; each received piece is checked as it arrives.
  *
- * The rank waits with MPI_Waitsome over every request in flight and issues
- * what became ready.  Only accesses to a common chunk are ordered, and in the
- * order of the steps, so the result is the step-by-step result bit for bit
+ * The rank waits with MPI_Testsome over every request in flight (yielding
+ * its core while nothing completes, collc_idle) and issues what became
+ * ready.  Only accesses to a common chunk are ordered, and in the order of
+ * the steps, so the result is the step-by-step result bit for bit
  * (reductions into a chunk happen in the same order).  Messages keep their
  * tags (the step modulo 32768), so a message matches its receive whatever the
  * issue order; a message is not posted while one of a step 32768 or more
@@ -91,7 +92,7 @@ struct collc_fstate {
     MPI_Request *reqs;      /* the requests in flight (a message in pieces: one per piece) */
     int *req_op;            /* ... their ops */
     int *req_piece;         /* ... and pieces */
-    int *idx;               /* MPI_Waitsome's indices */
+    int *idx;               /* MPI_Testsome's indices */
     MPI_Status *statuses;
 };
 
@@ -313,18 +314,15 @@ static inline int collc_flow_wait(struct collc_ctx *ctx, int low, int nactive)
     MPI_Errhandler saved;
     PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved);
     PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (ctx->timeout <= 0) {
-        err = PMPI_Waitsome(nactive, fs->reqs, &outcount, fs->idx, fs->statuses);
-    } else {
-        double deadline = PMPI_Wtime() + ctx->timeout;
+    /* MPI_Testsome polled, not MPI_Waitsome: MPICH's MPI_Waitsome never yields the core (collc_idle). */
+    {
+        double deadline = ctx->timeout > 0 ? PMPI_Wtime() + ctx->timeout : 0;
         long polls = 0;
         for (;;) {
             err = PMPI_Testsome(nactive, fs->reqs, &outcount, fs->idx, fs->statuses);
-            if (err != MPI_SUCCESS || outcount > 0) break;
-            if (++polls % 64 == 0) {
-                if (polls > 4096) sched_yield();
-                if (PMPI_Wtime() > deadline) collc_flow_timeout(ctx, low, nactive);
-            }
+            if (err != MPI_SUCCESS || outcount != 0) break; /* completions, or MPI_UNDEFINED: none active */
+            collc_idle(++polls);
+            if (ctx->timeout > 0 && polls % 64 == 0 && PMPI_Wtime() > deadline) collc_flow_timeout(ctx, low, nactive);
         }
     }
     PMPI_Comm_set_errhandler(MPI_COMM_WORLD, saved);

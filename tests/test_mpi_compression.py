@@ -43,6 +43,7 @@ EXAMPLES = (
     "compressed_ring_allreduce",
     "homomorphic_allreduce",
     "compressed_swing_bw",
+    "compressed_direct_allreduce",
 )
 BACKENDS = ("mpi-py", "mpi-c")
 # mpi-c in the normal suite and mpi-py with -m slow, for the tests that compare the two targets on one thing
