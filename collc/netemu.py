@@ -11,6 +11,9 @@ interface, address, route or qdisc of the namespace it is started from.
   the host's rate on ``eth0`` (its uplink) and on ``h<i>`` (its downlink).  A
   latency puts a ``netem`` delay at the root of ``eth0`` with the ``tbf`` as its
   child, so one message from host to host waits the latency once.
+* With ``shape=ring`` or ``shape=torus:AxB`` (`parse_shape`) there is no switch:
+  hosts are linked to their neighbours (``d<k>p``/``d<k>m``), each host routes,
+  its address on a local interface ``mpi0``, and ``mpiexec`` runs on host 0.
 * `Cluster.mpiexec` runs MPICH's ``mpiexec`` inside the switch namespace; its
   ssh launcher is a script the cluster writes that starts each host's
   ``hydra_pmi_proxy`` in that host's namespace (``ip netns exec``).  Ranks on
@@ -58,8 +61,10 @@ __all__ = [
     "parse_latency",
     "parse_network",
     "parse_rate",
+    "parse_shape",
     "rate_text",
     "remove_leftovers",
+    "shape_text",
 ]
 
 NAME_PREFIX = "collc-"

@@ -313,3 +313,18 @@ def test_an_unknown_issue_order_is_noted(tmp_path: Path) -> None:
     proc = _mpirun(3, ["-genv", "LD_PRELOAD", str(lib), str(driver), "allreduce", "--quick"], {"COLLC_ISSUE": "eager"})
     assert proc.returncode == 0 and re.search(r"cases per rank, 0 failures", proc.stdout), proc.stderr[-2000:]
     assert "collc: COLLC_ISSUE=eager is neither dataflow nor steps; dataflow" in proc.stderr
+
+
+def test_waiting_ranks_poll_and_yield(tmp_path: Path) -> None:
+    """A waiting rank polls (MPI_Testsome, MPI_Test) and yields its core between polls (sched_yield): MPICH's
+    MPI_Waitsome spins without ever yielding, which with ranks outnumbering cores kept the rank being waited for
+    off its core for whole scheduler slices (the dataflow order ran 0.03-0.7x of MPICH over TCP, RESULTS.md).
+    The library must not call it (benchmarks/network.py measures the effect; no timing here)."""
+    _tools()
+    schedule = _schedule("ring_allreduce", p=5)
+    mpi_c.generate(schedule, tmp_path / "lib")
+    lib = mpi_c.build(tmp_path / "lib", schedule)
+    symbols = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True, check=True)
+    called = {line.split()[-1].split("@")[0] for line in symbols.stdout.splitlines() if line.strip()}
+    assert {"PMPI_Testsome", "sched_yield"} <= called, sorted(called)
+    assert not called & {"PMPI_Waitsome", "PMPI_Waitany", "MPI_Waitsome"}, sorted(called)
