@@ -2,7 +2,7 @@
 
 benchmarks/mpi_vs_native.py calls the generated library through ctypes and the MPI library
 through mpi4py, so at small sizes it also measures Python's per-call cost, which is larger for
-ctypes.  Here a C driver (benchmarks/data/allreduce_pmpi.c) runs with the library preloaded as the
+ctypes.  Here a C driver (benchmarks/data/coll_pmpi.c) runs with the library preloaded as the
 PMPI shim and times, in the same process, ``MPI_Allreduce`` (the library's schedule) against
 ``PMPI_Allreduce`` (the MPI library's own algorithm), alternating which goes first, size by size.
 ``speed`` is native time / collc time (above 1.0 collc is faster); medians over rounds.  Results
@@ -38,7 +38,7 @@ import collc  # noqa: E402
 from collc.backends.mpitools import mpi_env, mpicc, mpiexec  # noqa: E402
 from collc.cli import parse_size, parse_sizes  # noqa: E402
 
-DRIVER = ROOT / "benchmarks" / "data" / "allreduce_pmpi.c"
+DRIVER = ROOT / "benchmarks" / "data" / "coll_pmpi.c"
 GOAL_SMALL, GOAL_LARGE = 0.9, 1.0  # speed below 1 MiB and from 1 MiB up
 
 
@@ -60,8 +60,8 @@ def build(tmp: Path, ranks: int, below: int) -> dict[str, Path]:
 
 
 def run(driver: Path, lib: Path, ranks: int, rounds: int, budget: int, sizes: list[int]) -> dict[int, list[tuple]]:
-    command = [str(mpiexec()), "-n", str(ranks), "-genv", "LD_PRELOAD", str(lib), str(driver), str(rounds),
-               str(budget), *map(str, sizes)]  # fmt: skip
+    command = [str(mpiexec()), "-n", str(ranks), "-genv", "LD_PRELOAD", str(lib), str(driver), "allreduce", "0",
+               str(rounds), str(budget), *map(str, sizes)]  # fmt: skip
     env = mpi_env(ranks, {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800, check=False)
     if proc.returncode != 0:
@@ -69,7 +69,7 @@ def run(driver: Path, lib: Path, ranks: int, rounds: int, budget: int, sizes: li
     rows: dict[int, list[tuple]] = {}
     for line in proc.stdout.splitlines():
         if line.startswith("row "):
-            _, _, size, native, ours, wrong = line.split()
+            _, _, size, native, ours, wrong, _ = line.split()
             if int(wrong):
                 raise SystemExit(f"{lib.name}: {wrong} wrong elements at {size} bytes")
             rows.setdefault(int(size), []).append((float(native), float(ours)))
@@ -91,8 +91,8 @@ def main() -> int:
     print(f"# {args.repeats} job(s) per library, {args.rounds} rounds each, the libraries taking turns")
     speeds: dict[str, dict[int, float]] = {}
     with tempfile.TemporaryDirectory(prefix="collc-small-") as tmp:
-        driver = Path(tmp) / "allreduce_pmpi"
-        subprocess.run([str(mpicc()), "-O2", "-o", str(driver), str(DRIVER)], check=True)
+        driver = Path(tmp) / "coll_pmpi"
+        subprocess.run([str(mpicc()), "-O2", "-o", str(driver), str(DRIVER), "-lm"], check=True)
         libs = build(Path(tmp), args.ranks, args.small_below)
         runs: dict[str, dict[int, list[tuple]]] = {label: {} for label in libs}
         for turn in range(args.repeats):

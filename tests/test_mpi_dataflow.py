@@ -318,7 +318,7 @@ def test_an_unknown_issue_order_is_noted(tmp_path: Path) -> None:
 def test_waiting_ranks_poll_and_yield(tmp_path: Path) -> None:
     """A waiting rank polls (MPI_Testsome, MPI_Test) and yields its core between polls (sched_yield): MPICH's
     MPI_Waitsome spins without ever yielding, which with ranks outnumbering cores kept the rank being waited for
-    off its core for whole scheduler slices (the dataflow order ran 0.03-0.7x of MPICH over TCP, RESULTS.md).
+    off its core for whole scheduler slices (the dataflow order ran 0.03-1.0x of MPICH over TCP, RESULTS.md).
     The library must not call it (benchmarks/network.py measures the effect; no timing here)."""
     _tools()
     schedule = _schedule("ring_allreduce", p=5)
