@@ -22,7 +22,7 @@ from collc.verify.symbolic import Refusal, extract, same_steps
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PROVED = [
     "ring_allreduce", "ring_allgather", "ring_reduce_scatter", "recursive_doubling", "recursive_doubling_any",
-    "pairwise_reduce_scatter", "direct_allgather",
+    "pairwise_reduce_scatter", "direct_allgather", "recursive_doubling_allgather",
 ]  # fmt: skip
 
 RING = """algorithm {name} : allreduce
@@ -64,7 +64,7 @@ def test_examples_are_proved_and_agree_with_the_per_p_checker(name: str) -> None
     result = check_all_p(program, {}, bound=4)
     assert result.status == "proved", result.how
     assert result.invariants and result.checked == 0
-    pow2 = name == "recursive_doubling"
+    pow2 = name in ("recursive_doubling", "recursive_doubling_allgather")
     for p in (64, 128) if pow2 else (13, 20, 31):  # beyond the instances the invariants were learned from
         assert check_instance(program, {"p": p}).status == "ok"
 

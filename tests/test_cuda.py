@@ -68,6 +68,7 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
     ("pairwise_reduce_scatter", "pairwise_reduce_scatter", {"p": 5}),
     ("direct_allgather", "direct_allgather", {"p": 3}),
+    ("recursive_doubling_allgather", "recursive_doubling_allgather", {"p": 8}),
     ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}),
     ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}),
     ("weighted_striped_ring_allreduce", "weighted_striped_ring_allreduce", {"p": 4, "share": 70}),

@@ -72,7 +72,7 @@ def test_example_verifies_for_every_allowed_p(name: str) -> None:
     top = 33 if name in HEAVY else 65
     verified = _verify_range(name, range(2, top))
     assert verified, f"{name} allows no p in 2..{top - 1}"
-    if name in ("recursive_doubling", "swing_bw_pow2"):  # powers of two only
+    if name in ("recursive_doubling", "swing_bw_pow2", "recursive_doubling_allgather"):  # powers of two only
         assert verified == [2, 4, 8, 16, 32, 64]
     else:
         assert verified == list(range(2, top))
@@ -188,6 +188,7 @@ MUTANTS = [
     ("pairwise_alltoall", r"for step s in 1 \.\. p:", "for step s in 2 .. p:", 5, r"recv chunk"),
     ("pairwise_reduce_scatter", r"recv rank from \(rank - s\) mod p reduce", "recv rank from (rank - s) mod p copy", 5),
     ("direct_allgather", r"recv \(rank - s\) mod p from", "recv (rank + s) mod p from", 5),
+    ("recursive_doubling_allgather", r"recv window\(rank \^ \(1 << s\), s\)", "recv window(rank, s)", 8),
 ]  # fmt: skip
 
 

@@ -62,6 +62,7 @@ CASES: list[tuple[str, str, dict[str, int]]] = [  # every example without compre
     ("ring_reduce_scatter", "ring_reduce_scatter", {"p": 4}),
     ("pairwise_reduce_scatter", "pairwise_reduce_scatter", {"p": 5}),
     ("direct_allgather", "direct_allgather", {"p": 3}),
+    ("recursive_doubling_allgather", "recursive_doubling_allgather", {"p": 4}),
     ("binomial_broadcast", "binomial_broadcast", {"p": 4, "root": 1}),
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
