@@ -249,7 +249,8 @@ def main() -> int:
     say(f"\n# total {time.monotonic() - started:.0f} s")
     if args.write_results:
         shape = f"{hosts} hosts x {per} ranks" + (f", {args.shape}" if dims else "")
-        write_results(out, SECTION.format(shape=shape, tables=", ".join(tables)))
+        what = ", ".join(tables) + ("" if set(EXACT) <= set(args.collectives.split(",")) else f"; {args.collectives}")
+        write_results(out, SECTION.format(shape=shape, tables=what))
     return 0
 
 
