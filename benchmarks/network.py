@@ -60,7 +60,7 @@ from collc.verify.compression import analyse  # noqa: E402
 
 DRIVER = ROOT / "benchmarks" / "data" / "coll_pmpi.c"
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
-SECTION = "## Across an emulated network, {shape} ({tables}): collc against MPICH over TCP (`benchmarks/network.py`)"
+SECTION = "## Across an emulated network, {shape}, {rates} ({tables}): collc against MPICH (`benchmarks/network.py`)"
 EXACT = {
     "allreduce": ["ring_allreduce", "rabenseifner", "swing_bw"],
     "allgather": ["ring_allgather", "direct_allgather", "bruck_allgather", "recursive_doubling_allgather"],
@@ -250,7 +250,7 @@ def main() -> int:
     if args.write_results:
         shape = f"{hosts} hosts x {per} ranks" + (f", {args.shape}" if dims else "")
         what = ", ".join(tables) + ("" if set(EXACT) <= set(args.collectives.split(",")) else f"; {args.collectives}")
-        write_results(out, SECTION.format(shape=shape, tables=what))
+        write_results(out, SECTION.format(shape=shape, rates=args.rates, tables=what))
     return 0
 
 
