@@ -377,7 +377,7 @@ static inline int collc_run_flow(struct collc_ctx *ctx)
             op->need = m->ndeps;
             op->state = COLLC_F_WAIT;
             op->queued = 0;
-            op->pieces = collc_pieces(ctx, op->bytes);
+            op->pieces = collc_pieces(ctx, op->bytes, m->peer);
             op->left = 0;
             op->scratch = m->kind == COLLC_RECV || (m->kind == COLLC_SEND && m->nruns > 1);
             op->buf = m->kind == COLLC_RECV || op->scratch ? NULL

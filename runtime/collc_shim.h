@@ -553,6 +553,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->extent = c->extent;
     ctx->timeout = collc_env.timeout;
     ctx->piece = s->ncodecs > 0 ? 0 : collc_env.piece; /* compression points: messages go whole (collc_zexec.h) */
+    ctx->near = cache->near;
     ctx->count = count;
     ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->unit, c->op) : NULL;
     ctx->layout = collc_sched_layout(s, count);
