@@ -172,7 +172,9 @@ def test_every_example_of_the_three_collectives_is_covered() -> None:
     }
     assert declared == names | refused, sorted(declared - names - refused)
     assert {"swing_bw", "ring_allreduce", "ring_allgather", "ring_reduce_scatter"} <= names
-    powers_of_two = {"recursive_doubling", "swing_bw_pow2", "recdoub_bw_torus", "recdoub_lat_torus"}
+    powers_of_two = {
+        "recursive_doubling", "swing_bw_pow2", "recdoub_bw_torus", "recdoub_lat_torus", "recursive_doubling_allgather",
+    }  # fmt: skip
     for name in names - powers_of_two - {"hamiltonian_torus"}:
         assert {p.nranks for p in PAIRS if p.name == name} == set(RANKS), name
 
