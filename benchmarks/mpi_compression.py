@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 import collc  # noqa: E402
 from collc.backends import mpi_launch, mpitools  # noqa: E402
 from collc.cli import parse_sizes  # noqa: E402
+from collc.ir import ParamValue  # noqa: E402
 from collc.resources import data_dir  # noqa: E402
 from collc.simulate import NetworkModel, simulate  # noqa: E402
 from collc.topology import parse_topology  # noqa: E402
@@ -116,12 +117,15 @@ class Design:
     entries: list[dict[str, object]]
 
 
-def instance(source: str, p: int, codec: str | None) -> collc.Instance:
+def instance(source: str, p: int, codec: str | None, params: dict[str, ParamValue] | None = None) -> collc.Instance:
+    """The verified instance of ``source`` (a bundled name, or program text such as `LEAF_ONLY`) at ``p`` ranks, or
+    at ``params``; ``codec``: a key of `CODECS` for its codec ``q``."""
     alg = collc.parse(source, "leafonly_reduce_scatter.coll") if "\n" in source else collc.load(source)
     if codec is not None:
         alg = alg.with_codecs({"q": CODECS[codec]})
-    inst = alg.instantiate(p=p)
-    assert inst.verify().ok, source
+    inst = alg.instantiate(**(params or {"p": p}))
+    if not inst.verify().ok:
+        raise SystemExit(f"error: {inst.schedule.algorithm} at {params or {'p': p}} does not verify")
     return inst
 
 

@@ -48,12 +48,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from mpi_compression import CODECS, LEAF_ONLY, codec_speed  # noqa: E402
+from mpi_compression import CODECS, LEAF_ONLY, codec_speed, instance  # noqa: E402
 
 import collc  # noqa: E402
 from collc import netemu  # noqa: E402
 from collc.backends.mpitools import mpicc  # noqa: E402
 from collc.cli import parse_size, parse_sizes  # noqa: E402
+from collc.goodput import size_text as human  # noqa: E402
 from collc.simulate import NetworkModel, simulate  # noqa: E402
 from collc.topology import parse_topology  # noqa: E402
 from collc.verify.compression import analyse  # noqa: E402
@@ -91,23 +92,6 @@ class Lib:
     rows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)  # size -> (native, ours, err)
 
 
-def human(nbytes: int) -> str:
-    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= size:
-            return f"{nbytes // size}{unit}"
-    return f"{nbytes}B"
-
-
-def load(source: str, p: int, params: dict[str, int] | None = None, codec: bool = False) -> collc.Instance:
-    alg = collc.parse(source, "leafonly_reduce_scatter.coll") if "\n" in source else collc.load(source)
-    if codec:
-        alg = alg.with_codecs({"q": CODECS[CODEC]})
-    inst = alg.instantiate(**(params or {"p": p}))
-    if not inst.verify().ok:
-        raise SystemExit(f"error: {inst.schedule.algorithm} at p={p} does not verify")
-    return inst
-
-
 def tolerance(inst: collc.Instance, p: int) -> float:
     """The verified float32 error bound of a compressed schedule (inputs in [-1, 1]) plus the rounding of MPICH's
     own float32 sum the result is compared with."""
@@ -121,22 +105,22 @@ def libraries(tables: list[str], hosts: int, per: int, dims: tuple[int, ...] | N
         for coll, names in EXACT.items():
             for name in names:
                 try:
-                    libs.append(Lib(name, coll, load(name, p)))
+                    libs.append(Lib(name, coll, instance(name, p, None)))
                 except collc.CollError as err:  # e.g. a power-of-two program at another p
                     print(f"# {name} left out at p={p}: {err.message}", file=sys.stderr)
         if dims is not None and len(dims) > 1 and per == 1:
             for name in TORUS:
                 try:
-                    libs.append(Lib(name, "allreduce", load(name, p, {"dims": dims})))
+                    libs.append(Lib(name, "allreduce", instance(name, p, None, {"dims": dims})))
                 except collc.CollError as err:
-                    print(f"# {name} left out on {'x'.join(map(str, dims))}: {err.message}")
+                    print(f"# {name} left out on {'x'.join(map(str, dims))}: {err.message}", file=sys.stderr)
         if per > 1:
             for coll, names in HIERARCHICAL.items():
-                libs += [Lib(name, coll, load(name, p, {"nodes": hosts, "local": per})) for name in names]
+                libs += [Lib(name, coll, instance(name, p, None, {"nodes": hosts, "local": per})) for name in names]
     if "compression" in tables:
         for coll, roles in COMPRESSED.items():
             for role, source in roles.items():
-                inst = load(source, p, codec=role != "raw")
+                inst = instance(source, p, None if role == "raw" else CODEC)
                 lossy = inst.schedule.compresses()
                 libs.append(Lib(f"{coll}/{role}", coll, inst, tolerance(inst, p) if lossy else 0.0, lossy))
     return libs
@@ -168,7 +152,7 @@ def speed(rows: list[tuple[float, float, float]]) -> float:
     return statistics.median(r[0] / r[1] for r in rows)
 
 
-def calibrated_rate(libs: list[Lib], p: int, hosts: int, nominal: float) -> float:
+def calibrated_rate(libs: list[Lib], hosts: int, nominal: float) -> float:
     """Bytes/s a host sends in MPICH's own allgather at the largest size (at most the nominal rate)."""
     rows = [(n, med(r, 0)) for lib in libs if lib.collective == "allgather" for n, r in lib.rows.items()]
     if not rows:
@@ -245,7 +229,7 @@ def main() -> int:
                         )
                 describe = cluster.describe()
             nominal = None if rate is None else netemu.parse_rate(rate) / 8
-            real = None if nominal is None else calibrated_rate(libs, p, hosts, nominal)
+            real = None if nominal is None else calibrated_rate(libs, hosts, nominal)
             report(say, libs, sizes, topology, per, describe, nominal, real, codec_bw)
     say(f"\n# total {time.monotonic() - started:.0f} s")
     if args.write_results:

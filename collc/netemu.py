@@ -505,7 +505,7 @@ class Cluster:
                 if dims[k] == 2:  # one link between the two, d<k>p on the lower host
                     forward = coord(i, k) == 0
                 dev = f"d{k}p" if forward else f"d{k}m"
-                via = self.addresses[moved(i, k, 1 if forward or dims[k] == 2 else -1)]
+                via = self.addresses[moved(i, k, 1 if forward else -1)]
                 route = ["route", "add", f"{address}/32", "via", via, "dev", dev, "onlink", "src", self.addresses[i]]
                 _run(["ip", "-n", ns, *route], "adding a route")
 

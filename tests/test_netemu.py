@@ -191,9 +191,10 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def tx_bytes(ns: str, dev: str) -> int:
+def link_bytes(ns: str, dev: str, way: str = "tx") -> int:
+    """Bytes ``dev`` in namespace ``ns`` has sent (``tx``) or received (``rx``)."""
     out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev], capture_output=True, text=True, check=True)
-    return int(json.loads(out.stdout)[0]["stats64"]["tx"]["bytes"])
+    return int(json.loads(out.stdout)[0]["stats64"][way]["bytes"])
 
 
 @needs_namespaces
@@ -203,10 +204,10 @@ def test_two_hosts_run_an_allreduce_and_leave_nothing(tmp_path: Path) -> None:
     with netemu.Cluster(hosts=2, ranks_per_host=2, bandwidth="1gbit") as cluster:
         prefix = cluster.prefix
         assert sorted(left(prefix)) == sorted([cluster.switch, *cluster.namespaces])
-        before = tx_bytes(cluster.namespaces[0], netemu.HOST_IFACE)
+        before = link_bytes(cluster.namespaces[0], netemu.HOST_IFACE)
         done = cluster.mpiexec([sys.executable, str(program), str(tmp_path)], timeout=120)
         assert done.returncode == 0, done.stderr
-        sent = tx_bytes(cluster.namespaces[0], netemu.HOST_IFACE) - before
+        sent = link_bytes(cluster.namespaces[0], netemu.HOST_IFACE) - before
         rows = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
         assert [r["rank"] for r in rows] == [0, 1, 2, 3]
         assert all(r["right"] for r in rows), rows
@@ -239,11 +240,6 @@ SINK = textwrap.dedent(
 SOURCE = "import socket, sys; socket.create_connection((sys.argv[1], 5001)).sendall(bytes(1 << 20))"
 
 
-def rx_bytes(ns: str, dev: str) -> int:
-    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev], capture_output=True, text=True, check=True)
-    return int(json.loads(out.stdout)[0]["stats64"]["rx"]["bytes"])
-
-
 @needs_namespaces
 def test_a_torus_routes_through_the_hosts_between(tmp_path: Path) -> None:
     """On a 2x3 torus every host reaches every other over its own links: no switch, each host a router, the
@@ -266,14 +262,14 @@ def test_a_torus_routes_through_the_hosts_between(tmp_path: Path) -> None:
         assert all(r["right"] for r in rows), rows
         assert len({r["netns"] for r in rows}) == 6
         # 1 MiB from host 0 to host 4 over TCP: host 3 forwards it, down the column then along the row
-        before = rx_bytes(ns[3], "d0m"), tx_bytes(ns[3], "d1p")
+        before = link_bytes(ns[3], "d0m", "rx"), link_bytes(ns[3], "d1p")
         server = subprocess.Popen(["ip", "netns", "exec", ns[4], sys.executable, "-c", SINK, cluster.addresses[4]],
                                   stdout=subprocess.PIPE, text=True)  # fmt: skip
         assert server.stdout is not None and server.stdout.readline().strip() == "listening"
         send = [sys.executable, "-c", SOURCE, cluster.addresses[4]]
         subprocess.run(["ip", "netns", "exec", ns[0], *send], check=True, timeout=60)
         assert server.wait(timeout=60) == 0
-        assert rx_bytes(ns[3], "d0m") - before[0] > 1 << 20 and tx_bytes(ns[3], "d1p") - before[1] > 1 << 20
+        assert link_bytes(ns[3], "d0m", "rx") - before[0] > 1 << 20 and link_bytes(ns[3], "d1p") - before[1] > 1 << 20
         rates = cluster.link_rates()
         # 2x3: one link per column pair (a dimension of 2), a ring of 3 per row: 3 + 6 links, two ends each
         assert len(rates) == 18 and set(rates.values()) == {10**9}, rates
