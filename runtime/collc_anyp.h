@@ -356,7 +356,7 @@ static inline void collc_av_add_msg(struct collc_av *X, struct collc_av_tables *
         const struct cv_run *x = take_copy ? &c[i++] : &r[j++];
         struct collc_run *out = &t->runs[t->nruns++];
         out->lo = x->lo, out->hi = x->hi, out->action = take_copy ? COLLC_COPY : COLLC_REDUCE;
-        out->how = COLLC_RAW, out->codec = -1;
+        out->how = COLLC_RAW, out->codec = -1, out->fresh = 0; /* its input is copied to the work buffer first */
     }
     m->nruns = (int)(t->nruns - m->first_run);
 }

@@ -8,6 +8,10 @@
  *   reduce_scatter_block  work = a copy of the p-block input (sendbuf, or recvbuf in
  *                         place: its other blocks stay as they were); block `rank`
  *                         is then copied to recvbuf
+ *
+ * Where the tables say which runs still hold the input (sched->input_copy), the
+ * allreduce and reduce-scatter copy nothing up front: those runs read sendbuf
+ * in place (collc_use_input).
  *   bcast                 work = buffer
  *   reduce                root: work = recvbuf; other ranks: their sendbuf when
  *                         the schedule never sends them anything, else a copy
@@ -104,7 +108,8 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     work = c.holes ? NULL : (char *)recvbuf;
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
-        if (work != in) memmove(work, in, (size_t)(count * c.extent));
+        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in);
+        else if (work != in) memmove(work, in, (size_t)(count * c.extent));
         err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
@@ -199,7 +204,8 @@ static inline int collc_rsb(const struct collc_sched *s, const char *entry, enum
     err = collc_execute(&c, &ctx, recvcount * c.size, NULL, recvcount * c.size, &work);
     if (err == MPI_SUCCESS) {
         const size_t block = (size_t)(recvcount * c.extent);
-        memcpy(work, in, block * (size_t)c.size);
+        if (c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in);
+        else memcpy(work, in, block * (size_t)c.size);
         err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work + c.rank * block, recvcount);
     }
@@ -310,7 +316,8 @@ static inline int collc_reduce_to_root(const struct collc_sched *s, const char *
         work = (char *)in; /* only read: the rank sends and never receives */
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
-        if (work != in) memmove(work, in, (size_t)(count * c.extent));
+        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in);
+        else if (work != in) memmove(work, in, (size_t)(count * c.extent));
         err = c.sched->run(&ctx);
         if (err == MPI_SUCCESS && c.rank == root) collc_copy_data(&c, (char *)recvbuf, work, count);
     }

@@ -68,6 +68,7 @@
 
 #include <mpi.h>
 
+#include "collc_comm.h"
 #include "collc_reduce.h"
 #include "collc_zcodec.h"
 
@@ -97,12 +98,15 @@ enum collc_how {
     COLLC_PAYLOAD  /* each chunk a compressed slot's payload, forwarded unchanged */
 };
 
-/* Chunks lo .. hi-1 of a message; codec: an index into the schedule's codecs, -1 for raw runs. */
+/* Chunks lo .. hi-1 of a message; codec: an index into the schedule's codecs, -1 for raw runs; fresh: the chunks
+ * still hold the caller's input, read from there while ctx->input is set (a send's chunks; a reduce's destination,
+ * which becomes input op received). */
 struct collc_run {
     int lo, hi;
     enum collc_action action;
     enum collc_how how;
     int codec;
+    int fresh;
 };
 
 /* A local op of one rank at the start of a step: compress chunks lo .. hi-1 with codec, or decompress them. */
@@ -175,6 +179,10 @@ struct collc_sched {
        call from the program (collc_anyp.h), or NULL with the reason in `why`. */
     const struct collc_sched *(*for_size)(MPI_Comm comm, int p, int rank, char *why, size_t len);
     const collc_u64 *chunk_prefix; /* [nchunks + 1]: prefix sums of the chunk weights (at most 2^32); NULL: none */
+    /* Runs that read the caller's input (allreduce, reduce-scatter; NULL: none, the input is copied to the work
+       buffer first): the output chunks no receive writes, copied from the input instead. */
+    const struct collc_run *input_copy;
+    const struct collc_span *rank_input_copy; /* [rank]: its rows of input_copy */
 };
 
 /* Chunk c starts at element g * group_elems + j * base + min(j, extra), g = c / group_chunks, j = c % group_chunks;
@@ -203,8 +211,10 @@ struct collc_ctx {
     MPI_Op op;
     MPI_Aint extent;     /* bytes per element */
     collc_kernel kernel; /* NULL: PMPI_Reduce_local */
+    collc_kernel3 kernel3; /* NULL: a copy, then kernel */
     struct collc_layout layout;
     char *work;
+    const char *input; /* the caller's input, laid out as the work buffer, for fresh runs; NULL: read work */
     char *scratch;
     int flow;            /* issue by dataflow (collc_flow.h), not step by step */
     struct collc_fstate *fs; /* its state, in the arena */
@@ -325,162 +335,6 @@ static inline MPI_Count collc_runs_elems(const struct collc_ctx *ctx, const stru
     for (int i = 0; i < n; i++)
         total += collc_chunk_offset(&ctx->layout, runs[i].hi) - collc_chunk_offset(&ctx->layout, runs[i].lo);
     return total;
-}
-
-/* ---------------------------------------------------------------------------
- * The private communicator, cached on the user's communicator
- * ------------------------------------------------------------------------- */
-
-/* What is cached on a communicator: its duplicate, which ranks share memory with this one, and memory reused
- * across calls. */
-struct collc_comm {
-    MPI_Comm comm;
-    unsigned char *near; /* [rank]: 1 if it shares memory with this rank (MPI_COMM_TYPE_SHARED), else 0 */
-    void *arena;
-    size_t arena_size;
-};
-
-static int collc_keyval = MPI_KEYVAL_INVALID;
-
-static inline int collc_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
-{
-    struct collc_comm *c = (struct collc_comm *)attr;
-    (void)comm;
-    (void)keyval;
-    (void)extra;
-    PMPI_Comm_free(&c->comm);
-    free(c->near);
-    free(c->arena);
-    free(c);
-    return MPI_SUCCESS;
-}
-
-/* c->near of the duplicate c->comm (collective over it). */
-static inline int collc_near_of(struct collc_comm *c)
-{
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_Group all = MPI_GROUP_NULL, here = MPI_GROUP_NULL;
-    int size = 0, local = 0, err, *in = NULL, *out = NULL;
-    err = PMPI_Comm_size(c->comm, &size);
-    if (err == MPI_SUCCESS) err = PMPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    if (err == MPI_SUCCESS) err = PMPI_Comm_size(node, &local);
-    if (err == MPI_SUCCESS) {
-        c->near = (unsigned char *)calloc((size_t)size, 1);
-        in = (int *)malloc(sizeof(int) * (size_t)local);
-        out = (int *)malloc(sizeof(int) * (size_t)local);
-        if (c->near == NULL || in == NULL || out == NULL) err = MPI_ERR_NO_MEM;
-    }
-    if (err == MPI_SUCCESS) err = PMPI_Comm_group(node, &here);
-    if (err == MPI_SUCCESS) err = PMPI_Comm_group(c->comm, &all);
-    if (err == MPI_SUCCESS) {
-        for (int i = 0; i < local; i++) in[i] = i;
-        err = PMPI_Group_translate_ranks(here, local, in, all, out);
-    }
-    if (err == MPI_SUCCESS)
-        for (int i = 0; i < local; i++)
-            if (out[i] >= 0 && out[i] < size) c->near[out[i]] = 1;
-    free(in);
-    free(out);
-    if (here != MPI_GROUP_NULL) PMPI_Group_free(&here);
-    if (all != MPI_GROUP_NULL) PMPI_Group_free(&all);
-    if (node != MPI_COMM_NULL) PMPI_Comm_free(&node);
-    return err;
-}
-
-/* Waiting.  A rank that waits polls MPI (MPI_Test*), and from the COLLC_SPIN_POLLS-th poll in a row that
- * completed nothing it gives its core away (sched_yield) after every poll.  Where ranks outnumber cores, a rank
- * that spins holds its core for a whole scheduler slice (milliseconds) while the rank it waits for cannot run:
- * MPICH's MPI_Waitsome never yields (unlike its MPI_Waitall), which made the dataflow order up to 30x slower than
- * MPICH's own collectives over TCP with 4 ranks on 2 cores.  With a core to spare, sched_yield returns at once. */
-#define COLLC_SPIN_POLLS 64
-
-/* Called after the polls-th poll in a row that completed nothing. */
-static inline void collc_idle(long polls)
-{
-    if (polls > COLLC_SPIN_POLLS) sched_yield();
-}
-
-/* Ends the job after the caller wrote its one line on stderr; does not return.  The launcher forwards a
- * rank's output and its abort on separate channels, and may tear the job down before the line arrives:
- * a moment's pause first lets the line out. */
-static inline void collc_abort_job(MPI_Comm comm)
-{
-    double until;
-    fflush(stderr);
-    until = PMPI_Wtime() + 0.3;
-    while (PMPI_Wtime() < until) sched_yield();
-    PMPI_Abort(comm, 1);
-    _Exit(1); /* MPI_Abort may return before the job is torn down (MPICH does) */
-}
-
-/* PMPI_Comm_dup, within `timeout` seconds when it is positive (the duplication is collective: a rank that never
- * calls would leave the others waiting); `what` names the call for the message that ends the job otherwise. */
-static inline int collc_dup(MPI_Comm comm, MPI_Comm *dup, double timeout, const char *what)
-{
-    MPI_Request req;
-    double deadline;
-    int done = 0, err;
-    long polls = 0;
-    if (timeout <= 0) return PMPI_Comm_dup(comm, dup);
-    err = PMPI_Comm_idup(comm, dup, &req);
-    if (err != MPI_SUCCESS) return err;
-    deadline = PMPI_Wtime() + timeout;
-    while (!done) {
-        err = PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (err != MPI_SUCCESS) return err;
-        if (done) break;
-        collc_idle(++polls);
-        if (polls % 64 == 0) {
-            if (PMPI_Wtime() > deadline) {
-                fprintf(stderr, "collc: %s: no progress for %g s (COLLC_TIMEOUT) at the first call on this "
-                        "communicator, which every rank makes: a rank died or stopped, or did not call the "
-                        "collective with the same count\n", what, timeout);
-                collc_abort_job(comm);
-            }
-        }
-    }
-    return MPI_SUCCESS;
-}
-
-/* The cache of `comm`, created (collectively: it duplicates comm) on the first call.  The duplicate returns
- * errors rather than aborting: the runtime reports them (collc_mpi_fatal). */
-static inline int collc_comm_of(MPI_Comm comm, struct collc_comm **out, double timeout, const char *what)
-{
-    void *attr = NULL;
-    int found = 0, err;
-    if (collc_keyval == MPI_KEYVAL_INVALID) {
-        err = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_comm_delete, &collc_keyval, NULL);
-        if (err != MPI_SUCCESS) return err;
-    }
-    err = PMPI_Comm_get_attr(comm, collc_keyval, &attr, &found);
-    if (err != MPI_SUCCESS) return err;
-    if (!found) {
-        struct collc_comm *c = (struct collc_comm *)calloc(1, sizeof *c);
-        if (c == NULL) return MPI_ERR_NO_MEM;
-        err = collc_dup(comm, &c->comm, timeout, what);
-        if (err == MPI_SUCCESS) err = PMPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-        if (err == MPI_SUCCESS) err = collc_near_of(c);
-        if (err == MPI_SUCCESS) err = PMPI_Comm_set_attr(comm, collc_keyval, c);
-        if (err != MPI_SUCCESS) {
-            free(c->near);
-            free(c);
-            return err;
-        }
-        attr = c;
-    }
-    *out = (struct collc_comm *)attr;
-    return MPI_SUCCESS;
-}
-
-/* At least `bytes` (> 0) of memory kept on the communicator for the next calls; NULL when out of memory. */
-static inline void *collc_arena(struct collc_comm *c, size_t bytes)
-{
-    if (bytes > c->arena_size) {
-        free(c->arena);
-        c->arena = malloc(bytes);
-        c->arena_size = c->arena == NULL ? 0 : bytes;
-    }
-    return c->arena;
 }
 
 /* ---------------------------------------------------------------------------
@@ -679,6 +533,39 @@ static inline int collc_irecv(void *buf, MPI_Count bytes, int peer, int tag, MPI
 #endif
 }
 
+/* Where a send's run r leaves from: the caller's input while its chunks are fresh, else the work buffer. */
+static inline const char *collc_run_src(const struct collc_ctx *ctx, const struct collc_run *r)
+{
+    const char *base = r->fresh && ctx->input != NULL ? ctx->input : ctx->work;
+    return base + collc_chunk_pos(ctx, r->lo) * ctx->extent;
+}
+
+/* Reduces the received `from` into run r at `at` in the work buffer: work op received, where a fresh run's work
+ * value is still the caller's input. */
+static inline int collc_reduce_run(const struct collc_ctx *ctx, const struct collc_run *r, char *at, const char *from,
+                                   MPI_Count elems)
+{
+    if (r->fresh && ctx->input != NULL)
+        return collc_reduce3(ctx->kernel, ctx->kernel3, at, ctx->input + collc_chunk_pos(ctx, r->lo) * ctx->extent,
+                             from, elems, ctx->dt, ctx->op, ctx->extent);
+    return collc_reduce(ctx->kernel, at, from, elems, ctx->dt, ctx->op, ctx->extent);
+}
+
+/* Copies the calling rank's output chunks that no receive writes (sched->input_copy) from the input to the work
+ * buffer, and lets fresh runs read the input from then on: the start of a call whose input is not already its
+ * work buffer. */
+static inline void collc_use_input(struct collc_ctx *ctx, const char *input)
+{
+    const struct collc_sched *s = ctx->sched;
+    struct collc_span rows = s->rank_input_copy[ctx->rank];
+    for (int i = rows.first; i < rows.first + rows.n; i++) {
+        MPI_Count at = collc_chunk_pos(ctx, s->input_copy[i].lo) * ctx->extent;
+        MPI_Count len = collc_runs_elems(ctx, &s->input_copy[i], 1) * ctx->extent;
+        if (len > 0) memcpy(ctx->work + at, input + at, (size_t)len);
+    }
+    ctx->input = input;
+}
+
 /* Runs one step of the calling rank: its messages msgs[0 .. n-1], whose chunk runs are in `runs`. */
 static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *msgs, int n,
                                  const struct collc_run *runs)
@@ -718,12 +605,12 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
         int pieces = collc_pieces(ctx, bytes, m->peer);
         if (m->kind != COLLC_SEND || bytes == 0) continue;
         if (m->nruns == 1) {
-            from = ctx->work + collc_chunk_pos(ctx, r->lo) * ext;
+            from = collc_run_src(ctx, r);
         } else { /* pack the runs */
             char *to = scratch;
             for (int k = 0; k < m->nruns; k++) {
                 MPI_Count len = collc_runs_elems(ctx, &r[k], 1) * ext;
-                if (len > 0) memcpy(to, ctx->work + collc_chunk_pos(ctx, r[k].lo) * ext, (size_t)len);
+                if (len > 0) memcpy(to, collc_run_src(ctx, &r[k]), (size_t)len);
                 to += len;
             }
             from = scratch;
@@ -751,7 +638,7 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
             char *at = ctx->work + collc_chunk_pos(ctx, r->lo) * ext;
             if (elems == 0) continue;
             if (r->action == COLLC_REDUCE) {
-                err = collc_reduce(ctx->kernel, at, scratch, elems, ctx->dt, ctx->op, ext);
+                err = collc_reduce_run(ctx, r, at, scratch, elems);
                 if (err != MPI_SUCCESS) return err;
             } else {
                 memcpy(at, scratch, (size_t)(elems * ext));

@@ -209,7 +209,7 @@ static inline void collc_flow_post(struct collc_ctx *ctx, int i, int *nactive)
             char *to = op->buf;
             for (int k = 0; k < m->nruns; k++) {
                 MPI_Count len = collc_runs_elems(ctx, &op->runs[k], 1) * ctx->extent;
-                if (len > 0) memcpy(to, ctx->work + collc_chunk_pos(ctx, op->runs[k].lo) * ctx->extent, (size_t)len);
+                if (len > 0) memcpy(to, collc_run_src(ctx, &op->runs[k]), (size_t)len);
                 to += len;
             }
         }
@@ -247,7 +247,7 @@ static inline int collc_flow_apply(struct collc_ctx *ctx, const struct collc_fop
         char *at = ctx->work + collc_chunk_pos(ctx, r->lo) * ctx->extent;
         if (elems == 0) continue;
         if (r->action == COLLC_REDUCE) {
-            int err = collc_reduce(ctx->kernel, at, from, elems, ctx->dt, ctx->op, ctx->extent);
+            int err = collc_reduce_run(ctx, r, at, from, elems);
             if (err != MPI_SUCCESS) return err;
         } else {
             memcpy(at, from, (size_t)(elems * ctx->extent));
@@ -380,8 +380,9 @@ static inline int collc_run_flow(struct collc_ctx *ctx)
             op->pieces = collc_pieces(ctx, op->bytes, m->peer);
             op->left = 0;
             op->scratch = m->kind == COLLC_RECV || (m->kind == COLLC_SEND && m->nruns > 1);
-            op->buf = m->kind == COLLC_RECV || op->scratch ? NULL
-                                                             : ctx->work + collc_chunk_pos(ctx, op->runs[0].lo) * ctx->extent;
+            if (m->kind == COLLC_RECV || op->scratch) op->buf = NULL;
+            else if (m->kind == COLLC_SEND) op->buf = (char *)collc_run_src(ctx, &op->runs[0]); /* only read */
+            else op->buf = ctx->work + collc_chunk_pos(ctx, op->runs[0].lo) * ctx->extent;
         }
     }
     for (int i = 0; i <= n; i++) fs->succ_first[i] = 0;

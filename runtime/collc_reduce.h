@@ -1,6 +1,9 @@
 /* collc_reduce.h: the reduction step of the collc MPI executors.
  *
- * collc_reduce() computes dst[i] = src[i] op dst[i] for n elements.  The common
+ * collc_reduce() computes dst[i] = dst[i] op src[i] for n elements, and
+ * collc_reduce3() dst[i] = a[i] op b[i] (the same, with dst's operand read
+ * from a, so that a reduce into a copy of the caller's input needs no copy
+ * first: collc/backends/dataflow.py's input_reads).  The common
  * predefined datatypes (float, double, and the 8-, 16-, 32- and 64-bit integers
  * under all their C names) with MPI_SUM, MPI_PROD, MPI_MAX and MPI_MIN run inline
  * loops that the compiler vectorises; every other (datatype, op) pair goes
@@ -17,11 +20,15 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <mpi.h>
 
 /* dst[i] = dst[i] op src[i]; dst and src never overlap. */
 typedef void (*collc_kernel)(void *restrict dst, const void *restrict src, size_t n);
+
+/* dst[i] = a[i] op b[i]; none of the three overlap. */
+typedef void (*collc_kernel3)(void *restrict dst, const void *restrict a, const void *restrict b, size_t n);
 
 /* Sum and product in a wider unsigned type W (wrap-around, no undefined overflow). */
 #define COLLC_ARITH_LOOP(name, T, W, OP)                                                 \
@@ -31,6 +38,13 @@ typedef void (*collc_kernel)(void *restrict dst, const void *restrict src, size_
         const T *restrict b = (const T *)src;                                           \
         for (size_t i = 0; i < n; i++)                                                  \
             a[i] = (T)((W)a[i] OP (W)b[i]);                                             \
+    }                                                                                   \
+    static inline void name##3(void *restrict dst, const void *restrict x, const void *restrict y, size_t n) \
+    {                                                                                   \
+        T *restrict d = (T *)dst;                                                       \
+        const T *restrict a = (const T *)x, *restrict b = (const T *)y;                 \
+        for (size_t i = 0; i < n; i++)                                                  \
+            d[i] = (T)((W)a[i] OP (W)b[i]);                                             \
     }
 
 /* Maximum (CMP is >) or minimum (CMP is <) of integers. */
@@ -41,6 +55,13 @@ typedef void (*collc_kernel)(void *restrict dst, const void *restrict src, size_
         const T *restrict b = (const T *)src;                                           \
         for (size_t i = 0; i < n; i++)                                                  \
             a[i] = b[i] CMP a[i] ? b[i] : a[i];                                         \
+    }                                                                                   \
+    static inline void name##3(void *restrict dst, const void *restrict x, const void *restrict y, size_t n) \
+    {                                                                                   \
+        T *restrict d = (T *)dst;                                                       \
+        const T *restrict a = (const T *)x, *restrict b = (const T *)y;                 \
+        for (size_t i = 0; i < n; i++)                                                  \
+            d[i] = b[i] CMP a[i] ? b[i] : a[i];                                         \
     }
 
 /* Maximum or minimum of floating-point values; y != y holds for a NaN only. */
@@ -52,6 +73,15 @@ typedef void (*collc_kernel)(void *restrict dst, const void *restrict src, size_
         for (size_t i = 0; i < n; i++) {                                                \
             T x = a[i], y = b[i];                                                       \
             a[i] = (y CMP x || y != y) ? y : x;                                         \
+        }                                                                               \
+    }                                                                                   \
+    static inline void name##3(void *restrict dst, const void *restrict u, const void *restrict v, size_t n) \
+    {                                                                                   \
+        T *restrict d = (T *)dst;                                                       \
+        const T *restrict a = (const T *)u, *restrict b = (const T *)v;                 \
+        for (size_t i = 0; i < n; i++) {                                                \
+            T x = a[i], y = b[i];                                                       \
+            d[i] = (y CMP x || y != y) ? y : x;                                         \
         }                                                                               \
     }
 
@@ -126,28 +156,41 @@ static inline enum collc_elem collc_elem_of(MPI_Datatype dt)
     return COLLC_ELEM_NONE;
 }
 
+/* The column of the kernel tables for op, -1 for an op without inline loops. */
+static inline int collc_op_column(MPI_Op op)
+{
+    if (op == MPI_SUM) return 0;
+    if (op == MPI_PROD) return 1;
+    if (op == MPI_MAX) return 2;
+    if (op == MPI_MIN) return 3;
+    return -1;
+}
+
+#define COLLC_KERNEL_ROW(elem, sfx, x) \
+    [elem] = {collc_sum_##sfx##x, collc_prod_##sfx##x, collc_max_##sfx##x, collc_min_##sfx##x}
+#define COLLC_KERNEL_TABLE(x)                                                                          \
+    {                                                                                                  \
+        COLLC_KERNEL_ROW(COLLC_ELEM_I8, i8, x), COLLC_KERNEL_ROW(COLLC_ELEM_U8, u8, x),                \
+        COLLC_KERNEL_ROW(COLLC_ELEM_I16, i16, x), COLLC_KERNEL_ROW(COLLC_ELEM_U16, u16, x),            \
+        COLLC_KERNEL_ROW(COLLC_ELEM_I32, i32, x), COLLC_KERNEL_ROW(COLLC_ELEM_U32, u32, x),            \
+        COLLC_KERNEL_ROW(COLLC_ELEM_I64, i64, x), COLLC_KERNEL_ROW(COLLC_ELEM_U64, u64, x),            \
+        COLLC_KERNEL_ROW(COLLC_ELEM_F32, f32, x), COLLC_KERNEL_ROW(COLLC_ELEM_F64, f64, x),            \
+    }
+
 /* The inline loop for (dt, op), or NULL when PMPI_Reduce_local must do it. */
 static inline collc_kernel collc_kernel_for(MPI_Datatype dt, MPI_Op op)
 {
-    static const collc_kernel table[COLLC_ELEM_COUNT][4] = {
-        [COLLC_ELEM_I8] = {collc_sum_i8, collc_prod_i8, collc_max_i8, collc_min_i8},
-        [COLLC_ELEM_U8] = {collc_sum_u8, collc_prod_u8, collc_max_u8, collc_min_u8},
-        [COLLC_ELEM_I16] = {collc_sum_i16, collc_prod_i16, collc_max_i16, collc_min_i16},
-        [COLLC_ELEM_U16] = {collc_sum_u16, collc_prod_u16, collc_max_u16, collc_min_u16},
-        [COLLC_ELEM_I32] = {collc_sum_i32, collc_prod_i32, collc_max_i32, collc_min_i32},
-        [COLLC_ELEM_U32] = {collc_sum_u32, collc_prod_u32, collc_max_u32, collc_min_u32},
-        [COLLC_ELEM_I64] = {collc_sum_i64, collc_prod_i64, collc_max_i64, collc_min_i64},
-        [COLLC_ELEM_U64] = {collc_sum_u64, collc_prod_u64, collc_max_u64, collc_min_u64},
-        [COLLC_ELEM_F32] = {collc_sum_f32, collc_prod_f32, collc_max_f32, collc_min_f32},
-        [COLLC_ELEM_F64] = {collc_sum_f64, collc_prod_f64, collc_max_f64, collc_min_f64},
-    };
-    int k;
-    if (op == MPI_SUM) k = 0;
-    else if (op == MPI_PROD) k = 1;
-    else if (op == MPI_MAX) k = 2;
-    else if (op == MPI_MIN) k = 3;
-    else return NULL;
-    return table[collc_elem_of(dt)][k];
+    static const collc_kernel table[COLLC_ELEM_COUNT][4] = COLLC_KERNEL_TABLE();
+    int k = collc_op_column(op);
+    return k < 0 ? NULL : table[collc_elem_of(dt)][k];
+}
+
+/* The three-operand inline loop for (dt, op), or NULL. */
+static inline collc_kernel3 collc_kernel3_for(MPI_Datatype dt, MPI_Op op)
+{
+    static const collc_kernel3 table[COLLC_ELEM_COUNT][4] = COLLC_KERNEL_TABLE(3);
+    int k = collc_op_column(op);
+    return k < 0 ? NULL : table[collc_elem_of(dt)][k];
 }
 
 /* dst = src op dst through MPI, for any (datatype, op) MPI accepts. */
@@ -180,6 +223,21 @@ static inline int collc_reduce(collc_kernel kernel, void *dst, const void *src, 
         return MPI_SUCCESS;
     }
     return collc_reduce_local(src, dst, n, dt, op, extent);
+}
+
+/* dst[i] = a[i] op b[i] for n elements: what collc_reduce(dst, b) gives when dst holds a copy of a, without the
+ * copy.  dst is either a itself or disjoint from a and b. */
+static inline int collc_reduce3(collc_kernel kernel, collc_kernel3 kernel3, void *dst, const void *a, const void *b,
+                                MPI_Count n, MPI_Datatype dt, MPI_Op op, MPI_Aint extent)
+{
+    if (n == 0) return MPI_SUCCESS;
+    if (dst == a) return collc_reduce(kernel, dst, b, n, dt, op, extent);
+    if (kernel3 != NULL) {
+        kernel3(dst, a, b, (size_t)n);
+        return MPI_SUCCESS;
+    }
+    memcpy(dst, a, (size_t)(n * extent));
+    return collc_reduce(kernel, dst, b, n, dt, op, extent);
 }
 
 #endif /* COLLC_REDUCE_H */

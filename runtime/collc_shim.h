@@ -556,6 +556,7 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->near = cache->near;
     ctx->count = count;
     ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->unit, c->op) : NULL;
+    ctx->kernel3 = c->op != MPI_OP_NULL ? collc_kernel3_for(c->unit, c->op) : NULL;
     ctx->layout = collc_sched_layout(s, count);
     if (s->rank_segments != NULL) {
         ctx->segs = s->segments + s->rank_segments[c->rank].first;

@@ -328,3 +328,144 @@ def test_waiting_ranks_poll_and_yield(tmp_path: Path) -> None:
     called = {line.split()[-1].split("@")[0] for line in symbols.stdout.splitlines() if line.strip()}
     assert {"PMPI_Testsome", "sched_yield"} <= called, sorted(called)
     assert not called & {"PMPI_Waitsome", "PMPI_Waitany", "MPI_Waitsome"}, sorted(called)
+
+
+# --------------------------------------------------------------------------
+# Reading the input in place (dataflow.input_reads)
+# --------------------------------------------------------------------------
+
+EXAMPLES = HERE.parent / "examples"
+READS_CASES = [
+    (EXAMPLES / f"{name}.coll", p)
+    for name in (
+        "ring_allreduce", "rabenseifner", "swing_bw", "swing_lat", "recursive_doubling_any", "ring_reduce_scatter",
+        "pairwise_reduce_scatter",
+    )
+    for p in ((2, 3, 5, 8) if name == "swing_bw" else (1, 2, 3, 5, 8))  # swing_bw needs p >= 2
+] + [(PIPELINED, 4), (EXAMPLES / "hierarchical" / "hier_allreduce_ring.coll", 0)]  # fmt: skip
+
+
+def _reads_schedule(path: Path, p: int) -> Schedule:
+    alg = collc.load(str(path))
+    params = {"nodes": 2, "local": 3} if "nodes" in alg.param_names else {"p": p}
+    return _schedule(path, **params)
+
+
+def run_with_input_reads(
+    t: tables.Tables, reads: dataflow.InputReads, inputs: Sequence[np.ndarray], poison: float = np.nan
+) -> list[np.ndarray]:
+    """Executes the tables step by step in numpy the way the runtime does with ``reads``: work buffers start as
+    ``poison`` except the listed copies, fresh sends read the input, a fresh reduce writes input + received."""
+    p = t.nranks
+    work = [np.full_like(x, poison) for x in inputs]
+    for r in range(p):
+        for lo, hi in reads.copy[r]:
+            work[r][lo:hi] = inputs[r][lo:hi]
+    cursor = [0] * p
+    by_step = [{rs.step: rs for rs in steps} for steps in t.ranks]
+    for step in sorted({rs.step for steps in t.ranks for rs in steps}):
+        sent: dict[tuple[int, int], np.ndarray] = {}
+        recv_flags: dict[int, list[tuple[bool, ...]]] = {}
+        for r in range(p):  # every send reads the buffers as they were at the start of the step
+            rs = by_step[r].get(step)
+            if rs is None:
+                continue
+            for m in rs.sends:
+                flags = reads.fresh[r][cursor[r]]
+                cursor[r] += 1
+                parts = [(inputs[r] if f else work[r])[run.lo : run.hi] for run, f in zip(m.runs, flags, strict=True)]
+                sent[r, m.peer] = np.concatenate(parts)
+            recv_flags[r] = []
+            for _ in rs.recvs:
+                recv_flags[r].append(reads.fresh[r][cursor[r]])
+                cursor[r] += 1
+        for r in range(p):
+            rs = by_step[r].get(step)
+            if rs is None:
+                continue
+            for m, flags in zip(rs.recvs, recv_flags[r], strict=True):
+                data, at = sent[m.peer, r], 0
+                for run, fresh in zip(m.runs, flags, strict=True):
+                    got = data[at : at + run.hi - run.lo]
+                    at += run.hi - run.lo
+                    if not run.reduce:
+                        work[r][run.lo : run.hi] = got
+                    elif fresh:
+                        work[r][run.lo : run.hi] = inputs[r][run.lo : run.hi] + got
+                    else:
+                        work[r][run.lo : run.hi] += got
+    return work
+
+
+def _outputs_match_numpy(schedule: Schedule, work: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> bool:
+    from collc.collectives import chunk_dest, finally_required
+
+    total = np.sum(inputs, axis=0)
+    dest = chunk_dest(schedule.collective, schedule.nranks, schedule.nchunks, schedule.root)
+    return all(
+        np.array_equal(work[r][finally_required(dest, r)], total[finally_required(dest, r)])
+        for r in range(schedule.nranks)
+    )
+
+
+@pytest.mark.parametrize(("path", "p"), READS_CASES, ids=[f"{c[0].stem}_p{c[1]}" for c in READS_CASES])
+def test_input_reads_give_the_reduction_without_copying_the_input(path: Path, p: int) -> None:
+    """Work buffers poisoned with NaN, not the input: every read of a chunk no receive wrote must go to the input,
+    and every fresh read must see the input unchanged, or the result differs from numpy's sum."""
+    schedule = _reads_schedule(path, p)
+    t = tables.from_schedule(schedule)
+    reads = dataflow.input_reads(t)
+    assert reads is not None
+    rng = np.random.default_rng(7)
+    inputs = [rng.integers(-8, 9, size=(schedule.nchunks, 3)).astype(np.float64) for _ in range(schedule.nranks)]
+    work = run_with_input_reads(t, reads, inputs)
+    assert _outputs_match_numpy(schedule, work, inputs)
+    copied = sum(hi - lo for segs in reads.copy for lo, hi in segs)
+    if schedule.nranks == 1:
+        assert copied == schedule.nchunks  # nothing arrives: the whole output is the input
+    else:
+        assert copied == 0  # every output chunk is written by a receive: nothing is copied
+        assert any(f for steps in reads.fresh for op in steps for f in op)
+
+
+@pytest.mark.parametrize("flip", ["send", "reduce"])
+def test_a_wrong_input_read_gives_wrong_data(flip: str) -> None:
+    """The numpy run above has teeth: one flag flipped (a send of a reduced chunk from the input, or a reduce into
+    a written chunk as if it were fresh) gives a result other than numpy's."""
+    schedule = _schedule("ring_allreduce", p=4) if flip == "send" else _schedule("rabenseifner", p=8)
+    t = tables.from_schedule(schedule)
+    reads = dataflow.input_reads(t)
+    assert reads is not None
+    ops = dataflow.rank_ops(t, 1)
+    rng = np.random.default_rng(3)
+    inputs = [rng.integers(1, 9, size=(schedule.nchunks, 2)).astype(np.float64) for _ in range(schedule.nranks)]
+    index = next(  # the first op of its kind that reads a chunk a receive wrote
+        i
+        for i, op in enumerate(ops)
+        if op.send == (flip == "send") and not any(reads.fresh[1][i]) and (op.send or t_reduces(t, 1, i))
+    )
+    fresh = list(reads.fresh)
+    rank1 = list(fresh[1])
+    rank1[index] = tuple(True for _ in rank1[index])
+    fresh[1] = tuple(rank1)
+    wrong = dataflow.InputReads(tuple(fresh), reads.copy)
+    assert _outputs_match_numpy(schedule, run_with_input_reads(t, reads, inputs), inputs)
+    assert not _outputs_match_numpy(schedule, run_with_input_reads(t, wrong, inputs, poison=0.0), inputs)
+
+
+def t_reduces(t: tables.Tables, rank: int, index: int) -> bool:
+    """Whether op ``index`` of ``rank`` (table order) is a receive with a reduce run."""
+    msgs = [m for rs in t.ranks[rank] for m in (*rs.sends, *rs.recvs)]
+    return any(r.reduce for r in msgs[index].runs)
+
+
+def test_input_reads_refuse_a_run_that_mixes_fresh_and_written_chunks() -> None:
+    rs = [
+        tables.RankStep(0, (), (tables.Message(1, (tables.Run(0, 1, reduce=True),)),)),
+        tables.RankStep(1, (tables.Message(1, (tables.Run(0, 2),)),), ()),
+    ]
+    t = tables.from_schedule(_schedule("ring_allreduce", p=2))
+    mixed = tables.Tables(**{**{f: getattr(t, f) for f in t.__dataclass_fields__}, "ranks": (tuple(rs), ())})
+    assert dataflow.input_reads(mixed) is None
+    allgather = tables.from_schedule(_schedule("ring_allgather", p=3))
+    assert dataflow.input_reads(allgather) is None  # its input is one block, copied into place

@@ -22,6 +22,15 @@ completes it, a direct receive when it has arrived, any other receive once appli
 
 `rank_ops` computes the ops of one rank; `flow_scratch` the scratch space its dataflow run
 uses.  Tags carry the step (modulo 32768), so messages issued out of step order still match.
+
+Reading the input in place (`input_reads`).  An allreduce or reduce-scatter starts with the
+rank's input in its buffer.  Rather than copy the whole input into the work buffer first, the
+runtime reads a chunk from the caller's input for as long as no receive has written it: a send
+of such a *fresh* chunk leaves from the input, and the first reduce into it writes
+``input op received`` to the work buffer (the same operands in the same order as reducing into
+a copy).  Only the rank's output chunks that stay fresh to the end (a rank that receives none of
+its result: p = 1) are copied.  Which chunks are fresh is a static fact of the tables, in the
+order of the steps, which both issue orders keep for every chunk.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from collc.backends.tables import Message, RankStep, Tables
+from collc.collectives import chunk_dest, finally_required
+from collc.ir import Collective
 
 __all__ = [
     "SCRATCH_WINDOW",
@@ -38,6 +49,7 @@ __all__ = [
     "dep_row",
     "flow_links",
     "flow_scratch",
+    "input_reads",
     "op_note",
     "rank_ops",
     "step_scratch",
@@ -56,6 +68,19 @@ class FlowOp:
     peer: int
     chunks: int  # bitset of the chunks it reads (send) or writes (receive)
     deps: tuple[int, ...]  # ascending indices of earlier ops of the rank
+
+
+@dataclass(frozen=True, slots=True)
+class InputReads:
+    """Which runs of a rank read the caller's input in place of the work buffer (`input_reads`).
+
+    ``fresh[rank][i]`` holds one flag per run of the rank's op ``i`` (table order, as `rank_ops`): a send's run
+    that leaves from the input, or a receive's reduce run whose destination still holds the input.
+    ``copy[rank]`` are the chunk intervals of the rank's output that stay fresh to the end.
+    """
+
+    fresh: tuple[tuple[tuple[bool, ...], ...], ...]
+    copy: tuple[tuple[tuple[int, int], ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,3 +167,54 @@ def flow_links(rank_steps: Sequence[RankStep], window: int = SCRATCH_WINDOW) -> 
         return 0
     windowed = max(sum(counts[i : i + window]) for i in range(max(1, len(counts) - window + 1)))
     return windowed + max(counts)
+
+
+def input_reads(t: Tables) -> InputReads | None:
+    """Where an allreduce's or reduce-scatter's runs may read the caller's input in place (module docstring).
+
+    None for other collectives, for tables with codecs, and when some run holds both fresh chunks and chunks a
+    receive has written (one run is one piece of memory).
+    """
+    if t.collective not in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER) or t.codecs:
+        return None
+    dest = chunk_dest(t.collective, t.nranks, t.nchunks, t.root)
+    fresh_out: list[tuple[tuple[bool, ...], ...]] = []
+    copy_out: list[tuple[tuple[int, int], ...]] = []
+    for rank in range(t.nranks):
+        fresh = [True] * t.nchunks
+        ops: list[tuple[bool, ...]] = []
+        for rs in t.ranks[rank]:
+            for msg in rs.sends:  # they read the buffer as it was at the start of the step
+                flags = [_all_or_none(fresh[r.lo : r.hi]) for r in msg.runs]
+                if None in flags:
+                    return None
+                ops.append(tuple(bool(f) for f in flags))
+            for msg in rs.recvs:  # applied in this order, which both issue orders keep per chunk
+                flags = []
+                for r in msg.runs:
+                    was = _all_or_none(fresh[r.lo : r.hi])
+                    if was is None:
+                        return None
+                    flags.append(was and r.reduce)
+                    fresh[r.lo : r.hi] = [False] * (r.hi - r.lo)
+                ops.append(tuple(flags))
+        mine = finally_required(dest, rank)
+        kept = [c for c in range(t.nchunks) if fresh[c] and mine[c]]
+        copy_out.append(_intervals(kept))
+        fresh_out.append(tuple(ops))
+    return InputReads(tuple(fresh_out), tuple(copy_out))
+
+
+def _all_or_none(flags: Sequence[bool]) -> bool | None:
+    """True when every flag is set, False when none is, None when they differ."""
+    return True if all(flags) else False if not any(flags) else None
+
+
+def _intervals(chunks: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for c in chunks:
+        if out and out[-1][1] == c:
+            out[-1] = (out[-1][0], c + 1)
+        else:
+            out.append((c, c + 1))
+    return tuple(out)

@@ -102,7 +102,7 @@ SMALL_BELOW = 64 * 1024
 """Calls of fewer bytes run a library's small-message schedule when it has one (`generate`)."""
 
 RUNTIME_HEADERS: tuple[str, ...] = (
-    "collc_mpi.h", "collc_reduce.h", "collc_exec.h", "collc_flow.h", "collc_dtype.h", "collc_shim.h",
+    "collc_mpi.h", "collc_comm.h", "collc_reduce.h", "collc_exec.h", "collc_flow.h", "collc_dtype.h", "collc_shim.h",
     "collc_check.h", "collc_coll.h", "collc_codecs.h", "collc_zcodec.h", "collc_zexec.h",
 )  # fmt: skip
 
@@ -154,6 +154,7 @@ class RunRow:
     action: str  # COLLC_COPY | COLLC_REDUCE
     how: str  # COLLC_RAW | COLLC_WIRE | COLLC_PAYLOAD
     codec: int  # index into the plan's codecs, -1 for raw runs
+    fresh: int = 0  # read from the caller's input (dataflow.input_reads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,14 +260,16 @@ class Plan:
     sizes_text: str = ""  # every rank count of the library ("" for one)
     chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
     exact: bool = False  # floating-point MPI_SUM and MPI_PROD go to PMPI unless COLLC_SHIM_EXACT=0 (`generate`)
+    reads_input: bool = False  # runs read the caller's input in place (dataflow.input_reads)
+    input_copy: tuple[SegmentBlock, ...] = ()  # ... and each rank's output chunks to copy from it
     mixed_orders: str = ""  # a C string: why the ranks' floating-point sums may differ in their last bits ("": they
     # agree; `collc.backends.order`)
 
 
-def _run_row(r: tables.Run, codecs: dict[str, int]) -> RunRow:
+def _run_row(r: tables.Run, codecs: dict[str, int], fresh: bool = False) -> RunRow:
     action = "COLLC_REDUCE" if r.reduce else "COLLC_COPY"
     if r.codec is None:
-        return RunRow(r.lo, r.hi, action, "COLLC_RAW", -1)
+        return RunRow(r.lo, r.hi, action, "COLLC_RAW", -1, int(fresh))
     return RunRow(r.lo, r.hi, action, "COLLC_PAYLOAD" if r.payload else "COLLC_WIRE", codecs[r.codec])
 
 
@@ -286,14 +289,15 @@ def _phase_plan(
     codecs: dict[str, int],
     flow: list[tuple[dataflow.FlowOp, ...]] | None,
     cursor: list[int],
+    reads: dataflow.InputReads | None = None,
 ) -> PhasePlan:
     """The tables of one phase; ``where[step]`` names the .coll lines of each step.  ``flow[rank]`` (None with
     compression points) are the rank's ops over every phase, ``cursor[rank]`` the first of them in this phase
-    (advanced past the phase's)."""
+    (advanced past the phase's); ``reads`` the runs that read the caller's input."""
     runs: list[RunRow] = []
     deps: list[dataflow.DepRow] = []
     dep_at = 0  # entries of the phase's deps array so far
-    seen: dict[tuple[tables.Run, ...], int] = {}
+    seen: dict[tuple[tuple[tables.Run, ...], tuple[bool, ...]], int] = {}
     ranks: list[RankBlock] = []
     local_blocks: list[LocalBlock] = []
     first = first_local = 0
@@ -309,13 +313,17 @@ def _phase_plan(
                 local_rows.append(LocalRow(cells, f"step {rs.step}: {verb} {format_id_set([(op.lo, op.hi)])}"))
             rows: list[MsgRow] = []
             for kind, msg in [("send", m) for m in rs.sends] + [("recv", m) for m in rs.recvs]:
-                if msg.runs not in seen:
-                    seen[msg.runs] = len(runs)
-                    runs.extend(_run_row(r, codecs) for r in msg.runs)
+                fresh = (False,) * len(msg.runs) if reads is None else reads.fresh[rank][cursor[rank]]
+                key = (msg.runs, fresh)
+                if key not in seen:
+                    seen[key] = len(runs)
+                    runs.extend(_run_row(r, codecs, f) for r, f in zip(msg.runs, fresh, strict=True))
                 c_kind = _KIND["direct" if msg.direct else kind]
-                cells = f"{rs.step}, {c_kind + ',':<19} {msg.peer}, {seen[msg.runs]}, {len(msg.runs)}"
+                cells = f"{rs.step}, {c_kind + ',':<19} {msg.peer}, {seen[key]}, {len(msg.runs)}"
                 arrow = f"to {msg.peer}" if kind == "send" else f"from {msg.peer}"
                 note = f"{arrow}: {_note(msg, kind == 'recv')}"
+                if any(fresh):
+                    note += ", from the input" if kind == "send" else ", reduced with the input"
                 if flow is None:
                     cells += ", 0, 0"
                 else:
@@ -387,6 +395,16 @@ def _scratch_chunks(rank_steps: Sequence[tables.RankStep]) -> int:
     return max((dataflow.step_scratch(rs) for rs in rank_steps), default=0)
 
 
+def _blocks(per_rank: Sequence[Sequence[tuple[int, int]]]) -> tuple[SegmentBlock, ...]:
+    """Each rank's chunk intervals, numbered end to end."""
+    blocks: list[SegmentBlock] = []
+    first = 0
+    for rank, segs in enumerate(per_rank):
+        blocks.append(SegmentBlock(rank, first, tuple(segs)))
+        first += len(segs)
+    return tuple(blocks)
+
+
 def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
     """For alltoall: the chunk runs each rank touches (holds, must hold, sends or receives)."""
     if schedule.collective is not Collective.ALLTOALL:
@@ -394,8 +412,7 @@ def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
     p, n = schedule.nranks, schedule.nchunks
     origin = collectives.chunk_origin(schedule.collective, p, n, schedule.root)
     dest = collectives.chunk_dest(schedule.collective, p, n, schedule.root)
-    blocks: list[SegmentBlock] = []
-    first = 0
+    per_rank: list[tuple[tuple[int, int], ...]] = []
     for rank in range(p):
         held = collectives.initially_held(origin, rank) | collectives.finally_required(dest, rank)
         bits = sum(1 << int(c) for c in held.nonzero()[0])
@@ -403,10 +420,8 @@ def _segments(schedule: Schedule, t: tables.Tables) -> tuple[SegmentBlock, ...]:
             for m in rs.sends + rs.recvs:
                 for r in m.runs:
                     bits |= ((1 << (r.hi - r.lo)) - 1) << r.lo
-        segs = tuple(bits_to_runs(bits))
-        blocks.append(SegmentBlock(rank, first, segs))
-        first += len(segs)
-    return tuple(blocks)
+        per_rank.append(tuple(bits_to_runs(bits)))
+    return _blocks(per_rank)
 
 
 def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None, **extra: Any) -> Plan:
@@ -427,13 +442,14 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None, **e
     p = schedule.nranks
     # Dataflow issue (runtime/collc_flow.h) runs schedules without compression points only.
     flow = None if codecs else [dataflow.rank_ops(t, rank) for rank in range(p)]
+    reads = None if flow is None else dataflow.input_reads(t)
     cursor = [0] * p
     for phase in t.phases:
         ident = c_ident(phase.name)
         idents[ident] = idents.get(ident, 0) + 1
         if idents[ident] > 1:
             ident = f"{ident}_{idents[ident]}"
-        phases.append(_phase_plan(t, phase, ident, sources, where, codecs, flow, cursor))
+        phases.append(_phase_plan(t, phase, ident, sources, where, codecs, flow, cursor, reads))
     params = ", ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in schedule.params)
     return Plan(
         algorithm=schedule.algorithm,
@@ -464,6 +480,8 @@ def plan(schedule: Schedule, error_bound: tuple[float, float] | None = None, **e
         bound_scales=int(any(parse_codec(spec).error_model in ("rel", "cast") for spec in t.codecs)),
         bound_text=f"{bound32:.3g}",
         chunk_prefix=prefix_lines(schedule.chunk_weights),
+        reads_input=reads is not None,
+        input_copy=() if reads is None else _blocks(reads.copy),
         mixed_orders=c_string(reason) if (reason := mixed_orders(schedule)) else "",
         **({"sources": (source_names(schedule)[0],), "file_name": source_names(schedule)[0]} | extra),
     )

@@ -31,17 +31,18 @@ static const struct collc_codec codecs[] = {
  *   ../lib/compressed_ring.coll:11: recv block((rank - s - 2) mod p, k) from ring_prev(rank) reduce compress q
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec, and
+ * whether they read the caller's input (1: a send's chunks, or a reduce's destination, still hold it). */
 static const struct collc_run reduce_scatter_runs[] = {
-    { 3, 4, COLLC_COPY, COLLC_WIRE, 0 }, /* 0 */
-    { 2, 3, COLLC_REDUCE, COLLC_WIRE, 0 }, /* 1 */
-    { 2, 3, COLLC_COPY, COLLC_WIRE, 0 }, /* 2 */
-    { 1, 2, COLLC_REDUCE, COLLC_WIRE, 0 }, /* 3 */
-    { 1, 2, COLLC_COPY, COLLC_WIRE, 0 }, /* 4 */
-    { 0, 1, COLLC_REDUCE, COLLC_WIRE, 0 }, /* 5 */
-    { 0, 1, COLLC_COPY, COLLC_WIRE, 0 }, /* 6 */
-    { 3, 4, COLLC_REDUCE, COLLC_WIRE, 0 }, /* 7 */
-    { 0, 0, COLLC_COPY, COLLC_RAW, -1 }, /* end */
+    { 3, 4, COLLC_COPY, COLLC_WIRE, 0, 0 }, /* 0 */
+    { 2, 3, COLLC_REDUCE, COLLC_WIRE, 0, 0 }, /* 1 */
+    { 2, 3, COLLC_COPY, COLLC_WIRE, 0, 0 }, /* 2 */
+    { 1, 2, COLLC_REDUCE, COLLC_WIRE, 0, 0 }, /* 3 */
+    { 1, 2, COLLC_COPY, COLLC_WIRE, 0, 0 }, /* 4 */
+    { 0, 1, COLLC_REDUCE, COLLC_WIRE, 0, 0 }, /* 5 */
+    { 0, 1, COLLC_COPY, COLLC_WIRE, 0, 0 }, /* 6 */
+    { 3, 4, COLLC_REDUCE, COLLC_WIRE, 0, 0 }, /* 7 */
+    { 0, 0, COLLC_COPY, COLLC_RAW, -1, 0 }, /* end */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs, and 0, 0 (no dependencies: schedules with
@@ -130,13 +131,14 @@ static int phase_reduce_scatter(struct collc_ctx *ctx)
  *   ../lib/compressed_ring.coll:21: decompress 0 .. p * k
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec, and
+ * whether they read the caller's input (1: a send's chunks, or a reduce's destination, still hold it). */
 static const struct collc_run allgather_runs[] = {
-    { 0, 1, COLLC_COPY, COLLC_PAYLOAD, 0 }, /* 0 */
-    { 3, 4, COLLC_COPY, COLLC_PAYLOAD, 0 }, /* 1 */
-    { 2, 3, COLLC_COPY, COLLC_PAYLOAD, 0 }, /* 2 */
-    { 1, 2, COLLC_COPY, COLLC_PAYLOAD, 0 }, /* 3 */
-    { 0, 0, COLLC_COPY, COLLC_RAW, -1 }, /* end */
+    { 0, 1, COLLC_COPY, COLLC_PAYLOAD, 0, 0 }, /* 0 */
+    { 3, 4, COLLC_COPY, COLLC_PAYLOAD, 0, 0 }, /* 1 */
+    { 2, 3, COLLC_COPY, COLLC_PAYLOAD, 0, 0 }, /* 2 */
+    { 1, 2, COLLC_COPY, COLLC_PAYLOAD, 0, 0 }, /* 3 */
+    { 0, 0, COLLC_COPY, COLLC_RAW, -1, 0 }, /* end */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs, and 0, 0 (no dependencies: schedules with

@@ -21,16 +21,21 @@ enum { NRANKS = 4, NCHUNKS = 4, MAX_MESSAGES = 2 };
  *   lib/ring.coll:8: recv block((rank - s - 2) mod p, k) from ring_prev(rank) reduce
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec, and
+ * whether they read the caller's input (1: a send's chunks, or a reduce's destination, still hold it). */
 static const struct collc_run reduce_scatter_runs[] = {
-    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 0 */
-    { 2, 3, COLLC_REDUCE, COLLC_RAW, -1 }, /* 1 */
-    { 2, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 2 */
-    { 1, 2, COLLC_REDUCE, COLLC_RAW, -1 }, /* 3 */
-    { 1, 2, COLLC_COPY, COLLC_RAW, -1 }, /* 4 */
-    { 0, 1, COLLC_REDUCE, COLLC_RAW, -1 }, /* 5 */
-    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 6 */
-    { 3, 4, COLLC_REDUCE, COLLC_RAW, -1 }, /* 7 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1, 1 }, /* 0 */
+    { 2, 3, COLLC_REDUCE, COLLC_RAW, -1, 1 }, /* 1 */
+    { 2, 3, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 2 */
+    { 1, 2, COLLC_REDUCE, COLLC_RAW, -1, 1 }, /* 3 */
+    { 1, 2, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 4 */
+    { 0, 1, COLLC_REDUCE, COLLC_RAW, -1, 1 }, /* 5 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1, 1 }, /* 6 */
+    { 3, 4, COLLC_REDUCE, COLLC_RAW, -1, 1 }, /* 7 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 8 */
+    { 1, 2, COLLC_COPY, COLLC_RAW, -1, 1 }, /* 9 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 10 */
+    { 2, 3, COLLC_COPY, COLLC_RAW, -1, 1 }, /* 11 */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs, then its rows in reduce_scatter_deps (first,
@@ -38,44 +43,44 @@ static const struct collc_run reduce_scatter_runs[] = {
 static const struct collc_msg reduce_scatter_msgs[] = {
     /* rank 0 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         1, 0, 1, 0, 0 }, /* #0 to 1: {3} */
-    { 0, COLLC_RECV,         3, 1, 1, 0, 0 }, /* #1 from 3: reduce {2} */
+    { 0, COLLC_SEND,         1, 0, 1, 0, 0 }, /* #0 to 1: {3}, from the input */
+    { 0, COLLC_RECV,         3, 1, 1, 0, 0 }, /* #1 from 3: reduce {2}, reduced with the input */
     /* step 1: lib/ring.coll:7, 8 */
     { 1, COLLC_SEND,         1, 2, 1, 0, 1 }, /* #2 to 1: {2}; after #1 */
-    { 1, COLLC_RECV,         3, 3, 1, 1, 0 }, /* #3 from 3: reduce {1} */
+    { 1, COLLC_RECV,         3, 3, 1, 1, 0 }, /* #3 from 3: reduce {1}, reduced with the input */
     /* step 2: lib/ring.coll:7, 8 */
     { 2, COLLC_SEND,         1, 4, 1, 1, 1 }, /* #4 to 1: {1}; after #3 */
-    { 2, COLLC_RECV,         3, 5, 1, 2, 0 }, /* #5 from 3: reduce {0} */
+    { 2, COLLC_RECV,         3, 5, 1, 2, 0 }, /* #5 from 3: reduce {0}, reduced with the input */
     /* rank 1 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         2, 6, 1, 2, 0 }, /* #0 to 2: {0} */
-    { 0, COLLC_RECV,         0, 7, 1, 2, 0 }, /* #1 from 0: reduce {3} */
+    { 0, COLLC_SEND,         2, 6, 1, 2, 0 }, /* #0 to 2: {0}, from the input */
+    { 0, COLLC_RECV,         0, 7, 1, 2, 0 }, /* #1 from 0: reduce {3}, reduced with the input */
     /* step 1: lib/ring.coll:7, 8 */
-    { 1, COLLC_SEND,         2, 0, 1, 2, 1 }, /* #2 to 2: {3}; after #1 */
-    { 1, COLLC_RECV,         0, 1, 1, 3, 0 }, /* #3 from 0: reduce {2} */
+    { 1, COLLC_SEND,         2, 8, 1, 2, 1 }, /* #2 to 2: {3}; after #1 */
+    { 1, COLLC_RECV,         0, 1, 1, 3, 0 }, /* #3 from 0: reduce {2}, reduced with the input */
     /* step 2: lib/ring.coll:7, 8 */
     { 2, COLLC_SEND,         2, 2, 1, 3, 1 }, /* #4 to 2: {2}; after #3 */
-    { 2, COLLC_RECV,         0, 3, 1, 4, 0 }, /* #5 from 0: reduce {1} */
+    { 2, COLLC_RECV,         0, 3, 1, 4, 0 }, /* #5 from 0: reduce {1}, reduced with the input */
     /* rank 2 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         3, 4, 1, 4, 0 }, /* #0 to 3: {1} */
-    { 0, COLLC_RECV,         1, 5, 1, 4, 0 }, /* #1 from 1: reduce {0} */
+    { 0, COLLC_SEND,         3, 9, 1, 4, 0 }, /* #0 to 3: {1}, from the input */
+    { 0, COLLC_RECV,         1, 5, 1, 4, 0 }, /* #1 from 1: reduce {0}, reduced with the input */
     /* step 1: lib/ring.coll:7, 8 */
-    { 1, COLLC_SEND,         3, 6, 1, 4, 1 }, /* #2 to 3: {0}; after #1 */
-    { 1, COLLC_RECV,         1, 7, 1, 5, 0 }, /* #3 from 1: reduce {3} */
+    { 1, COLLC_SEND,         3, 10, 1, 4, 1 }, /* #2 to 3: {0}; after #1 */
+    { 1, COLLC_RECV,         1, 7, 1, 5, 0 }, /* #3 from 1: reduce {3}, reduced with the input */
     /* step 2: lib/ring.coll:7, 8 */
-    { 2, COLLC_SEND,         3, 0, 1, 5, 1 }, /* #4 to 3: {3}; after #3 */
-    { 2, COLLC_RECV,         1, 1, 1, 6, 0 }, /* #5 from 1: reduce {2} */
+    { 2, COLLC_SEND,         3, 8, 1, 5, 1 }, /* #4 to 3: {3}; after #3 */
+    { 2, COLLC_RECV,         1, 1, 1, 6, 0 }, /* #5 from 1: reduce {2}, reduced with the input */
     /* rank 3 */
     /* step 0: lib/ring.coll:7, 8 */
-    { 0, COLLC_SEND,         0, 2, 1, 6, 0 }, /* #0 to 0: {2} */
-    { 0, COLLC_RECV,         2, 3, 1, 6, 0 }, /* #1 from 2: reduce {1} */
+    { 0, COLLC_SEND,         0, 11, 1, 6, 0 }, /* #0 to 0: {2}, from the input */
+    { 0, COLLC_RECV,         2, 3, 1, 6, 0 }, /* #1 from 2: reduce {1}, reduced with the input */
     /* step 1: lib/ring.coll:7, 8 */
     { 1, COLLC_SEND,         0, 4, 1, 6, 1 }, /* #2 to 0: {1}; after #1 */
-    { 1, COLLC_RECV,         2, 5, 1, 7, 0 }, /* #3 from 2: reduce {0} */
+    { 1, COLLC_RECV,         2, 5, 1, 7, 0 }, /* #3 from 2: reduce {0}, reduced with the input */
     /* step 2: lib/ring.coll:7, 8 */
-    { 2, COLLC_SEND,         0, 6, 1, 7, 1 }, /* #4 to 0: {0}; after #3 */
-    { 2, COLLC_RECV,         2, 7, 1, 8, 0 }, /* #5 from 2: reduce {3} */
+    { 2, COLLC_SEND,         0, 10, 1, 7, 1 }, /* #4 to 0: {0}; after #3 */
+    { 2, COLLC_RECV,         2, 7, 1, 8, 0 }, /* #5 from 2: reduce {3}, reduced with the input */
 };
 
 /* What each message waits for (runtime/collc_flow.h): earlier messages of the same rank, by #. */
@@ -111,12 +116,13 @@ static int phase_reduce_scatter(struct collc_ctx *ctx)
  *   lib/ring.coll:14: recv block((rank - s - 1) mod p, k) from ring_prev(rank) copy
  * ========================================================================= */
 
-/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec. */
+/* Chunk runs [lo, hi) of the phase's messages, what a receiver does with them, how they travel, their codec, and
+ * whether they read the caller's input (1: a send's chunks, or a reduce's destination, still hold it). */
 static const struct collc_run allgather_runs[] = {
-    { 0, 1, COLLC_COPY, COLLC_RAW, -1 }, /* 0 */
-    { 3, 4, COLLC_COPY, COLLC_RAW, -1 }, /* 1 */
-    { 2, 3, COLLC_COPY, COLLC_RAW, -1 }, /* 2 */
-    { 1, 2, COLLC_COPY, COLLC_RAW, -1 }, /* 3 */
+    { 0, 1, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 0 */
+    { 3, 4, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 1 */
+    { 2, 3, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 2 */
+    { 1, 2, COLLC_COPY, COLLC_RAW, -1, 0 }, /* 3 */
 };
 
 /* One row per message: step, kind, peer, first run, number of runs, then its rows in allgather_deps (first,
@@ -217,6 +223,19 @@ static const int scratch_chunks[NRANKS] = { 1, 1, 1, 1 };
 /* Whether each rank receives anything at all. */
 static const unsigned char receives[NRANKS] = { 1, 1, 1, 1 };
 
+/* The chunk runs [lo, hi) of each rank's output that no receive writes: copied from the caller's input. */
+static const struct collc_run input_copy[] = {
+    { 0, 0, COLLC_COPY, COLLC_RAW, -1, 0 }, /* end */
+};
+
+/* Each rank's rows of input_copy: first, count. */
+static const struct collc_span rank_input_copy[NRANKS] = {
+    { 0, 0 }, /* rank 0 */
+    { 0, 0 }, /* rank 1 */
+    { 0, 0 }, /* rank 2 */
+    { 0, 0 }, /* rank 3 */
+};
+
 /* Every phase's tables, for dataflow issue. */
 static const struct collc_flow flow[] = {
     { reduce_scatter_msgs, reduce_scatter_runs, reduce_scatter_ranks, reduce_scatter_deps },
@@ -255,6 +274,8 @@ static const struct collc_sched schedule = {
     .nflow = 2,
     .flow_ops = flow_ops,
     .flow_scratch = flow_scratch,
+    .input_copy = input_copy,
+    .rank_input_copy = rank_input_copy,
 };
 
 /* ===========================================================================
