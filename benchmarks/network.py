@@ -68,7 +68,11 @@ EXACT = {
     "reduce_scatter": ["ring_reduce_scatter", "pairwise_reduce_scatter"],
 }
 TORUS = ["swing_bw_torus", "swing_lat_torus", "bucket_torus", "recdoub_bw_torus"]  # allreduces given the dims
-HIERARCHICAL = {"allreduce": ["hier_allreduce_ring", "hier_allreduce_swing"], "allgather": ["hier_allgather"]}
+HIERARCHICAL = {
+    "allreduce": ["hier_allreduce_ring", "hier_allreduce_swing"],
+    "allgather": ["hier_allgather", "node_aware_allgather"],
+    "reduce_scatter": ["node_aware_reduce_scatter"],
+}
 COMPRESSED = {
     "allgather": {"raw": "ring_allgather", "p2p": "compressed_ring_allgather_p2p", "coll": "compressed_ring_allgather"},
     "reduce_scatter": {"raw": "ring_reduce_scatter", "p2p": "compressed_ring_reduce_scatter", "coll": LEAF_ONLY},

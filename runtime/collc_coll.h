@@ -10,8 +10,9 @@
  *                         is then copied to recvbuf
  *
  * Where the tables say which runs still hold the input (sched->input_copy), the
- * allreduce and reduce-scatter copy nothing up front: those runs read sendbuf
- * in place (collc_use_input).
+ * allreduce, reduce-scatter and allgather (of a dense send type) copy nothing up
+ * front: those runs read sendbuf in place, and the output chunks no receive
+ * writes are copied once the first messages are on their way (collc_use_input).
  *   bcast                 work = buffer
  *   reduce                root: work = recvbuf; other ranks: their sendbuf when
  *                         the schedule never sends them anything, else a copy
@@ -108,9 +109,10 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     work = c.holes ? NULL : (char *)recvbuf;
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
-        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in);
+        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in, 0);
         else if (work != in) memmove(work, in, (size_t)(count * c.extent));
         err = c.sched->run(&ctx);
+        collc_input_copy(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
     if (ref != NULL) {
@@ -171,8 +173,11 @@ static inline int collc_allgather(const struct collc_sched *s, const char *entry
     if (err == MPI_SUCCESS) {
         char *to = work + c.rank * block;
         if (in_place) err = collc_pack(mine, recvcount, recvtype, c.dense, to, block);
+        else if (c.sched->input_copy != NULL && collc_dense(sendtype))
+            collc_use_input(&ctx, (const char *)sendbuf, (MPI_Aint)(c.rank * block)); /* sends read sendbuf */
         else err = collc_pack(sendbuf, sendcount, sendtype, collc_dense(sendtype), to, block);
         if (err == MPI_SUCCESS) err = c.sched->run(&ctx);
+        collc_input_copy(&ctx);
         if (err == MPI_SUCCESS) err = collc_unpack(work, block * c.size, recvbuf, recvcount * c.size, recvtype, c.dense);
     }
     if (ref != NULL) {
@@ -204,9 +209,10 @@ static inline int collc_rsb(const struct collc_sched *s, const char *entry, enum
     err = collc_execute(&c, &ctx, recvcount * c.size, NULL, recvcount * c.size, &work);
     if (err == MPI_SUCCESS) {
         const size_t block = (size_t)(recvcount * c.extent);
-        if (c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in);
+        if (c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in, 0);
         else memcpy(work, in, block * (size_t)c.size);
         err = c.sched->run(&ctx);
+        collc_input_copy(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work + c.rank * block, recvcount);
     }
     if (ref != NULL) {
@@ -316,9 +322,10 @@ static inline int collc_reduce_to_root(const struct collc_sched *s, const char *
         work = (char *)in; /* only read: the rank sends and never receives */
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
-        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in);
+        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in, 0);
         else if (work != in) memmove(work, in, (size_t)(count * c.extent));
         err = c.sched->run(&ctx);
+        collc_input_copy(&ctx);
         if (err == MPI_SUCCESS && c.rank == root) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
     if (ref != NULL) {

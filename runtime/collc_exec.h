@@ -214,7 +214,9 @@ struct collc_ctx {
     collc_kernel3 kernel3; /* NULL: a copy, then kernel */
     struct collc_layout layout;
     char *work;
-    const char *input; /* the caller's input, laid out as the work buffer, for fresh runs; NULL: read work */
+    const char *input; /* the caller's input, for fresh runs (NULL: read work): chunk c at collc_input_at */
+    MPI_Aint input_shift; /* bytes: the input starts at this offset of the work buffer's layout */
+    int input_pending;    /* sched->input_copy not yet done (collc_input_copy) */
     char *scratch;
     int flow;            /* issue by dataflow (collc_flow.h), not step by step */
     struct collc_fstate *fs; /* its state, in the arena */
@@ -533,11 +535,17 @@ static inline int collc_irecv(void *buf, MPI_Count bytes, int peer, int tag, MPI
 #endif
 }
 
+/* The caller's input at chunk c (ctx->input set). */
+static inline const char *collc_input_at(const struct collc_ctx *ctx, int c)
+{
+    return ctx->input + (collc_chunk_pos(ctx, c) * ctx->extent - ctx->input_shift);
+}
+
 /* Where a send's run r leaves from: the caller's input while its chunks are fresh, else the work buffer. */
 static inline const char *collc_run_src(const struct collc_ctx *ctx, const struct collc_run *r)
 {
-    const char *base = r->fresh && ctx->input != NULL ? ctx->input : ctx->work;
-    return base + collc_chunk_pos(ctx, r->lo) * ctx->extent;
+    if (r->fresh && ctx->input != NULL) return collc_input_at(ctx, r->lo);
+    return ctx->work + collc_chunk_pos(ctx, r->lo) * ctx->extent;
 }
 
 /* Reduces the received `from` into run r at `at` in the work buffer: work op received, where a fresh run's work
@@ -546,24 +554,35 @@ static inline int collc_reduce_run(const struct collc_ctx *ctx, const struct col
                                    MPI_Count elems)
 {
     if (r->fresh && ctx->input != NULL)
-        return collc_reduce3(ctx->kernel, ctx->kernel3, at, ctx->input + collc_chunk_pos(ctx, r->lo) * ctx->extent,
-                             from, elems, ctx->dt, ctx->op, ctx->extent);
+        return collc_reduce3(ctx->kernel, ctx->kernel3, at, collc_input_at(ctx, r->lo), from, elems, ctx->dt, ctx->op,
+                             ctx->extent);
     return collc_reduce(ctx->kernel, at, from, elems, ctx->dt, ctx->op, ctx->extent);
 }
 
-/* Copies the calling rank's output chunks that no receive writes (sched->input_copy) from the input to the work
- * buffer, and lets fresh runs read the input from then on: the start of a call whose input is not already its
- * work buffer. */
-static inline void collc_use_input(struct collc_ctx *ctx, const char *input)
+/* Lets fresh runs read the caller's input, which starts at byte `shift` of the work buffer's layout (the rank's
+ * block of an allgather; 0 otherwise), in place of copying it to the work buffer first.  The rank's output chunks
+ * that no receive writes (sched->input_copy) are copied by collc_input_copy, once the first messages are posted:
+ * nothing reads them from the work buffer, and no receive writes them. */
+static inline void collc_use_input(struct collc_ctx *ctx, const char *input, MPI_Aint shift)
+{
+    ctx->input = input;
+    ctx->input_shift = shift;
+    ctx->input_pending = ctx->sched->rank_input_copy[ctx->rank].n > 0;
+}
+
+/* The copies of collc_use_input, if not yet done. */
+static inline void collc_input_copy(struct collc_ctx *ctx)
 {
     const struct collc_sched *s = ctx->sched;
     struct collc_span rows = s->rank_input_copy[ctx->rank];
+    if (!ctx->input_pending) return;
+    ctx->input_pending = 0;
     for (int i = rows.first; i < rows.first + rows.n; i++) {
-        MPI_Count at = collc_chunk_pos(ctx, s->input_copy[i].lo) * ctx->extent;
         MPI_Count len = collc_runs_elems(ctx, &s->input_copy[i], 1) * ctx->extent;
-        if (len > 0) memcpy(ctx->work + at, input + at, (size_t)len);
+        if (len > 0)
+            memcpy(ctx->work + collc_chunk_pos(ctx, s->input_copy[i].lo) * ctx->extent,
+                   collc_input_at(ctx, s->input_copy[i].lo), (size_t)len);
     }
-    ctx->input = input;
 }
 
 /* Runs one step of the calling rank: its messages msgs[0 .. n-1], whose chunk runs are in `runs`. */
@@ -624,6 +643,7 @@ static inline int collc_run_step(struct collc_ctx *ctx, const struct collc_msg *
         *ctx->wire += bytes;
     }
     if (err != MPI_SUCCESS) collc_mpi_fatal(ctx, step, err, -1, nrecv);
+    collc_input_copy(ctx); /* while the messages travel */
     /* Every receive brought what the schedule says: each piece checked as it arrives. */
     collc_wait(ctx, step, nreq, nrecv, ctx->expect);
 

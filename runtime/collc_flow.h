@@ -442,6 +442,7 @@ static inline int collc_run_flow(struct collc_ctx *ctx)
             collc_step_fatal(ctx, low < n ? fs->ops[low].m->step : -1,
                              "dataflow issue has nothing in flight and %d of %d messages left (inconsistent tables)",
                              n - ndone, n);
+        collc_input_copy(ctx); /* while the first messages travel */
         outcount = collc_flow_wait(ctx, low, nactive);
         for (int k = 0; k < outcount; k++) {
             int i = fs->req_op[fs->idx[k]];

@@ -219,7 +219,10 @@ HIERARCHICAL = sorted(p.stem for p in EXAMPLES.glob("hierarchical/*.coll"))
 
 
 def test_the_library_has_the_hierarchical_examples() -> None:
-    assert {"hier_allreduce_swing", "hier_allreduce_ring", "hier_allgather"} <= set(HIERARCHICAL)
+    assert {
+        "hier_allreduce_swing", "hier_allreduce_ring", "hier_allgather", "node_aware_allgather",
+        "node_aware_reduce_scatter",
+    } <= set(HIERARCHICAL)  # fmt: skip
     assert not set(HIERARCHICAL) & (set(NAMES) | set(COMPRESSION))  # usable by name
 
 
@@ -251,3 +254,27 @@ def test_hierarchical_example_runs_correctly_on_the_local_executor(name: str) ->
         for dtype, op in (("float64", "sum"), ("int32", "max"), ("int64", "prod")):
             result = inst.run(7 * p + 3, dtype, op, seed=p)  # uneven chunks
             assert result.wrong == 0, f"{name} nodes={nodes} local={local_} {dtype} {op}: {result.wrong} wrong"
+
+
+HIERARCHICAL_MUTANTS = [
+    # (example, regex to find the line, replacement): each must fail the check at nodes=3 local=2, naming the line
+    ("node_aware_allgather", r"recv rank_at\(\(n - j\) mod nodes, \(l - s - 1\) mod local\)",
+     "recv rank_at((n - j) mod nodes, (l - s) mod local)"),
+    ("node_aware_allgather", r"for step s in 0 \.\. nodes - 1:", "for step s in 0 .. nodes - 2:"),
+    ("node_aware_reduce_scatter", r"from rank_at\(\(n - 1\) mod nodes, l\) reduce",
+     "from rank_at((n - 1) mod nodes, l) copy"),
+    ("node_aware_reduce_scatter", r"let s = t // nodes", "let s = t mod nodes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mutant", HIERARCHICAL_MUTANTS, ids=lambda m: f"{m[0]}:{m[1][:30]}")
+def test_mutated_hierarchical_example_fails(mutant: tuple[str, str, str]) -> None:
+    name, pattern, replacement = mutant
+    path = EXAMPLES / "hierarchical" / f"{name}.coll"
+    text = path.read_text()
+    match = re.search(pattern, text)
+    assert match, pattern
+    program = parse_program(text[: match.start()] + replacement + text[match.end() :], str(path))
+    report = check(elaborate(program, {"nodes": 3, "local": 2}))
+    assert not report.ok
+    assert all(f.span.file == str(path) for f in report.findings)

@@ -27,8 +27,9 @@ import pytest
 
 import collc
 from collc.backends import dataflow, mpi_c, mpitools, tables
+from collc.collectives import chunk_dest, chunk_origin, finally_required, initially_held
 from collc.diagnostics import CollError
-from collc.ir import OpKind, Schedule
+from collc.ir import Collective, OpKind, Schedule
 
 HERE = Path(__file__).resolve().parent
 PIPELINED = HERE.parent / "benchmarks" / "data" / "pipelined_ring_allreduce.coll"
@@ -339,10 +340,14 @@ READS_CASES = [
     (EXAMPLES / f"{name}.coll", p)
     for name in (
         "ring_allreduce", "rabenseifner", "swing_bw", "swing_lat", "recursive_doubling_any", "ring_reduce_scatter",
-        "pairwise_reduce_scatter",
+        "pairwise_reduce_scatter", "ring_allgather", "direct_allgather",
     )
     for p in ((2, 3, 5, 8) if name == "swing_bw" else (1, 2, 3, 5, 8))  # swing_bw needs p >= 2
-] + [(PIPELINED, 4), (EXAMPLES / "hierarchical" / "hier_allreduce_ring.coll", 0)]  # fmt: skip
+] + [
+    (PIPELINED, 4), (EXAMPLES / "hierarchical" / "hier_allreduce_ring.coll", 0), (EXAMPLES / "bruck_allgather.coll", 3),
+    (EXAMPLES / "hierarchical" / "node_aware_allgather.coll", 0),
+    (EXAMPLES / "hierarchical" / "node_aware_reduce_scatter.coll", 0),
+]  # fmt: skip
 
 
 def _reads_schedule(path: Path, p: int) -> Schedule:
@@ -355,12 +360,10 @@ def run_with_input_reads(
     t: tables.Tables, reads: dataflow.InputReads, inputs: Sequence[np.ndarray], poison: float = np.nan
 ) -> list[np.ndarray]:
     """Executes the tables step by step in numpy the way the runtime does with ``reads``: work buffers start as
-    ``poison`` except the listed copies, fresh sends read the input, a fresh reduce writes input + received."""
+    ``poison``, fresh sends read the input, a fresh reduce writes input + received, and the listed copies come
+    last (the runtime makes them while the first messages travel: nothing may read them before)."""
     p = t.nranks
     work = [np.full_like(x, poison) for x in inputs]
-    for r in range(p):
-        for lo, hi in reads.copy[r]:
-            work[r][lo:hi] = inputs[r][lo:hi]
     cursor = [0] * p
     by_step = [{rs.step: rs for rs in steps} for steps in t.ranks]
     for step in sorted({rs.step for steps in t.ranks for rs in steps}):
@@ -394,13 +397,27 @@ def run_with_input_reads(
                         work[r][run.lo : run.hi] = inputs[r][run.lo : run.hi] + got
                     else:
                         work[r][run.lo : run.hi] += got
+    for r in range(p):
+        for lo, hi in reads.copy[r]:
+            work[r][lo:hi] = inputs[r][lo:hi]
     return work
 
 
-def _outputs_match_numpy(schedule: Schedule, work: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> bool:
-    from collc.collectives import chunk_dest, finally_required
+def _inputs(schedule: Schedule, rng: np.random.Generator, lo: int, hi: int) -> list[np.ndarray]:
+    """Each rank's input, chunk by chunk (small integers, so that sums are exact in any order); NaN in the chunks
+    a rank does not hold at the start (an allgather's other blocks)."""
+    origin = chunk_origin(schedule.collective, schedule.nranks, schedule.nchunks, schedule.root)
+    out = []
+    for r in range(schedule.nranks):
+        x = rng.integers(lo, hi, size=(schedule.nchunks, 3)).astype(np.float64)
+        x[~initially_held(origin, r)] = np.nan
+        out.append(x)
+    return out
 
-    total = np.sum(inputs, axis=0)
+
+def _outputs_match_numpy(schedule: Schedule, work: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> bool:
+    """Each rank's output chunks equal numpy's sum of the inputs (an allgather: each block's owner's input)."""
+    total = np.nansum(inputs, axis=0)
     dest = chunk_dest(schedule.collective, schedule.nranks, schedule.nchunks, schedule.root)
     return all(
         np.array_equal(work[r][finally_required(dest, r)], total[finally_required(dest, r)])
@@ -416,13 +433,12 @@ def test_input_reads_give_the_reduction_without_copying_the_input(path: Path, p:
     t = tables.from_schedule(schedule)
     reads = dataflow.input_reads(t)
     assert reads is not None
-    rng = np.random.default_rng(7)
-    inputs = [rng.integers(-8, 9, size=(schedule.nchunks, 3)).astype(np.float64) for _ in range(schedule.nranks)]
+    inputs = _inputs(schedule, np.random.default_rng(7), -8, 9)
     work = run_with_input_reads(t, reads, inputs)
     assert _outputs_match_numpy(schedule, work, inputs)
     copied = sum(hi - lo for segs in reads.copy for lo, hi in segs)
-    if schedule.nranks == 1:
-        assert copied == schedule.nchunks  # nothing arrives: the whole output is the input
+    if schedule.nranks == 1 or schedule.collective is Collective.ALLGATHER:
+        assert copied == schedule.nchunks  # the inputs that no receive brings: all, or every rank's own block
     else:
         assert copied == 0  # every output chunk is written by a receive: nothing is copied
         assert any(f for steps in reads.fresh for op in steps for f in op)
@@ -437,8 +453,7 @@ def test_a_wrong_input_read_gives_wrong_data(flip: str) -> None:
     reads = dataflow.input_reads(t)
     assert reads is not None
     ops = dataflow.rank_ops(t, 1)
-    rng = np.random.default_rng(3)
-    inputs = [rng.integers(1, 9, size=(schedule.nchunks, 2)).astype(np.float64) for _ in range(schedule.nranks)]
+    inputs = _inputs(schedule, np.random.default_rng(3), 1, 9)
     index = next(  # the first op of its kind that reads a chunk a receive wrote
         i
         for i, op in enumerate(ops)
@@ -467,5 +482,7 @@ def test_input_reads_refuse_a_run_that_mixes_fresh_and_written_chunks() -> None:
     t = tables.from_schedule(_schedule("ring_allreduce", p=2))
     mixed = tables.Tables(**{**{f: getattr(t, f) for f in t.__dataclass_fields__}, "ranks": (tuple(rs), ())})
     assert dataflow.input_reads(mixed) is None
-    allgather = tables.from_schedule(_schedule("ring_allgather", p=3))
-    assert dataflow.input_reads(allgather) is None  # its input is one block, copied into place
+    bruck = tables.from_schedule(_schedule("bruck_allgather", p=5))
+    assert dataflow.input_reads(bruck) is None  # its windows hold its own block and received ones
+    broadcast = tables.from_schedule(_schedule("binomial_broadcast", p=4, root=1))
+    assert dataflow.input_reads(broadcast) is None

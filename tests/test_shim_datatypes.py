@@ -104,7 +104,8 @@ def test_the_libraries_of_every_data_movement_example_run() -> None:
     names = {ex.name for ex in MOVES}
     assert {"binomial_broadcast", "ring_allgather", "bruck_allgather", "pairwise_alltoall", "hier_allgather"} <= names
     refused = {ex.name: why for ex in MOVES if (why := any_p_refusal(ex)) is not None}
-    assert set(refused) == {"hier_allgather"} and "hierarchy" in refused["hier_allgather"], refused
+    hierarchical = {"hier_allgather", "node_aware_allgather"}
+    assert set(refused) == hierarchical and all("hierarchy" in refused[n] for n in hierarchical), refused
 
 
 @pytest.mark.parametrize(("example", "p", "params"), _cases())

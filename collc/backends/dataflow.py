@@ -24,13 +24,14 @@ completes it, a direct receive when it has arrived, any other receive once appli
 uses.  Tags carry the step (modulo 32768), so messages issued out of step order still match.
 
 Reading the input in place (`input_reads`).  An allreduce or reduce-scatter starts with the
-rank's input in its buffer.  Rather than copy the whole input into the work buffer first, the
-runtime reads a chunk from the caller's input for as long as no receive has written it: a send
-of such a *fresh* chunk leaves from the input, and the first reduce into it writes
-``input op received`` to the work buffer (the same operands in the same order as reducing into
-a copy).  Only the rank's output chunks that stay fresh to the end (a rank that receives none of
-its result: p = 1) are copied.  Which chunks are fresh is a static fact of the tables, in the
-order of the steps, which both issue orders keep for every chunk.
+rank's input in its buffer, an allgather with the rank's own block.  Rather than copy the input
+into the work buffer first, the runtime reads a chunk from the caller's input for as long as no
+receive has written it: a send of such a *fresh* chunk leaves from the input, and the first
+reduce into it writes ``input op received`` to the work buffer (the same operands in the same
+order as reducing into a copy).  Only the rank's output chunks that stay fresh to the end (an
+allgather's own block; a rank that receives none of its result) are copied, once the first
+messages are on their way.  Which chunks are fresh is a static fact of the tables, in the order
+of the steps, which both issue orders keep for every chunk.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from collc.backends.tables import Message, RankStep, Tables
-from collc.collectives import chunk_dest, finally_required
+from collc.collectives import chunk_dest, chunk_origin, finally_required, initially_held
 from collc.ir import Collective
 
 __all__ = [
@@ -170,18 +171,21 @@ def flow_links(rank_steps: Sequence[RankStep], window: int = SCRATCH_WINDOW) -> 
 
 
 def input_reads(t: Tables) -> InputReads | None:
-    """Where an allreduce's or reduce-scatter's runs may read the caller's input in place (module docstring).
+    """Where an allreduce's, reduce-scatter's or allgather's runs may read the caller's input in place (module
+    docstring).
 
-    None for other collectives, for tables with codecs, and when some run holds both fresh chunks and chunks a
-    receive has written (one run is one piece of memory).
+    None for other collectives, for tables with codecs, when some run holds both fresh chunks and chunks a
+    receive has written (one run is one piece of memory), and for an allgather that receives into its own block.
     """
-    if t.collective not in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER) or t.codecs:
+    if t.collective not in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.ALLGATHER) or t.codecs:
         return None
+    origin = chunk_origin(t.collective, t.nranks, t.nchunks, t.root)
     dest = chunk_dest(t.collective, t.nranks, t.nchunks, t.root)
     fresh_out: list[tuple[tuple[bool, ...], ...]] = []
     copy_out: list[tuple[tuple[int, int], ...]] = []
     for rank in range(t.nranks):
-        fresh = [True] * t.nchunks
+        held = initially_held(origin, rank)
+        fresh = [bool(h) for h in held]  # an allgather's input is the rank's own block
         ops: list[tuple[bool, ...]] = []
         for rs in t.ranks[rank]:
             for msg in rs.sends:  # they read the buffer as it was at the start of the step
@@ -193,8 +197,8 @@ def input_reads(t: Tables) -> InputReads | None:
                 flags = []
                 for r in msg.runs:
                     was = _all_or_none(fresh[r.lo : r.hi])
-                    if was is None:
-                        return None
+                    if was is None or (was and t.collective is Collective.ALLGATHER):
+                        return None  # an allgather's input lands in place, so no receive may write it
                     flags.append(was and r.reduce)
                     fresh[r.lo : r.hi] = [False] * (r.hi - r.lo)
                 ops.append(tuple(flags))
