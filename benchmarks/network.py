@@ -14,9 +14,11 @@ Tables:
 * ``exact``: the uncompressed libraries (ring, Swing, Rabenseifner, Bruck; with more than one rank per host the
   hierarchical programs too) for allreduce, allgather and reduce-scatter;
 * ``compression``: allgather and reduce-scatter uncompressed (raw), compressed at every hop (p2p: MVAPICH's
-  point-to-point design) and compressed once per contribution (coll: the collective-level designs of
-  benchmarks/mpi_compression.py), and the two compressed allreduces (per hop: compressed_ring_allreduce;
-  collective-level: compressed_direct_allreduce), all with ebq(eb=1e-3) and COLLC_SHIM_COMPRESS=1
+  point-to-point design) and compressed once per contribution (coll: compressed_ring_allgather, which
+  compresses each block once and forwards the bytes, and compressed_direct_reduce_scatter, which sends each
+  contribution straight to its owner in one step), and the two compressed allreduces (per hop:
+  compressed_ring_allreduce; collective-level: compressed_direct_allreduce), all with ebq(eb=1e-3) and
+  COLLC_SHIM_COMPRESS=1
   (homomorphic_allreduce is left out: its hq payloads are int32, as large as the floats);
 * beside each measured time, the flow-level simulator's prediction (collc/simulate.py) for the same schedule on
   the same shape (``fattree:HOSTS``: one link per host to a switch, as the emulation's bridge) at the links'
@@ -48,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from mpi_compression import CODECS, LEAF_ONLY, codec_speed, instance  # noqa: E402
+from mpi_compression import CODECS, codec_speed, instance  # noqa: E402
 
 import collc  # noqa: E402
 from collc import netemu  # noqa: E402
@@ -75,7 +77,11 @@ HIERARCHICAL = {
 }
 COMPRESSED = {
     "allgather": {"raw": "ring_allgather", "p2p": "compressed_ring_allgather_p2p", "coll": "compressed_ring_allgather"},
-    "reduce_scatter": {"raw": "ring_reduce_scatter", "p2p": "compressed_ring_reduce_scatter", "coll": LEAF_ONLY},
+    "reduce_scatter": {
+        "raw": "ring_reduce_scatter",
+        "p2p": "compressed_ring_reduce_scatter",
+        "coll": "compressed_direct_reduce_scatter",
+    },
     "allreduce": {"raw": "ring_allreduce", "p2p": "compressed_ring_allreduce", "coll": "compressed_direct_allreduce"},
 }
 CODEC = "ebq"  # the error-bounded codec of the compressed designs
@@ -239,6 +245,7 @@ def main() -> int:
     if args.write_results:
         shape = f"{hosts} hosts x {per} ranks" + (f", {args.shape}" if dims else "")
         what = ", ".join(tables) + ("" if set(EXACT) <= set(args.collectives.split(",")) else f"; {args.collectives}")
+        what += "" if args.sizes == parser.get_default("sizes") else f"; {args.sizes}"  # a section per size list
         write_results(out, SECTION.format(shape=shape, rates=args.rates, tables=what))
     return 0
 
