@@ -8,16 +8,17 @@
  *   reduce_scatter_block  work = a copy of the p-block input (sendbuf, or recvbuf in
  *                         place: its other blocks stay as they were); block `rank`
  *                         is then copied to recvbuf
- *
- * Where the tables say which runs still hold the input (sched->input_copy), the
- * allreduce, reduce-scatter and allgather (of a dense send type) copy nothing up
- * front: those runs read sendbuf in place, and the output chunks no receive
- * writes are copied once the first messages are on their way (collc_use_input).
  *   bcast                 work = buffer
  *   reduce                root: work = recvbuf; other ranks: their sendbuf when
  *                         the schedule never sends them anything, else a copy
  *   alltoall              work = the chunk segments the rank touches; the send
  *                         blocks are copied in, the receive blocks out
+ *
+ * Where the tables say which runs still hold the input (sched->input_copy), the
+ * allreduce, reduce-scatter, reduce and allgather (of a dense send type) copy
+ * nothing up front: those runs read sendbuf in place, and the output chunks no
+ * receive writes are copied once the first messages are on their way
+ * (collc_use_input).
  *
  * Reductions move whole elements of the datatype, holes included.  For a datatype
  * with holes (the pair types MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT,

@@ -179,8 +179,8 @@ struct collc_sched {
        call from the program (collc_anyp.h), or NULL with the reason in `why`. */
     const struct collc_sched *(*for_size)(MPI_Comm comm, int p, int rank, char *why, size_t len);
     const collc_u64 *chunk_prefix; /* [nchunks + 1]: prefix sums of the chunk weights (at most 2^32); NULL: none */
-    /* Runs that read the caller's input (allreduce, reduce-scatter; NULL: none, the input is copied to the work
-       buffer first): the output chunks no receive writes, copied from the input instead. */
+    /* Tables whose fresh runs read the caller's input (allreduce, reduce-scatter, reduce, allgather; NULL: none,
+       the input is copied to the work buffer first): the output chunks no receive writes, copied from the input. */
     const struct collc_run *input_copy;
     const struct collc_span *rank_input_copy; /* [rank]: its rows of input_copy */
 };

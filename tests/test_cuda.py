@@ -75,6 +75,8 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
     ("hier_allreduce_swing", "hier_allreduce_swing", {"nodes": 2, "local": 2}),
     ("hier_allreduce_ring", "hier_allreduce_ring", {"nodes": 3, "local": 2}),
     ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}),
+    ("node_aware_allgather", "node_aware_allgather", {"nodes": 2, "local": 3}),
+    ("node_aware_reduce_scatter", "node_aware_reduce_scatter", {"nodes": 3, "local": 2}),
 ]
 CASE_IDS = [case for case, _, _ in CASES]
 
@@ -90,6 +92,7 @@ CODEC_CASES: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
     ("c_homomorphic_allreduce", "homomorphic_allreduce", {"p": 4}, {}),
     ("c_direct_allreduce_fwq", "compressed_direct_allreduce", {"p": 4}, {"q": "fwq(bits=8, block=32)"}),
     ("c_swing_bw", "compressed_swing_bw", {"p": 6}, {}),
+    ("c_direct_reduce_scatter", "compressed_direct_reduce_scatter", {"p": 4}, {}),
 ]
 CODEC_CASE_IDS = [case for case, _, _, _ in CODEC_CASES]
 

@@ -88,6 +88,9 @@ EVERY: list[tuple[str, str, dict[str, int], dict[str, str]]] = [
     ("hier_allreduce_swing", "hier_allreduce_swing", {"nodes": 2, "local": 2}, {}),
     ("hier_allreduce_ring", "hier_allreduce_ring", {"nodes": 3, "local": 2}, {}),
     ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}, {}),
+    ("node_aware_allgather", "node_aware_allgather", {"nodes": 3, "local": 2}, {}),
+    ("node_aware_reduce_scatter", "node_aware_reduce_scatter", {"nodes": 2, "local": 3}, {}),
+    ("c_direct_reduce_scatter", "compressed_direct_reduce_scatter", {"p": 5}, {}),
 ]
 
 

@@ -346,13 +346,15 @@ READS_CASES = [
 ] + [
     (PIPELINED, 4), (EXAMPLES / "hierarchical" / "hier_allreduce_ring.coll", 0), (EXAMPLES / "bruck_allgather.coll", 3),
     (EXAMPLES / "hierarchical" / "node_aware_allgather.coll", 0),
-    (EXAMPLES / "hierarchical" / "node_aware_reduce_scatter.coll", 0),
+    (EXAMPLES / "hierarchical" / "node_aware_reduce_scatter.coll", 0), (EXAMPLES / "binomial_reduce.coll", 6),
 ]  # fmt: skip
 
 
 def _reads_schedule(path: Path, p: int) -> Schedule:
     alg = collc.load(str(path))
     params = {"nodes": 2, "local": 3} if "nodes" in alg.param_names else {"p": p}
+    if "root" in alg.param_names:
+        params["root"] = p // 2
     return _schedule(path, **params)
 
 
@@ -485,4 +487,4 @@ def test_input_reads_refuse_a_run_that_mixes_fresh_and_written_chunks() -> None:
     bruck = tables.from_schedule(_schedule("bruck_allgather", p=5))
     assert dataflow.input_reads(bruck) is None  # its windows hold its own block and received ones
     broadcast = tables.from_schedule(_schedule("binomial_broadcast", p=4, root=1))
-    assert dataflow.input_reads(broadcast) is None
+    assert dataflow.input_reads(broadcast) is None  # its buffer is its input and its output

@@ -23,8 +23,8 @@ completes it, a direct receive when it has arrived, any other receive once appli
 `rank_ops` computes the ops of one rank; `flow_scratch` the scratch space its dataflow run
 uses.  Tags carry the step (modulo 32768), so messages issued out of step order still match.
 
-Reading the input in place (`input_reads`).  An allreduce or reduce-scatter starts with the
-rank's input in its buffer, an allgather with the rank's own block.  Rather than copy the input
+Reading the input in place (`input_reads`).  An allreduce, reduce-scatter or reduce starts with
+the rank's input in its buffer, an allgather with the rank's own block.  Rather than copy the input
 into the work buffer first, the runtime reads a chunk from the caller's input for as long as no
 receive has written it: a send of such a *fresh* chunk leaves from the input, and the first
 reduce into it writes ``input op received`` to the work buffer (the same operands in the same
@@ -170,14 +170,17 @@ def flow_links(rank_steps: Sequence[RankStep], window: int = SCRATCH_WINDOW) -> 
     return windowed + max(counts)
 
 
+_READS_INPUT = (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE, Collective.ALLGATHER)
+
+
 def input_reads(t: Tables) -> InputReads | None:
-    """Where an allreduce's, reduce-scatter's or allgather's runs may read the caller's input in place (module
-    docstring).
+    """Where the runs of an allreduce, reduce-scatter, reduce or allgather may read the caller's input in place
+    (module docstring).
 
     None for other collectives, for tables with codecs, when some run holds both fresh chunks and chunks a
     receive has written (one run is one piece of memory), and for an allgather that receives into its own block.
     """
-    if t.collective not in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.ALLGATHER) or t.codecs:
+    if t.collective not in _READS_INPUT or t.codecs:
         return None
     origin = chunk_origin(t.collective, t.nranks, t.nchunks, t.root)
     dest = chunk_dest(t.collective, t.nranks, t.nchunks, t.root)
