@@ -30,72 +30,48 @@ typedef void (*collc_kernel)(void *restrict dst, const void *restrict src, size_
 /* dst[i] = a[i] op b[i]; none of the three overlap. */
 typedef void (*collc_kernel3)(void *restrict dst, const void *restrict a, const void *restrict b, size_t n);
 
-/* Sum and product in a wider unsigned type W (wrap-around, no undefined overflow). */
-#define COLLC_ARITH_LOOP(name, T, W, OP)                                                 \
-    static inline void name(void *restrict dst, const void *restrict src, size_t n)     \
-    {                                                                                   \
-        T *restrict a = (T *)dst;                                                       \
-        const T *restrict b = (const T *)src;                                           \
-        for (size_t i = 0; i < n; i++)                                                  \
-            a[i] = (T)((W)a[i] OP (W)b[i]);                                             \
-    }                                                                                   \
-    static inline void name##3(void *restrict dst, const void *restrict x, const void *restrict y, size_t n) \
-    {                                                                                   \
-        T *restrict d = (T *)dst;                                                       \
-        const T *restrict a = (const T *)x, *restrict b = (const T *)y;                 \
-        for (size_t i = 0; i < n; i++)                                                  \
-            d[i] = (T)((W)a[i] OP (W)b[i]);                                             \
-    }
+/* One element of each op: x op y on T.  Sums and products in a wider unsigned type W (wrap-around, no
+ * undefined overflow); maximum and minimum of floating-point values propagate a NaN from either side (y != y
+ * holds for a NaN only). */
+#define COLLC_E_SUM(T, W, x, y) ((T)((W)(x) + (W)(y)))
+#define COLLC_E_PROD(T, W, x, y) ((T)((W)(x) * (W)(y)))
+#define COLLC_E_MAX(T, W, x, y) ((y) > (x) ? (y) : (x))
+#define COLLC_E_MIN(T, W, x, y) ((y) < (x) ? (y) : (x))
+#define COLLC_E_FMAX(T, W, x, y) ((y) > (x) || (y) != (y) ? (y) : (x))
+#define COLLC_E_FMIN(T, W, x, y) ((y) < (x) || (y) != (y) ? (y) : (x))
 
-/* Maximum (CMP is >) or minimum (CMP is <) of integers. */
-#define COLLC_INT_SELECT_LOOP(name, T, CMP)                                              \
-    static inline void name(void *restrict dst, const void *restrict src, size_t n)     \
-    {                                                                                   \
-        T *restrict a = (T *)dst;                                                       \
-        const T *restrict b = (const T *)src;                                           \
-        for (size_t i = 0; i < n; i++)                                                  \
-            a[i] = b[i] CMP a[i] ? b[i] : a[i];                                         \
-    }                                                                                   \
-    static inline void name##3(void *restrict dst, const void *restrict x, const void *restrict y, size_t n) \
-    {                                                                                   \
-        T *restrict d = (T *)dst;                                                       \
-        const T *restrict a = (const T *)x, *restrict b = (const T *)y;                 \
-        for (size_t i = 0; i < n; i++)                                                  \
-            d[i] = b[i] CMP a[i] ? b[i] : a[i];                                         \
-    }
-
-/* Maximum or minimum of floating-point values; y != y holds for a NaN only. */
-#define COLLC_FLOAT_SELECT_LOOP(name, T, CMP)                                            \
-    static inline void name(void *restrict dst, const void *restrict src, size_t n)     \
-    {                                                                                   \
-        T *restrict a = (T *)dst;                                                       \
-        const T *restrict b = (const T *)src;                                           \
-        for (size_t i = 0; i < n; i++) {                                                \
-            T x = a[i], y = b[i];                                                       \
-            a[i] = (y CMP x || y != y) ? y : x;                                         \
-        }                                                                               \
-    }                                                                                   \
+/* The two loops of op E on T: name (dst = dst op src) and name##3 (dst = a op b). */
+#define COLLC_LOOPS(name, T, W, E)                                                                          \
+    static inline void name(void *restrict dst, const void *restrict src, size_t n)                        \
+    {                                                                                                      \
+        T *restrict a = (T *)dst;                                                                          \
+        const T *restrict b = (const T *)src;                                                              \
+        for (size_t i = 0; i < n; i++) {                                                                   \
+            T x = a[i], y = b[i];                                                                          \
+            a[i] = E(T, W, x, y);                                                                          \
+        }                                                                                                  \
+    }                                                                                                      \
     static inline void name##3(void *restrict dst, const void *restrict u, const void *restrict v, size_t n) \
-    {                                                                                   \
-        T *restrict d = (T *)dst;                                                       \
-        const T *restrict a = (const T *)u, *restrict b = (const T *)v;                 \
-        for (size_t i = 0; i < n; i++) {                                                \
-            T x = a[i], y = b[i];                                                       \
-            d[i] = (y CMP x || y != y) ? y : x;                                         \
-        }                                                                               \
+    {                                                                                                      \
+        T *restrict d = (T *)dst;                                                                          \
+        const T *restrict a = (const T *)u, *restrict b = (const T *)v;                                    \
+        for (size_t i = 0; i < n; i++) {                                                                   \
+            T x = a[i], y = b[i];                                                                          \
+            d[i] = E(T, W, x, y);                                                                          \
+        }                                                                                                  \
     }
 
 #define COLLC_INT_KERNELS(sfx, T, W)                                                     \
-    COLLC_ARITH_LOOP(collc_sum_##sfx, T, W, +)                                           \
-    COLLC_ARITH_LOOP(collc_prod_##sfx, T, W, *)                                          \
-    COLLC_INT_SELECT_LOOP(collc_max_##sfx, T, >)                                         \
-    COLLC_INT_SELECT_LOOP(collc_min_##sfx, T, <)
+    COLLC_LOOPS(collc_sum_##sfx, T, W, COLLC_E_SUM)                                      \
+    COLLC_LOOPS(collc_prod_##sfx, T, W, COLLC_E_PROD)                                    \
+    COLLC_LOOPS(collc_max_##sfx, T, W, COLLC_E_MAX)                                      \
+    COLLC_LOOPS(collc_min_##sfx, T, W, COLLC_E_MIN)
 
 #define COLLC_FLOAT_KERNELS(sfx, T)                                                      \
-    COLLC_ARITH_LOOP(collc_sum_##sfx, T, T, +)                                           \
-    COLLC_ARITH_LOOP(collc_prod_##sfx, T, T, *)                                          \
-    COLLC_FLOAT_SELECT_LOOP(collc_max_##sfx, T, >)                                       \
-    COLLC_FLOAT_SELECT_LOOP(collc_min_##sfx, T, <)
+    COLLC_LOOPS(collc_sum_##sfx, T, T, COLLC_E_SUM)                                      \
+    COLLC_LOOPS(collc_prod_##sfx, T, T, COLLC_E_PROD)                                    \
+    COLLC_LOOPS(collc_max_##sfx, T, T, COLLC_E_FMAX)                                     \
+    COLLC_LOOPS(collc_min_##sfx, T, T, COLLC_E_FMIN)
 
 COLLC_INT_KERNELS(i8, int8_t, unsigned)
 COLLC_INT_KERNELS(u8, uint8_t, unsigned)
