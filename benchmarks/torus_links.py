@@ -63,32 +63,14 @@ SENDER = textwrap.dedent("""
 
 
 def neighbours(i: int, dims: tuple[int, ...]) -> list[int]:
-    """Host i's torus neighbours, +1 and -1 along each dimension in turn (distinct hosts only)."""
-    coords = list(_coords(i, dims))
+    """Host i's torus neighbours, one up and one down along each dimension in turn (distinct hosts only)."""
     out: list[int] = []
-    for k, d in enumerate(dims):
+    for k in range(len(dims)):
         for step in (1, -1):
-            c = coords.copy()
-            c[k] = (c[k] + step) % d
-            j = _rank(c, dims)
+            j = netemu.torus_step(i, dims, k, step)
             if j != i and j not in out:
                 out.append(j)
     return out
-
-
-def _coords(i: int, dims: tuple[int, ...]) -> tuple[int, ...]:
-    out = []
-    for d in reversed(dims):
-        out.append(i % d)
-        i //= d
-    return tuple(reversed(out))
-
-
-def _rank(coords: list[int], dims: tuple[int, ...]) -> int:
-    r = 0
-    for c, d in zip(coords, dims, strict=True):
-        r = r * d + c
-    return r
 
 
 def run(dims: tuple[int, ...], rate: str, ports: int, secs: float, work: Path) -> list[float]:

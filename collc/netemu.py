@@ -65,6 +65,8 @@ __all__ = [
     "rate_text",
     "remove_leftovers",
     "shape_text",
+    "torus_coord",
+    "torus_step",
 ]
 
 NAME_PREFIX = "collc-"
@@ -120,6 +122,17 @@ def shape_text(dims: tuple[int, ...] | None) -> str:
     if dims is None:
         return "star"
     return "ring" if len(dims) == 1 else "torus:" + "x".join(map(str, dims))
+
+
+def torus_coord(i: int, dims: tuple[int, ...], k: int) -> int:
+    """Host i's coordinate along dimension k of a torus of shape ``dims`` (row-major: the last dimension fastest)."""
+    return i // math.prod(dims[k + 1 :]) % dims[k]
+
+
+def torus_step(i: int, dims: tuple[int, ...], k: int, step: int) -> int:
+    """The host ``step`` hops from host i along dimension k, wrapping around."""
+    c = torus_coord(i, dims, k)
+    return i + ((c + step) % dims[k] - c) * math.prod(dims[k + 1 :])
 
 
 def parse_shape(text: str, hosts: int) -> tuple[int, ...] | None:
@@ -466,13 +479,9 @@ class Cluster:
         ``d<k>p`` to its neighbour one up in dimension k and ``d<k>m`` one down (one link when the dimension has
         2 hosts), every link end shaped, and a route to every other host: dimension by dimension, the shorter
         way round (ties: up from the lower-numbered host, so a pair's two directions share their links)."""
-        strides = [math.prod(dims[k + 1 :]) for k in range(len(dims))]
 
         def coord(i: int, k: int) -> int:
-            return i // strides[k] % dims[k]
-
-        def moved(i: int, k: int, step: int) -> int:
-            return i + ((coord(i, k) + step) % dims[k] - coord(i, k)) * strides[k]
+            return torus_coord(i, dims, k)
 
         for ns, address in zip(self.namespaces, self.addresses, strict=True):
             self._add_namespace(ns)
@@ -488,7 +497,7 @@ class Cluster:
             for k, n in enumerate(dims):
                 if n < 2 or (n == 2 and coord(i, k) == 1):
                     continue
-                peer = self.namespaces[moved(i, k, 1)]
+                peer = self.namespaces[torus_step(i, dims, k, 1)]
                 link = ["ip", "-n", ns, "link", "add", f"d{k}p", "type", "veth", "peer", "name", f"d{k}m"]
                 _run([*link, "netns", peer], "making a link")
                 for end_ns, dev in ((ns, f"d{k}p"), (peer, f"d{k}m")):
@@ -505,7 +514,7 @@ class Cluster:
                 if dims[k] == 2:  # one link between the two, d<k>p on the lower host
                     forward = coord(i, k) == 0
                 dev = f"d{k}p" if forward else f"d{k}m"
-                via = self.addresses[moved(i, k, 1 if forward else -1)]
+                via = self.addresses[torus_step(i, dims, k, 1 if forward else -1)]
                 route = ["route", "add", f"{address}/32", "via", via, "dev", dev, "onlink", "src", self.addresses[i]]
                 _run(["ip", "-n", ns, *route], "adding a route")
 

@@ -110,8 +110,7 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     work = c.holes ? NULL : (char *)recvbuf;
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
-        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in, 0);
-        else if (work != in) memmove(work, in, (size_t)(count * c.extent));
+        if (work != in) collc_take_input(&ctx, (const char *)in, (size_t)(count * c.extent));
         err = c.sched->run(&ctx);
         collc_input_copy(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
@@ -210,8 +209,7 @@ static inline int collc_rsb(const struct collc_sched *s, const char *entry, enum
     err = collc_execute(&c, &ctx, recvcount * c.size, NULL, recvcount * c.size, &work);
     if (err == MPI_SUCCESS) {
         const size_t block = (size_t)(recvcount * c.extent);
-        if (c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in, 0);
-        else memcpy(work, in, block * (size_t)c.size);
+        collc_take_input(&ctx, (const char *)in, block * (size_t)c.size);
         err = c.sched->run(&ctx);
         collc_input_copy(&ctx);
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work + c.rank * block, recvcount);
@@ -323,8 +321,7 @@ static inline int collc_reduce_to_root(const struct collc_sched *s, const char *
         work = (char *)in; /* only read: the rank sends and never receives */
     err = collc_execute(&c, &ctx, count, work, count, &work);
     if (err == MPI_SUCCESS) {
-        if (work != in && c.sched->input_copy != NULL) collc_use_input(&ctx, (const char *)in, 0);
-        else if (work != in) memmove(work, in, (size_t)(count * c.extent));
+        if (work != in) collc_take_input(&ctx, (const char *)in, (size_t)(count * c.extent));
         err = c.sched->run(&ctx);
         collc_input_copy(&ctx);
         if (err == MPI_SUCCESS && c.rank == root) collc_copy_data(&c, (char *)recvbuf, work, count);

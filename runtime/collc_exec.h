@@ -570,6 +570,14 @@ static inline void collc_use_input(struct collc_ctx *ctx, const char *input, MPI
     ctx->input_pending = ctx->sched->rank_input_copy[ctx->rank].n > 0;
 }
 
+/* The start of a call whose `bytes` of input are not its work buffer: fresh runs read them in place where the
+ * tables allow (collc_use_input), else they are copied to the work buffer. */
+static inline void collc_take_input(struct collc_ctx *ctx, const char *input, size_t bytes)
+{
+    if (ctx->sched->input_copy != NULL) collc_use_input(ctx, input, 0);
+    else memmove(ctx->work, input, bytes);
+}
+
 /* The copies of collc_use_input, if not yet done. */
 static inline void collc_input_copy(struct collc_ctx *ctx)
 {
