@@ -485,7 +485,7 @@ class Instance:
         verify: bool = True,
         workdir: str | Path | None = None,
         mpiexec_args: tuple[str, ...] = (),
-        transport: str = "mpi",
+        transport: str = "auto",
     ) -> list[mpi_cuda.MpiCudaRow]:
         """Run the generated mpi-cuda executor on ``nranks`` MPI processes, one per visible GPU (ranks share
         GPUs when there are fewer)."""

@@ -41,13 +41,15 @@
  *
  * Kept from call to call until collc_mpicuda_release(): four streams, events,
  * scratch, pinned staging buffers; and until the caller's communicator is
- * freed, its duplicate (MPI_ERRORS_RETURN, an attribute of it).  Settings,
- * read at the first call (after a release, at the next): COLLC_CUDA_AWARE
- * (0, 1, auto), COLLC_SEGMENT_BYTES (bytes per MPI message, default 4 MiB,
- * the same on every rank: compared at the first call on each communicator),
- * COLLC_TIMEOUT (seconds
- * without progress before a call fails, default 60); read at every call:
- * COLLC_ISSUE (dataflow, steps).  Not thread-safe.
+ * freed, its duplicate (MPI_ERRORS_RETURN, an attribute of it) and the
+ * communicator of its ranks on this host; until the release, the IPC
+ * mailboxes and flags (collc_mpicuda_ipc.cuh).  Settings, read at the first
+ * call (after a release, at the next): COLLC_TRANSPORT (auto, ipc, mpi),
+ * COLLC_IPC_GROUP, COLLC_CUDA_AWARE (0, 1, auto), COLLC_SEGMENT_BYTES (bytes
+ * per message, default 4 MiB; these four the same on every rank: compared at
+ * the first call on each communicator), COLLC_TIMEOUT (seconds without
+ * progress before a call fails, default 60); read at every call: COLLC_ISSUE
+ * (dataflow, steps).  Not thread-safe.
  */
 #ifndef COLLC_MPICUDA_CUH
 #define COLLC_MPICUDA_CUH
@@ -99,6 +101,10 @@ struct collc_mpicuda_state {
     MPI_Comm comm;       /* the duplicate of the communicator of the call (its attribute) */
     int rank, size, device, aware, broken;
     char why[160];       /* how the transport was chosen */
+    int transport;       /* COLLC_TRANSPORT (collc_mpicuda_ipc.cuh's collc_mpicuda_transport_kind) */
+    int ipc_group;       /* COLLC_IPC_GROUP: at most this many ranks of a host share IPC (0: all) */
+    struct collc_mpicuda_comm *comms; /* every communicator's entry with IPC set up, for the release */
+    const struct collc_mpicuda_comm *last; /* the communicator of the last call */
     int64_t segment;     /* bytes per MPI message */
     double timeout;      /* seconds */
     cudaStream_t main, enc, d2h, h2d;
@@ -135,6 +141,7 @@ struct collc_mpicuda_ctx {
     const char *phase_name;
     struct collc_mpicuda_piece *pieces;
     struct collc_mpicuda_link *links;
+    struct collc_mpicuda_ipc *ipc; /* the communicator's IPC between the ranks of this host, or NULL */
     size_t need_scratch;
     int need_pieces, need_links, need_events, need_sizes;
     int flow;                      /* by dataflow (collc_mpicuda_flow.cuh), not step by step */
@@ -217,6 +224,17 @@ static inline int collc_mpicuda_plan_msg(struct collc_mpicuda_ctx *ctx, const st
     return n;
 }
 
+/* Link i's route: IPC when the peer shares the host (with, for the order of the pair's segments, the previous
+ * link to the same peer in the same direction), MPI otherwise. */
+static inline void collc_mpicuda_link_route(struct collc_mpicuda_ctx *ctx, int i)
+{
+    struct collc_mpicuda_link *l = &ctx->links[i];
+    l->prev = -1;
+    l->ipc = ctx->ipc != NULL && ctx->ipc->local_of[l->peer] >= 0;
+    for (int k = i - 1; l->ipc && k >= 0 && l->prev < 0; k--)
+        if (ctx->links[k].peer == l->peer && ctx->links[k].send == l->send) l->prev = k;
+}
+
 /* This rank's links and pieces in a step (receives first, then sends); returns the number of links. */
 static inline int collc_mpicuda_plan_step(struct collc_mpicuda_ctx *ctx, const struct collc_mpicuda_phase *ph,
                                           const struct collc_cuda_step *step, int *nready)
@@ -240,6 +258,7 @@ static inline int collc_mpicuda_plan_step(struct collc_mpicuda_ctx *ctx, const s
                 l->peer = send ? m[i].dst : m[i].src;
                 l->first = npieces;
                 l->npieces = n;
+                collc_mpicuda_link_route(ctx, nlinks);
             }
             npieces += n;
             nlinks++;
@@ -540,6 +559,7 @@ static inline int collc_mpicuda_execute(const struct collc_mpicuda_sched *s, voi
     ctx.scratch = st->scratch;
     ctx.pieces = st->pieces;
     ctx.links = st->links;
+    ctx.ipc = st->last->ipc;
     ctx.pinned_stride = collc_mpicuda_pinned_stride(st, &ctx);
     if ((err = collc_mpicuda_begin(st, (cudaStream_t)stream, s->base.ncodecs > 0)) != COLLC_CUDA_OK) goto out;
     err = collc_mpicuda_run_all(&ctx);

@@ -170,6 +170,7 @@ static inline int collc_mpicuda_run_flow(struct collc_mpicuda_ctx *ctx)
             l->peer = send ? m->dst : m->src;
             l->first = npieces;
             l->npieces = k;
+            collc_mpicuda_link_route(ctx, i);
             fx->need = rows[i].ndeps;
             fx->state = COLLC_MF_WAIT;
             fx->slot = -1;

@@ -10,16 +10,50 @@
  * between, and a communicator that reuses a freed one's handle gets its own.
  * The duplicate is made with MPI_Comm_idup and the settings are compared
  * across its ranks with MPI_Iallreduce, both under the watchdog, so that a
- * rank that never calls fails the others instead of hanging them.
+ * rank that never calls fails the others instead of hanging them.  With the
+ * duplicate, the communicator of its ranks on this host; with IPC, the
+ * mailboxes and flags of collc_mpicuda_ipc.cuh (freed by the release too).
  */
 #ifndef COLLC_MPICUDA_STATE_CUH
 #define COLLC_MPICUDA_STATE_CUH
+
+/* What the library keeps of a user communicator (its attribute). */
+struct collc_mpicuda_comm {
+    MPI_Comm dup;                  /* its duplicate, errors returned */
+    MPI_Comm node;                 /* the duplicate's ranks on this host (the IPC group), MPI_COMM_NULL: not yet */
+    int tried;                     /* IPC set up (or found impossible) since the last release */
+    struct collc_mpicuda_ipc *ipc; /* NULL: every peer over MPI */
+    int peers;                     /* ranks of the communicator reached by IPC */
+    char why[160];                 /* why not IPC, when the transport is auto */
+    struct collc_mpicuda_comm *next, **at; /* the kept state's list of entries with IPC tried */
+};
+
+/* Frees a communicator's IPC (collectively over its host's ranks); the next call sets it up again. */
+static inline void collc_mpicuda_comm_unlink(struct collc_mpicuda_comm *c)
+{
+    const struct collc_mpicuda_state *st = &collc_mpicuda_kept;
+    if (c->at != NULL) {
+        *c->at = c->next;
+        if (c->next != NULL) c->next->at = c->at;
+    }
+    c->next = NULL;
+    c->at = NULL;
+    if (c->ipc != NULL && st->ready) { /* nothing queued may still write the flags or read the mailboxes */
+        if (st->d2h != NULL) cudaStreamSynchronize(st->d2h);
+        if (st->h2d != NULL) cudaStreamSynchronize(st->h2d);
+    }
+    collc_mpicuda_ipc_free(c->ipc, st->broken ? MPI_COMM_NULL : c->node, st->ready ? st->timeout : 60.0, st->rank);
+    c->ipc = NULL;
+    c->tried = 0;
+    c->peers = 0;
+}
 
 /* Frees everything kept; the next call starts afresh. */
 static inline void collc_mpicuda_release_all(void)
 {
     struct collc_mpicuda_state *st = &collc_mpicuda_kept;
     if (!st->ready) return;
+    while (st->comms != NULL) collc_mpicuda_comm_unlink(st->comms);
     cudaStream_t streams[4] = {st->main, st->enc, st->d2h, st->h2d};
     for (int k = 0; k < 4; k++)
         if (streams[k] != NULL) {
@@ -41,47 +75,21 @@ static inline void collc_mpicuda_release_all(void)
     memset(st, 0, sizeof *st); /* the duplicates stay: they belong to their communicators' attributes */
 }
 
-/* Waits for a non-blocking collective of the setup on rank `rank`, under the watchdog (`timeout` seconds);
- * a timeout sets *broken (MPI may still complete the request). */
-static inline int collc_mpicuda_wait_request(MPI_Request *req, double timeout, int rank, const char *what,
-                                             int *broken)
-{
-    const double start = MPI_Wtime();
-    for (;;) {
-        int flag = 0, code = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
-        if (code != MPI_SUCCESS) {
-            char text[MPI_MAX_ERROR_STRING];
-            int len = 0;
-            MPI_Error_string(code, text, &len);
-            return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: %s failed: %s", rank, what, text);
-        }
-        if (flag) return COLLC_CUDA_OK;
-        if (MPI_Wtime() - start > timeout) {
-            *broken = 1;
-            return collc_cuda_fail(COLLC_MPICUDA_ERR_TIMEOUT,
-                                   "rank %d: %s: not every rank answered within %g s (COLLC_TIMEOUT): a rank died, "
-                                   "stopped, or does not call the collective",
-                                   rank, what, timeout);
-        }
-        sched_yield();
-    }
-}
-
-static inline int collc_mpicuda_wait_setup(struct collc_mpicuda_state *st, MPI_Request *req, const char *what)
-{
-    return collc_mpicuda_wait_request(req, st->timeout, st->rank, what, &st->broken);
-}
-
 /* The settings from the environment: COLLC_TIMEOUT, COLLC_SEGMENT_BYTES, COLLC_CUDA_AWARE. */
 static inline int collc_mpicuda_settings(struct collc_mpicuda_state *st)
 {
     const double timeout = collc_mpicuda_env_number("COLLC_TIMEOUT", 60.0, 1e-3);
     const double segment = collc_mpicuda_env_number("COLLC_SEGMENT_BYTES", 4194304.0, 64.0);
-    if (timeout < 0 || segment < 0) return COLLC_CUDA_ERR_ARG;
+    const double group = collc_mpicuda_env_number("COLLC_IPC_GROUP", 0.0, 1.0);
+    if (timeout < 0 || segment < 0 || group < 0) return COLLC_CUDA_ERR_ARG;
     if (segment > 1073741824.0)
         return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "COLLC_SEGMENT_BYTES=%.0f: at most 1 GiB", segment);
+    if (group != (double)(int)group)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "COLLC_IPC_GROUP=%g: expected a whole number >= 1", group);
     st->timeout = timeout;
     st->segment = (int64_t)segment;
+    st->ipc_group = (int)group;
+    if ((st->transport = collc_mpicuda_transport_setting()) < 0) return COLLC_CUDA_ERR_ARG;
     st->aware = collc_mpicuda_detect_aware(st->why, sizeof st->why);
     return st->aware < 0 ? COLLC_CUDA_ERR_ARG : COLLC_CUDA_OK;
 }
@@ -110,32 +118,37 @@ static int collc_mpicuda_dup_keyval = MPI_KEYVAL_INVALID;
 
 static inline int collc_mpicuda_dup_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
-    MPI_Comm *dup = (MPI_Comm *)attr;
+    struct collc_mpicuda_comm *c = (struct collc_mpicuda_comm *)attr;
     int finalized = 0;
     (void)comm, (void)keyval, (void)extra;
+    if (collc_mpicuda_kept.last == c) collc_mpicuda_kept.last = NULL;
+    collc_mpicuda_comm_unlink(c);
     MPI_Finalized(&finalized);
-    if (!finalized && *dup != MPI_COMM_NULL) MPI_Comm_free(dup);
-    free(dup);
+    if (!finalized && c->node != MPI_COMM_NULL) MPI_Comm_free(&c->node);
+    if (!finalized && c->dup != MPI_COMM_NULL) MPI_Comm_free(&c->dup);
+    free(c);
     return MPI_SUCCESS;
 }
 
-/* st->comm: the duplicate of `comm`, from its attribute, or made now (collectively, under the watchdog) with the
- * settings compared across its ranks. */
+/* st->comm and st->last: the duplicate of `comm` and its entry, from its attribute, or made now (collectively,
+ * under the watchdog) with the settings compared across its ranks and the host's communicator split off. */
 static inline int collc_mpicuda_dup_of(struct collc_mpicuda_state *st, MPI_Comm comm)
 {
-    MPI_Comm *dup = NULL, made = MPI_COMM_NULL;
-    long long mine[2], all[2];
+    struct collc_mpicuda_comm *c = NULL;
+    MPI_Comm made = MPI_COMM_NULL, node = MPI_COMM_NULL;
+    long long mine[6], all[6];
     MPI_Request req;
-    int found = 0, err;
+    int found = 0, err = COLLC_CUDA_OK;
     MPI_Comm_rank(comm, &st->rank);
     MPI_Comm_size(comm, &st->size);
     if (collc_mpicuda_dup_keyval == MPI_KEYVAL_INVALID &&
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, collc_mpicuda_dup_delete, &collc_mpicuda_dup_keyval, NULL) !=
             MPI_SUCCESS)
         return collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Comm_create_keyval failed", st->rank);
-    MPI_Comm_get_attr(comm, collc_mpicuda_dup_keyval, &dup, &found);
-    if (found && dup != NULL) {
-        st->comm = *dup;
+    MPI_Comm_get_attr(comm, collc_mpicuda_dup_keyval, &c, &found);
+    if (found && c != NULL) {
+        st->comm = c->dup;
+        st->last = c;
         return COLLC_CUDA_OK;
     }
     if (MPI_Comm_idup(comm, &made, &req) != MPI_SUCCESS)
@@ -144,7 +157,11 @@ static inline int collc_mpicuda_dup_of(struct collc_mpicuda_state *st, MPI_Comm 
     MPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);
     mine[0] = st->segment;
     mine[1] = -st->segment;
-    if (MPI_Iallreduce(mine, all, 2, MPI_LONG_LONG, MPI_MAX, made, &req) != MPI_SUCCESS)
+    mine[2] = st->transport;
+    mine[3] = -st->transport;
+    mine[4] = st->ipc_group;
+    mine[5] = -st->ipc_group;
+    if (MPI_Iallreduce(mine, all, 6, MPI_LONG_LONG, MPI_MAX, made, &req) != MPI_SUCCESS)
         err = collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Iallreduce failed", st->rank);
     else if ((err = collc_mpicuda_wait_setup(st, &req, "comparing the settings of the ranks")) != COLLC_CUDA_OK)
         return err; /* broken: MPI may still use `made` */
@@ -153,19 +170,73 @@ static inline int collc_mpicuda_dup_of(struct collc_mpicuda_state *st, MPI_Comm 
                               "rank %d: COLLC_SEGMENT_BYTES differs between ranks (%lld .. %lld): set it the same "
                               "on every rank",
                               st->rank, -all[1], all[0]);
-    else if ((dup = (MPI_Comm *)malloc(sizeof *dup)) == NULL)
+    else if (all[2] != -all[3] || all[4] != -all[5])
+        err = collc_cuda_fail(COLLC_CUDA_ERR_ARG,
+                              "rank %d: COLLC_TRANSPORT or COLLC_IPC_GROUP differs between ranks: set them the same "
+                              "on every rank",
+                              st->rank);
+    else if ((c = (struct collc_mpicuda_comm *)calloc(1, sizeof *c)) == NULL)
         err = collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "out of host memory");
+    /* the ranks of this host (every rank is in the call: the reduction completed), then its IPC groups */
+    if (err == COLLC_CUDA_OK && MPI_Comm_split_type(made, MPI_COMM_TYPE_SHARED, st->rank, MPI_INFO_NULL, &node) !=
+                                    MPI_SUCCESS)
+        err = collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Comm_split_type failed", st->rank);
+    if (err == COLLC_CUDA_OK && st->ipc_group > 0) {
+        MPI_Comm group = MPI_COMM_NULL;
+        int at = 0;
+        MPI_Comm_rank(node, &at);
+        if (MPI_Comm_split(node, at / st->ipc_group, at, &group) != MPI_SUCCESS)
+            err = collc_cuda_fail(COLLC_MPICUDA_ERR_MPI, "rank %d: MPI_Comm_split failed", st->rank);
+        MPI_Comm_free(&node);
+        node = group;
+    }
     if (err != COLLC_CUDA_OK) {
+        if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
         MPI_Comm_free(&made);
+        free(c);
         return err;
     }
-    *dup = made;
-    MPI_Comm_set_attr(comm, collc_mpicuda_dup_keyval, dup);
+    c->dup = made;
+    c->node = node;
+    MPI_Comm_set_attr(comm, collc_mpicuda_dup_keyval, c);
     st->comm = made;
+    st->last = c;
     return COLLC_CUDA_OK;
 }
 
-/* The kept state for the current device, and st->comm the duplicate of `comm`. */
+/* The IPC of st->last, set up at its first call since a release (collectively over the ranks of the host). */
+static inline int collc_mpicuda_ipc_of(struct collc_mpicuda_state *st)
+{
+    struct collc_mpicuda_comm *c = (struct collc_mpicuda_comm *)st->last;
+    int nlocal = 1, err = COLLC_CUDA_OK;
+    if (c->tried) return COLLC_CUDA_OK;
+    MPI_Comm_size(c->node, &nlocal);
+    c->why[0] = '\0';
+    if (st->transport == COLLC_TRANSPORT_MPI) {
+        snprintf(c->why, sizeof c->why, "COLLC_TRANSPORT=mpi");
+    } else if (st->transport == COLLC_TRANSPORT_IPC && nlocal < st->size) {
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG,
+                               "rank %d: COLLC_TRANSPORT=ipc, but only %d of the %d ranks share this host%s: use "
+                               "COLLC_TRANSPORT=auto (IPC on the host, MPI between hosts)",
+                               st->rank, nlocal, st->size, st->ipc_group > 0 ? " (COLLC_IPC_GROUP)" : "");
+    } else if (nlocal == 1) {
+        snprintf(c->why, sizeof c->why, "no other rank on this host");
+    } else {
+        c->ipc = collc_mpicuda_ipc_setup(st, c->dup, c->node, c->why, sizeof c->why, &err);
+        if (err != COLLC_CUDA_OK) return err;
+        if (c->ipc == NULL && st->transport == COLLC_TRANSPORT_IPC)
+            return collc_cuda_fail(COLLC_CUDA_ERR_CUDA, "rank %d: COLLC_TRANSPORT=ipc: %s", st->rank, c->why);
+    }
+    c->peers = c->ipc != NULL ? c->ipc->nlocal - 1 : 0;
+    c->tried = 1;
+    c->next = st->comms;
+    if (c->next != NULL) c->next->at = &c->next;
+    c->at = &st->comms;
+    st->comms = c;
+    return COLLC_CUDA_OK;
+}
+
+/* The kept state for the current device, st->comm the duplicate of `comm`, and its IPC. */
 static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm comm)
 {
     int device = 0, err;
@@ -188,6 +259,7 @@ static inline int collc_mpicuda_prepare(struct collc_mpicuda_state *st, MPI_Comm
         }
     }
     err = collc_mpicuda_dup_of(st, comm);
+    if (err == COLLC_CUDA_OK) err = collc_mpicuda_ipc_of(st);
     if (err != COLLC_CUDA_OK && !st->broken) st->comm = MPI_COMM_NULL;
     return err;
 }
@@ -268,15 +340,25 @@ static inline int collc_mpicuda_begin(struct collc_mpicuda_state *st, cudaStream
     return COLLC_CUDA_OK;
 }
 
-/* How messages travel, once a call has chosen it. */
+/* How messages travel, once a call has chosen it (for the last call's communicator). */
 static inline const char *collc_mpicuda_transport(void)
 {
-    static char text[512];
+    static char text[640];
     const struct collc_mpicuda_state *st = &collc_mpicuda_kept;
-    if (!st->ready) return "not chosen yet: no call so far";
-    snprintf(text, sizeof text, "%s (%s), segments of %lld bytes",
-             st->aware ? "CUDA-aware MPI, device pointers" : "staged through pinned host buffers, double-buffered",
-             st->why, (long long)st->segment);
+    const struct collc_mpicuda_comm *c = st->last;
+    const char *mpi = st->aware ? "CUDA-aware MPI, device pointers" : "staged through pinned host buffers, "
+                                                                      "double-buffered";
+    if (!st->ready || c == NULL) return "not chosen yet: no call so far";
+    if (c->peers == 0)
+        snprintf(text, sizeof text, "%s (%s; no IPC: %s), segments of %lld bytes", mpi, st->why, c->why,
+                 (long long)st->segment);
+    else if (c->peers == st->size - 1)
+        snprintf(text, sizeof text, "CUDA IPC with the %d other ranks of this host (device-to-device copies into "
+                 "their mailboxes, flags in mapped shared memory), segments of %lld bytes", c->peers,
+                 (long long)st->segment);
+    else
+        snprintf(text, sizeof text, "CUDA IPC with %d of the other ranks (this host), %s with the %d others (%s), "
+                 "segments of %lld bytes", c->peers, mpi, st->size - 1 - c->peers, st->why, (long long)st->segment);
     return text;
 }
 

@@ -20,7 +20,10 @@
  * device and host overlaps the MPI transfer of segment k).  Every link of a
  * step advances independently in one polling loop (MPI_Test, cudaEventQuery),
  * so no order of the peers' progress can deadlock, and the sender's loop
- * sends chunk k while the GPU still encodes chunk k+1.
+ * sends chunk k while the GPU still encodes chunk k+1.  A peer on the same
+ * host gets the same segments by CUDA IPC instead (collc_mpicuda_ipc.cuh:
+ * device-to-device copies into its mailbox, signalled by the device), in the
+ * same loop.
  *
  * Watchdog: when nothing advances for `timeout` seconds (COLLC_TIMEOUT), the
  * step fails with an error that names the peers still awaited; a message of
@@ -47,7 +50,8 @@ struct collc_mpicuda_piece {
     int ready;            /* sending a SLOT: its event (encoded, size copied) and size word; -1 otherwise */
 };
 
-enum collc_mpicuda_seg_state { COLLC_SEG_FREE, COLLC_SEG_COPY, COLLC_SEG_MPI, COLLC_SEG_LAND };
+enum collc_mpicuda_seg_state { COLLC_SEG_FREE, COLLC_SEG_COPY, COLLC_SEG_MPI, COLLC_SEG_LAND, COLLC_SEG_IPC_OUT,
+                               COLLC_SEG_IPC_WAIT };
 
 /* One segment in flight: its request, its pinned buffer (staged transport) and where it belongs. */
 struct collc_mpicuda_seg {
@@ -56,8 +60,9 @@ struct collc_mpicuda_seg {
     int piece;      /* index into ctx->pieces */
     int64_t off;    /* bytes of the piece before it */
     int64_t bytes;  /* posted size (a SLOT's first segment: its largest possible size) */
-    int event;      /* the copy's event (staged transport) */
+    int event;      /* the copy's event (staged transport, IPC) */
     collc_u8 *host; /* its pinned buffer (staged transport) */
+    collc_u64 pair; /* IPC: its place in the sequence of segments between the two ranks */
     MPI_Request req;
 };
 
@@ -71,8 +76,12 @@ struct collc_mpicuda_link {
     int sizing;             /* receiving: a SLOT's first segment is out, the piece's size unknown */
     unsigned next_seq;      /* the next segment's seq */
     unsigned next_mpi;      /* sending through the host: the next seq to hand to MPI */
+    int ipc;                /* the peer is reached by IPC (collc_mpicuda_ipc.cuh), not MPI */
+    int prev;               /* IPC: the rank's previous link with the same peer and direction, or -1 */
     struct collc_mpicuda_seg seg[2];
 };
+
+#include "collc_mpicuda_ipc.cuh" /* messages between the ranks of one host, device to device */
 
 /* ---------------------------------------------------------------------------
  * Errors
@@ -147,6 +156,7 @@ static inline int collc_mpicuda_post(struct collc_mpicuda_ctx *ctx, struct collc
     struct collc_mpicuda_state *st = ctx->st;
     int64_t want;
     if (l->piece == l->npieces || l->sizing) return 0;
+    if (l->ipc && !collc_mpicuda_ipc_may_post(ctx, l)) return 0;
     p = &ctx->pieces[l->first + l->piece];
     if (l->send && p->bytes < 0) { /* a SLOT: its size is known once it is encoded */
         int done = collc_mpicuda_event_done(ctx, p->ready);
@@ -173,6 +183,10 @@ static inline int collc_mpicuda_post(struct collc_mpicuda_ctx *ctx, struct collc
         l->posted = 0;
     }
     if (l->send) {
+        if (l->ipc) {
+            int err = collc_mpicuda_ipc_send(ctx, l, s, collc_mpicuda_piece_at(ctx, p) + s->off);
+            return err == COLLC_CUDA_OK ? 1 : err;
+        }
         if (st->aware) {
             int err = collc_mpicuda_isend(ctx, l, s);
             return err == COLLC_CUDA_OK ? 1 : err;
@@ -181,6 +195,10 @@ static inline int collc_mpicuda_post(struct collc_mpicuda_ctx *ctx, struct collc
                                        cudaMemcpyDeviceToHost, st->d2h));
         COLLC_CUDA_TRY(cudaEventRecord(st->events[s->event], st->d2h));
         s->state = COLLC_SEG_COPY;
+        return 1;
+    }
+    if (l->ipc) {
+        collc_mpicuda_ipc_expect(ctx, l, s);
         return 1;
     }
     void *to = st->aware ? (void *)(collc_mpicuda_piece_at(ctx, p) + s->off) : (void *)s->host;
@@ -195,9 +213,9 @@ static inline int collc_mpicuda_post(struct collc_mpicuda_ctx *ctx, struct collc
  * ------------------------------------------------------------------------- */
 
 /* A received segment s of `got` bytes: its size checked (a SLOT's first segment gives the piece's size), then,
- * through the host, copied to the device. */
+ * through the host, copied to the device; over IPC, copied from its mailbox `slot` (NULL: it came over MPI). */
 static inline int collc_mpicuda_arrived(struct collc_mpicuda_ctx *ctx, struct collc_mpicuda_link *l,
-                                        struct collc_mpicuda_seg *s, int64_t got)
+                                        struct collc_mpicuda_seg *s, int64_t got, const collc_u8 *slot)
 {
     struct collc_mpicuda_state *st = ctx->st;
     struct collc_mpicuda_piece *p = &ctx->pieces[s->piece];
@@ -205,7 +223,8 @@ static inline int collc_mpicuda_arrived(struct collc_mpicuda_ctx *ctx, struct co
     if (p->bytes < 0) { /* the first segment of a SLOT: the header says how long the piece is */
         collc_u64 size = 0;
         if (got < (int64_t)COLLC_CUDA_SLOT_HEADER) return collc_mpicuda_size_fail(ctx, l, got, p->capacity);
-        if (st->aware) COLLC_CUDA_TRY(cudaMemcpy(&size, dev, sizeof size, cudaMemcpyDeviceToHost));
+        if (slot != NULL) COLLC_CUDA_TRY(cudaMemcpy(&size, slot, sizeof size, cudaMemcpyDeviceToHost));
+        else if (st->aware) COLLC_CUDA_TRY(cudaMemcpy(&size, dev, sizeof size, cudaMemcpyDeviceToHost));
         else memcpy(&size, s->host, sizeof size);
         if (size > (collc_u64)(p->capacity - (int64_t)COLLC_CUDA_SLOT_HEADER))
             return collc_mpicuda_size_fail(ctx, l, (int64_t)(COLLC_CUDA_SLOT_HEADER + size), p->capacity);
@@ -219,6 +238,7 @@ static inline int collc_mpicuda_arrived(struct collc_mpicuda_ctx *ctx, struct co
         }
     }
     if (got != s->bytes) return collc_mpicuda_size_fail(ctx, l, got, s->bytes);
+    if (slot != NULL) return collc_mpicuda_ipc_land(ctx, l, s, dev, slot);
     if (st->aware) {
         s->state = COLLC_SEG_FREE;
         return COLLC_CUDA_OK;
@@ -260,9 +280,16 @@ static inline int collc_mpicuda_advance_seg(struct collc_mpicuda_ctx *ctx, struc
         {
             int got = 0;
             MPI_Get_count(&status, MPI_BYTE, &got);
-            return (err = collc_mpicuda_arrived(ctx, l, s, got)) == COLLC_CUDA_OK ? 1 : err;
+            return (err = collc_mpicuda_arrived(ctx, l, s, got, NULL)) == COLLC_CUDA_OK ? 1 : err;
         }
-    case COLLC_SEG_LAND: /* received through the host: free once copied to the device */
+    case COLLC_SEG_IPC_WAIT: { /* over IPC: once the sender's count says it is in the mailbox */
+        collc_u8 *slot = NULL;
+        const int64_t got = collc_mpicuda_ipc_arrived(ctx, l, s, &slot);
+        if (got < 0) return 0;
+        return (err = collc_mpicuda_arrived(ctx, l, s, got, slot)) == COLLC_CUDA_OK ? 1 : err;
+    }
+    case COLLC_SEG_IPC_OUT: /* sent over IPC: free once copied out (the buffer may change again) */
+    case COLLC_SEG_LAND: /* received through the host or IPC: free once copied into place */
         if ((done = collc_mpicuda_event_done(ctx, s->event)) <= 0) return done;
         s->state = COLLC_SEG_FREE;
         return 1;

@@ -18,6 +18,19 @@ RUNTIME = HERE.parent / "runtime"
 MOCK_SOURCES = (HERE / "cuda" / "mock_cudart.c", HERE / "mpi_cuda" / "mock_host.c")
 
 
+def transport_env(aware: str) -> dict[str, str]:
+    """The ranks' transport settings for a test case: "1" CUDA-aware MPI, "0" staged through the host (both with
+    COLLC_TRANSPORT=mpi), "ipc" CUDA IPC between the ranks (all on this host)."""
+    if aware == "ipc":
+        return {"COLLC_TRANSPORT": "ipc", "COLLC_CUDA_AWARE": "0"}
+    return {"COLLC_TRANSPORT": "mpi", "COLLC_CUDA_AWARE": aware}
+
+
+def mock_settings(mock: Path, aware: str, **more: str) -> dict[str, str]:
+    """The environment of ranks on the stand-in (`build_mock`'s folder) with a transport (`transport_env`)."""
+    return {"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", **transport_env(aware), **more}
+
+
 def build_mock(out: Path) -> Path:
     """``out`` holding the stand-in ``libcudart.so.13``; AssertionError with the compiler's output on failure."""
     (out / "cudart.map").write_text("libcudart.so.13 { global: *; };\n")

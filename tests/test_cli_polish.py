@@ -373,7 +373,7 @@ def test_nccl_is_no_longer_offered() -> None:
     for command in ("run", "compile"):
         text = _help(command)
         offered = text[text.index("--transport") :].split(" --", 1)[0]
-        assert offered.startswith("--transport mpi mpi-cuda:") and "nccl" not in offered.lower(), offered
+        assert offered.startswith("--transport auto|ipc|mpi mpi-cuda:") and "nccl" not in offered.lower(), offered
     bad_input(cli("run", "ring_allreduce", "-p", "4", "--transport", "tcp"), "'tcp' is not a transport")
     out = cli("run", "ring_allreduce", "-p", "4", "--backend", "mpi-cuda", "--transport", "nccl")
     bad_input(out, "no NCCL transport")  # asked for anyway: the reason

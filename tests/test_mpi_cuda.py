@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from golden_files import assert_golden
-from mpi_cuda_mock import build_mock
+from mpi_cuda_mock import build_mock, mock_settings
 from test_cuda import ir_facts, source_tables
 
 import collc
@@ -157,7 +157,8 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def mock_env(mock: Path, aware: str, **more: str) -> dict[str, str]:
-    return {"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": aware, **more}
+    """The stand-in's settings; ``aware``: "1" CUDA-aware MPI, "0" staged through the host, "ipc" CUDA IPC."""
+    return mock_settings(mock, aware, **more)
 
 
 def mock_run(mock: Path, b: Built, tmp: Path, aware: str, dtype: str = "float32", op: str = "sum", **kw) -> list:
@@ -323,6 +324,10 @@ def test_driver_help(built: dict[str, Built], mock: Path) -> None:
         ("ring_allreduce", "0", "bfloat16", "max", "4194304"),
         ("compressed_ring_allreduce", "0", "float32", "sum", "200"),
         ("compressed_ring_allreduce", "1", "float32", "min", "4194304"),
+        ("ring_allreduce", "ipc", "float32", "sum", "4194304"),
+        ("ring_allreduce", "ipc", "int64", "max", "256"),
+        ("compressed_ring_allreduce", "ipc", "float32", "sum", "200"),
+        ("compressed_ring_allreduce", "ipc", "float32", "max", "4194304"),
     ],
 )
 def test_runs_on_mock_runtime(
@@ -337,16 +342,53 @@ def test_runs_on_mock_runtime(
         assert row.wrong == 0, row
         if b.schedule.compresses() and row.count >= 4 * b.schedule.nchunks:
             assert 0 < row.max_abs_error <= row.error_bound, row
-    how = "CUDA-aware MPI" if aware == "1" else "staged through pinned host buffers"
+    how = {"1": "CUDA-aware MPI", "0": "staged through pinned host buffers", "ipc": "CUDA IPC with the 3 other ranks"}[
+        aware]  # fmt: skip
     assert rows[-1].transport.startswith(how) and f"segments of {segment} bytes" in rows[-1].transport
 
 
-def test_stopped_rank_ends_every_rank(built: dict[str, Built], mock: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("case", "issue"), [("ring_allreduce", "dataflow"), ("ring_allreduce", "steps"),
+                                             ("compressed_ring_allreduce", "steps")])  # fmt: skip
+def test_ipc_on_the_host_and_mpi_between_hosts(
+    built: dict[str, Built], mock: Path, tmp_path: Path, case: str, issue: str
+) -> None:
+    """COLLC_IPC_GROUP=2 stands for two hosts of 2 ranks: IPC inside each pair, MPI (staged) between them, in one
+    schedule; every rank's result right."""
+    b = built[case]
+    env = {"COLLC_TRANSPORT": "auto", "COLLC_IPC_GROUP": "2", "COLLC_ISSUE": issue, "COLLC_SEGMENT_BYTES": "256"}
+    rows = mock_run(mock, b, tmp_path, "0", env=env)
+    assert all(r.wrong == 0 for r in rows), rows
+    assert rows[-1].transport.startswith("CUDA IPC with 1 of the other ranks (this host), staged through pinned "
+                                         "host buffers, double-buffered with the 2 others"), rows[-1].transport
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({"COLLC_TRANSPORT": "nvlink"}, "COLLC_TRANSPORT=nvlink: expected auto, ipc or mpi"),
+        ({"COLLC_TRANSPORT": "ipc", "COLLC_IPC_GROUP": "2"},
+         "COLLC_TRANSPORT=ipc, but only 2 of the 4 ranks share this host (COLLC_IPC_GROUP): use COLLC_TRANSPORT=auto"),
+        ({"COLLC_IPC_GROUP": "1.5"}, "COLLC_IPC_GROUP=1.5: expected a whole number >= 1"),
+        ({"COLLC_IPC_GROUP": "0"}, "COLLC_IPC_GROUP=0: expected a number >= 1"),
+    ],
+)  # fmt: skip
+def test_bad_transport_settings_are_errors(
+    built: dict[str, Built], mock: Path, tmp_path: Path, env: dict[str, str], why: str
+) -> None:
+    b = built["ring_allreduce"]
+    with pytest.raises(CollError) as info:
+        mpi_cuda.run_built(b.schedule, b.driver, [100], workdir=tmp_path, timeout=60,
+                           env={**mock_env(mock, "ipc"), **env})  # fmt: skip
+    assert why in str(info.value)
+
+
+@pytest.mark.parametrize("aware", ["0", "ipc"])
+def test_stopped_rank_ends_every_rank(built: dict[str, Built], mock: Path, tmp_path: Path, aware: str) -> None:
     """A rank that stops in the middle of the job: the others' watchdog ends the job with an error naming it."""
     b = built["ring_allreduce"]
     start = time.monotonic()
     with pytest.raises(CollError) as info:
-        mock_run(mock, b, tmp_path, "0", counts=[1000], fault="stop:1:1", warmup=1, env={"COLLC_TIMEOUT": "2"})
+        mock_run(mock, b, tmp_path, aware, counts=[1000], fault="stop:1:1", warmup=1, env={"COLLC_TIMEOUT": "2"})
     text = str(info.value)
     assert "no progress for 2 s (COLLC_TIMEOUT)" in text and "a rank died, stopped" in text, text
     assert time.monotonic() - start < 50
@@ -358,7 +400,7 @@ def test_dead_rank_ends_the_job(built: dict[str, Built], mock: Path, tmp_path: P
         mock_run(mock, b, tmp_path, "1", counts=[1000], fault="exit:2:0", env={"COLLC_TIMEOUT": "2"})
 
 
-@pytest.mark.parametrize(("extra", "aware"), [(8, "0"), (-4, "1")])
+@pytest.mark.parametrize(("extra", "aware"), [(8, "0"), (-4, "1"), (8, "ipc"), (-4, "ipc")])
 def test_mismatched_count_is_an_error(
     built: dict[str, Built], mock: Path, tmp_path: Path, extra: int, aware: str
 ) -> None:

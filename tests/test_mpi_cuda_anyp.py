@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mpi_cuda_mock import build_mock
+from mpi_cuda_mock import build_mock, mock_settings
 from test_cli import cli
 from test_mpi_c_anyp import EXAMPLES
 from test_mpi_cuda import gpu  # noqa: F401  (a fixture: the visible GPU's -arch, or a skip)
@@ -115,8 +115,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _run(
     mock: Path, driver: Path, schedule: Schedule, tmp: Path, aware: str, issue: str, segment: str, dtype: str, op: str
 ) -> list[mpi_cuda.MpiCudaRow]:
-    env = {"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": aware, "COLLC_ISSUE": issue,
-           "COLLC_SEGMENT_BYTES": segment}  # fmt: skip
+    env = mock_settings(mock, aware, COLLC_ISSUE=issue, COLLC_SEGMENT_BYTES=segment)
     return mpi_cuda.run_built(schedule, driver, _counts(schedule), dtype, op, 2, workdir=tmp, env=env, timeout=60)
 
 
@@ -201,6 +200,8 @@ def test_make_builds_the_generated_folder(tmp_path: Path) -> None:
         (4, "1", "steps", "4194304", "int64", "prod"),
         (6, "1", "dataflow", "512", "float64", "min"),
         (8, "0", "steps", "256", "bfloat16", "max"),
+        (6, "ipc", "dataflow", "256", "float32", "sum"),
+        (8, "ipc", "steps", "512", "int64", "max"),
     ],
 )
 def test_one_ring_library_at_several_sizes(
@@ -211,7 +212,8 @@ def test_one_ring_library_at_several_sizes(
     rows = _run(mock, built["ring_allreduce"], schedule, tmp_path, aware, issue, segment, dtype, op)
     assert [r.count for r in rows] == _counts(schedule)
     assert all(r.wrong == 0 for r in rows), rows
-    how = "CUDA-aware MPI" if aware == "1" else "staged through pinned host buffers"
+    how = {"1": "CUDA-aware MPI", "0": "staged through pinned host buffers", "ipc": f"CUDA IPC with the {p - 1} other"}[
+        aware]  # fmt: skip
     assert rows[-1].transport.startswith(how)
 
 
@@ -282,9 +284,11 @@ def test_driver_help_says_any_p(built: dict[str, Path], mock: Path) -> None:
     assert proc.returncode == 0 and "runs ring_allreduce (p=any)" in proc.stderr, proc.stdout + proc.stderr
 
 
-def test_several_communicators_in_one_job(built: dict[str, Path], mock: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("aware", ["0", "ipc"])
+def test_several_communicators_in_one_job(built: dict[str, Path], mock: Path, tmp_path: Path, aware: str) -> None:
     """tests/mpi_cuda/comm_switch.cu: the world, a pair of ranks (the others skip it), the world again, a freed
-    split and a reversed communicator of 3 that may get its handle, the world: every call right on every rank."""
+    split and a reversed communicator of 3 that may get its handle, the world, the world after a release: every
+    call right on every rank, staged through the host and over CUDA IPC (each communicator its own mailboxes)."""
     lib_dir = built["ring_allreduce"].parent
     exe = tmp_path / "comm_switch"
     command = [str(cuda.nvcc()), "-O3", "-ccbin", str(mpi_cuda.mpicxx()), "-cudart", "shared", "-I", str(lib_dir),
@@ -292,15 +296,14 @@ def test_several_communicators_in_one_job(built: dict[str, Path], mock: Path, tm
                "-lcollc_ring_allreduce_mpicuda", "-Xlinker", f"-rpath,{lib_dir}"]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    env = {**os.environ, "LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": "0",
-           "COLLC_TIMEOUT": "10"}  # fmt: skip
+    env = {**os.environ, **mock_settings(mock, aware, COLLC_TIMEOUT="10")}
     proc = subprocess.run([str(mpitools.mpiexec()), "-n", "4", str(exe)], capture_output=True, text=True,
                           env=mpitools.mpi_env(4, env), timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
     lines = sorted(line for line in proc.stdout.splitlines() if " rank " in line)
     expected = (
         [
             (label, r, n)
-            for label, n in (("world", 4), ("world again", 4), ("split", 4), ("world last", 4))
+            for label, n in (("world", 4), ("world again", 4), ("split", 4), ("world last", 4), ("after release", 4))
             for r in range(n)
         ]
         + [("pair", r, 2) for r in range(2)]
@@ -308,12 +311,14 @@ def test_several_communicators_in_one_job(built: dict[str, Path], mock: Path, tm
     )
     assert lines == sorted(f"{label} rank {r} of {n}: 0 wrong" for label, r, n in expected), proc.stdout + proc.stderr
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    how = "CUDA IPC with the 3 other ranks" if aware == "ipc" else "staged through pinned host buffers"
+    assert f"transport: {how}" in proc.stdout, proc.stdout
 
 
 def test_a_rank_that_never_calls_fails_the_agreement(built: dict[str, Path], mock: Path, tmp_path: Path) -> None:
     """Rank 1 stops before its first call: the others' agreement on the schedule times out with a clear error."""
     schedule = _schedule("ring_allreduce", {}, 3)
-    env = {"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": "0", "COLLC_TIMEOUT": "2"}
+    env = mock_settings(mock, "0", COLLC_TIMEOUT="2")
     with pytest.raises(CollError) as info:
         mpi_cuda.run_built(schedule, built["ring_allreduce"], [1000], workdir=tmp_path, env=env, timeout=60,
                            fault="stop:1:0", warmup=0)  # fmt: skip

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mpi_cuda_mock import build_mock
+from mpi_cuda_mock import build_mock, mock_settings
 from test_mpi_dataflow import Msg, check_listed
 
 import collc
@@ -165,8 +165,7 @@ def _run(
     mock: Path, schedule: Schedule, driver: Path, workdir: Path, issue: str, aware: str, dtype: str = "float32"
 ) -> tuple[list, list[bytes]]:
     """The rows of a run and every rank's result, as bytes (per count)."""
-    env = {"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": aware,
-           "COLLC_ISSUE": issue, "COLLC_SEGMENT_BYTES": "256"}  # fmt: skip
+    env = mock_settings(mock, aware, COLLC_ISSUE=issue, COLLC_SEGMENT_BYTES="256")
     rows = mpi_cuda.run_built(schedule, driver, COUNTS, dtype, "sum", 1, workdir=workdir, env=env, timeout=60, seed=7)
     io = workdir / "io"
     results = [(io / f"output{i}_rank{r}.bin").read_bytes() for i in range(len(COUNTS)) for r in range(schedule.nranks)]
@@ -188,7 +187,7 @@ def lanes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Schedule, Path]:
     return _build("pipelined_ring_allreduce", {"p": 4, "k": 2}, tmp_path_factory.mktemp("lanes"))
 
 
-@pytest.mark.parametrize(("aware", "dtype"), [("1", "float32"), ("0", "float64")])
+@pytest.mark.parametrize(("aware", "dtype"), [("1", "float32"), ("0", "float64"), ("ipc", "float32")])
 def test_pipelined_ring_by_dataflow_matches_numpy_and_steps(
     mock: Path, lanes: tuple[Schedule, Path], tmp_path: Path, aware: str, dtype: str
 ) -> None:
@@ -198,7 +197,7 @@ def test_pipelined_ring_by_dataflow_matches_numpy_and_steps(
 
 def test_an_unknown_issue_order_is_an_error(mock: Path, lanes: tuple[Schedule, Path], tmp_path: Path) -> None:
     schedule, driver = lanes
-    env = {"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": "0", "COLLC_ISSUE": "eager"}
+    env = mock_settings(mock, "0", COLLC_ISSUE="eager")
     with pytest.raises(CollError, match="COLLC_ISSUE=eager: expected dataflow or steps"):
         mpi_cuda.run_built(schedule, driver, [100], workdir=tmp_path, env=env, timeout=60)
 

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch extra is not installed (pip install -e '.[torch]')")
 
-from mpi_cuda_mock import build_mock  # noqa: E402
+from mpi_cuda_mock import build_mock, mock_settings  # noqa: E402
 
 from collc.backends import mpi_cuda  # noqa: E402  (after the importorskip)
 from collc.backends.mpitools import mpi_env, mpiexec  # noqa: E402
@@ -42,8 +42,7 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _run(mock: Path, cache: Path, out: Path, nranks: int, aware: str, *args: str) -> list[dict]:
     out.mkdir()
     env = mpi_env(nranks)
-    env.update({"LD_LIBRARY_PATH": str(mock), "MOCK_CUDA_DEVICES": "2", "COLLC_CUDA_AWARE": aware,
-                "COLLC_NVCC_FLAGS": "-cudart shared", "OMP_NUM_THREADS": "1", "COLLC_TIMEOUT": "60"})  # fmt: skip
+    env.update(mock_settings(mock, aware, COLLC_NVCC_FLAGS="-cudart shared", OMP_NUM_THREADS="1", COLLC_TIMEOUT="60"))
     command = [str(mpiexec()), "-n", str(nranks), sys.executable, str(SCRIPT), str(cache), str(out), *args]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     output = (proc.stdout + proc.stderr)[-6000:]
@@ -53,7 +52,7 @@ def _run(mock: Path, cache: Path, out: Path, nranks: int, aware: str, *args: str
 
 def test_cuda_tensors_run_on_mpi_cuda_libraries(mock: Path, tmp_path: Path) -> None:
     """All-reduce (every dtype and op) and all-gather (own, byte-moved and bfloat16 dtypes, in place too)."""
-    ranks = _run(mock, tmp_path / "cache", tmp_path / "out", 4, "0", "quick")
+    ranks = _run(mock, tmp_path / "cache", tmp_path / "out", 4, "ipc", "quick")
     for rank in ranks:
         assert rank["failures"] == [] and rank["cases"] == 28, rank
 

@@ -28,9 +28,11 @@ input, launches the driver on ``schedule.nranks`` processes
 (`mpi_launch`'s watched job: a stalled or dead rank ends with an error
 naming it) and checks every rank's result against numpy.
 
-Transport: ``mpi`` (device pointers to a CUDA-aware MPI, else staged through
-pinned host memory; decided at run time, see docs/mpi-cuda.md).  NCCL is not
-implemented: ``--transport nccl`` is refused.
+Transport (``COLLC_TRANSPORT`` for the ranks, decided at run time, see
+docs/mpi-cuda.md): ``auto``, CUDA IPC between the ranks of one host and MPI
+between hosts; ``ipc``, every rank on one host; ``mpi``, MPI for every message
+(device pointers to a CUDA-aware MPI, else staged through pinned host memory).
+NCCL is not implemented: ``--transport nccl`` is refused.
 """
 
 from __future__ import annotations
@@ -76,13 +78,14 @@ __all__ = [
     "visible_gpus",
 ]
 
-TRANSPORTS: tuple[str, ...] = ("mpi", "nccl")
-"""What ``--transport`` accepts; only ``mpi`` is implemented."""
+TRANSPORTS: tuple[str, ...] = ("auto", "ipc", "mpi", "nccl")
+"""What ``--transport`` accepts; all but ``nccl`` are implemented."""
 
 RUNTIME_HEADERS: tuple[str, ...] = (
     *cuda.RUNTIME_HEADERS,
     "collc_mpicuda.cuh",
     "collc_mpicuda_wire.cuh",
+    "collc_mpicuda_ipc.cuh",
     "collc_mpicuda_flow.cuh",
     "collc_mpicuda_state.cuh",
     "collc_mpicuda_main.h",
@@ -153,12 +156,12 @@ class MpiCudaRow(cuda.CudaRow):
 
 def check_transport(transport: str) -> None:
     """CollError for a transport this target does not have."""
-    if transport == "mpi":
+    if transport in ("auto", "ipc", "mpi"):
         return
     if transport == "nccl":
         raise CollError(
-            "the mpi-cuda target has no NCCL transport: it moves messages over MPI (CUDA-aware, or staged through "
-            "pinned host memory); use --transport mpi"
+            "the mpi-cuda target has no NCCL transport: it moves messages by CUDA IPC between the ranks of a host "
+            "and over MPI between hosts; use --transport auto, ipc or mpi"
         )
     raise CollError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
 
@@ -369,7 +372,7 @@ def run(
     workdir: Path | None = None,
     mpiexec_args: Sequence[str] = (),
     error_bounds: np.ndarray | None = None,
-    transport: str = "mpi",
+    transport: str = "auto",
     check: bool = True,
     env: Mapping[str, str] | None = None,
 ) -> list[MpiCudaRow]:
@@ -381,6 +384,7 @@ def run(
     sees.  See `run_built` for the rest.
     """
     check_transport(transport)
+    env = {"COLLC_TRANSPORT": transport, **(env or {})}
     _, arch = visible_gpus()
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="collc-mpicuda-") as tmp:

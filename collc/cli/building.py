@@ -49,8 +49,8 @@ OFFERED_TRANSPORTS = tuple(t for t in TRANSPORTS if t != "nccl")
 """The transports --transport offers: those mpi-cuda implements (an NCCL transport is not among them)."""
 
 TRANSPORT_HELP = (
-    "mpi-cuda: how messages travel: mpi (CUDA-aware MPI, or staged through pinned host memory), the one transport "
-    "there is."
+    "mpi-cuda: how messages travel: auto (CUDA IPC between the ranks of a host, MPI between hosts), ipc (every "
+    "rank on one host), mpi (CUDA-aware MPI, or staged through pinned host memory)."
 )
 
 RANGE_TARGETS = ("mpi-c",)
@@ -79,7 +79,7 @@ COMPILE_RANKS_HELP = (
 @click.option(
     "--no-build", is_flag=True, help="mpi-c, cuda, mpi-cuda: write the sources and Makefile, do not compile them."
 )
-@click.option("--transport", default="mpi", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
+@click.option("--transport", default="auto", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
               help=TRANSPORT_HELP)  # fmt: skip
 @click.option(
     "--small",
@@ -231,7 +231,7 @@ def _compile(
     "100mbit, 10Gb/s) with TIME added from host to host, wired as SHAPE (star: one switch, the default; ring; "
     "torus:AxB); e.g. 4x10gbit,latency=5us or 8x1gbit,shape=torus:2x4 (docs/network.md).",
 )
-@click.option("--transport", default="mpi", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
+@click.option("--transport", default="auto", metavar="|".join(OFFERED_TRANSPORTS), show_default=True,
               help=TRANSPORT_HELP)  # fmt: skip
 @click.option(
     "--max-memory",
@@ -569,8 +569,8 @@ def _small_options(target: str, small_file: str | None, small_below: str | None)
 
 
 def _check_transport(target: str, transport: str) -> None:
-    """--transport names how mpi-cuda moves messages: mpi, the one there is (nccl is refused with the reason)."""
-    if transport == "mpi":
+    """--transport names how mpi-cuda moves messages: auto, ipc or mpi (nccl is refused with the reason)."""
+    if transport == "auto":
         return
     if transport not in TRANSPORTS:
         raise bad_value("--transport", transport, f"is not a transport (mpi-cuda has {', '.join(OFFERED_TRANSPORTS)})")

@@ -6,7 +6,8 @@
  * `-cudart shared`.  It implements exactly the runtime calls that
  * runtime/collc_cuda.cuh makes, and the launch path of its reduction kernels:
  *
- *   - "device memory" is host memory: cudaMalloc is malloc (filled with 0xAB),
+ *   - "device memory" is host memory: cudaMalloc maps a memfd (filled with 0xAB,
+ *     shareable with other processes for mock_host.c's CUDA IPC),
  *     copies are memcpy, a launch of collc_reduce_kernel<T, Op> reduces on the
  *     CPU (T and Op read from the kernel's mangled name), and the kernels of
  *     compressed schedules run through mock_codecs.cpp: a codec job item by
@@ -26,11 +27,14 @@
  *
  * Not thread-safe; one process, one test.
  */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef int cudaError_t;
 typedef struct mock_stream *cudaStream_t;
@@ -54,7 +58,7 @@ enum {
  * ------------------------------------------------------------------------- */
 
 enum mock_kind { MOCK_COPY, MOCK_REDUCE, MOCK_RECORD, MOCK_WAIT, MOCK_MEMSET, MOCK_JOB, MOCK_PAYLOAD, MOCK_SCAN64,
-                 MOCK_SCAN32, MOCK_NOP };
+                 MOCK_SCAN32, MOCK_NOP, MOCK_SIGNAL };
 
 /* mock_codecs.cpp: the codec kernels of runtime/collc_cuda_codec.cuh, on the CPU. */
 size_t mock_codec_job_size(void);
@@ -261,6 +265,10 @@ static void execute(struct mock_stream *s)
     case MOCK_PAYLOAD: mock_payload_copy(o->dst, o->src); break;
     case MOCK_SCAN64: mock_scan_u64(o->dst, (uint64_t)o->n); break;
     case MOCK_SCAN32: mock_scan_u32(o->dst, (uint64_t)o->n); break;
+    case MOCK_SIGNAL: /* collc_mpicuda_signal: a size word (optional), then a count, for other processes */
+        if (o->dst != NULL) __atomic_store_n((uint64_t *)o->dst, (uint64_t)o->n, __ATOMIC_RELEASE);
+        __atomic_store_n((uint64_t *)o->src, (uint64_t)o->bytes, __ATOMIC_RELEASE);
+        break;
     default: break;
     }
     s->done++;
@@ -362,19 +370,66 @@ const char *cudaGetErrorName(cudaError_t err)
     return err == cudaErrorInvalidResourceHandle ? "cudaErrorInvalidResourceHandle" : "cudaErrorMock";
 }
 
+/* Device allocations: each a memfd mapped shared, so that another process can map it (mock_host.c's IPC). */
+struct mock_alloc {
+    void *ptr;
+    size_t bytes;
+    int fd;
+};
+static struct mock_alloc *allocs;
+static int nallocs, cap_allocs;
+
+/* The allocation holding `ptr`: its memfd, the offset of ptr in it and its size; -1 when there is none. */
+int mock_cuda_alloc_of(const void *ptr, int *fd, size_t *offset, size_t *bytes)
+{
+    for (int i = 0; i < nallocs; i++) {
+        const char *lo = allocs[i].ptr;
+        if ((const char *)ptr >= lo && (const char *)ptr < lo + allocs[i].bytes) {
+            if (allocs[i].fd < 0) return -1;
+            *fd = allocs[i].fd;
+            *offset = (size_t)((const char *)ptr - lo);
+            *bytes = allocs[i].bytes;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
-    *ptr = malloc(bytes ? bytes : 1);
-    if (*ptr == NULL) return fail(cudaErrorMemoryAllocation);
-    memset(*ptr, 0xAB, bytes);
+    const size_t size = bytes ? bytes : 1;
+    const int fd = memfd_create("mock-cuda", MFD_CLOEXEC);
+    void *at = MAP_FAILED;
+    *ptr = NULL;
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    else if (fd < 0) /* out of descriptors: private memory, which IPC refuses */
+        at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) {
+        if (fd >= 0) close(fd);
+        return fail(cudaErrorMemoryAllocation);
+    }
+    if (nallocs == cap_allocs) {
+        cap_allocs = cap_allocs ? 2 * cap_allocs : 64;
+        allocs = realloc(allocs, (size_t)cap_allocs * sizeof *allocs);
+    }
+    allocs[nallocs++] = (struct mock_alloc){at, size, fd};
+    memset(at, 0xAB, size);
+    *ptr = at;
     return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *ptr)
 {
     if (mock_cuda_drain(0) < 0) return fail(cudaErrorInvalidValue); /* cudaFree synchronizes */
-    free(ptr);
-    return cudaSuccess;
+    if (ptr == NULL) return cudaSuccess;
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].ptr == ptr) {
+            munmap(allocs[i].ptr, allocs[i].bytes);
+            if (allocs[i].fd >= 0) close(allocs[i].fd);
+            allocs[i] = allocs[--nallocs];
+            return cudaSuccess;
+        }
+    return fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
@@ -568,6 +623,12 @@ static int codec_kernel(const char *name, void **args, struct mock_op *op)
         op->n = (int64_t) * (const uint64_t *)args[1];
     } else if (strncmp(name, "collc_scan_u", 12) == 0) {
         op->kind = MOCK_NOP; /* reduce, spine: the apply kernel scans */
+    } else if (strcmp(name, "collc_mpicuda_signal") == 0) {
+        op->kind = MOCK_SIGNAL;
+        op->dst = *(void **)args[0];
+        op->n = (int64_t) * (const uint64_t *)args[1];
+        op->src = *(const void **)args[2];
+        op->bytes = (size_t) * (const uint64_t *)args[3];
     } else {
         return 0;
     }

@@ -4,7 +4,8 @@
  * CUDA.  In order: MPI_COMM_WORLD (4 ranks); a communicator of ranks 0 and 1 only (ranks 2 and 3 skip it);
  * the world again (every rank must use the world's duplicate, whichever communicator it used last); a split
  * of the world, freed after its call; a communicator of ranks 0..2 in reverse order (it may get the freed
- * one's handle: it must get its own duplicate and schedule); the world once more.  Each call sums int32
+ * one's handle: it must get its own duplicate and schedule); the world once more; the world after a release
+ * (which frees the IPC mailboxes: the call sets them up again).  Each call sums int32
  * vectors whose total is known in closed form; every rank prints "<label> rank <r> of <n>: <wrong> wrong"
  * (or the library's error) and the program exits 1 when anything was wrong.
  */
@@ -58,6 +59,9 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, rank < 3 ? 0 : MPI_UNDEFINED, -rank, &reversed);
     if (reversed != MPI_COMM_NULL) bad |= check(reversed, "reversed");
     bad |= check(MPI_COMM_WORLD, "world last");
+    collc_ring_allreduce_mpicuda_release();
+    bad |= check(MPI_COMM_WORLD, "after release");
+    if (rank == 0) printf("transport: %s\n", collc_ring_allreduce_mpicuda_transport());
     collc_ring_allreduce_mpicuda_release();
     MPI_Finalize();
     return bad;

@@ -41,16 +41,19 @@
  *     value (not finite, or beyond its range; last_error names the element).
  *
  * Environment, read at the first call on a communicator:
+ *     COLLC_TRANSPORT      auto (default): CUDA IPC with the ranks of this
+ *                          host, MPI with the others; ipc: every rank on
+ *                          this host; mpi: MPI with every rank
  *     COLLC_CUDA_AWARE     1: MPI takes device pointers; 0: stage through
  *                          pinned host memory; auto (default): ask MPI
  *                          (MPIX_Query_cuda_support, where it has it)
- *     COLLC_SEGMENT_BYTES  bytes per MPI message (default 4194304; the same
- *                          on every rank)
+ *     COLLC_SEGMENT_BYTES  bytes per message and IPC mailbox slot (default
+ *                          4194304; the same on every rank)
  *     COLLC_TIMEOUT        seconds without progress before a call fails
  *                          (default 60)
  *
- * The communicator's duplicate, streams, events, scratch space and pinned
- * buffers are created at the first call and kept until
+ * The communicator's duplicate, streams, events, scratch space, pinned
+ * buffers and IPC mailboxes are created at the first call and kept until
  * collc_ring_allreduce_mpicuda_release().  Not thread-safe.
  */
 #ifndef COLLC_RING_ALLREDUCE_MPICUDA_H
@@ -84,7 +87,7 @@ int collc_ring_allreduce_mpicuda_check(void);
 /* Waits for the kept streams, then frees them and everything else kept (call before MPI_Finalize). */
 void collc_ring_allreduce_mpicuda_release(void);
 
-/* How messages travel (CUDA-aware MPI or staged, and why), once a call has chosen it. */
+/* How messages travel (CUDA IPC, CUDA-aware MPI or staged, and why), once a call has chosen it. */
 const char *collc_ring_allreduce_mpicuda_transport(void);
 
 /* What the last failing call ran into. */
