@@ -16,12 +16,17 @@ allreduce
     for each size (bytes of float32 per rank):
       mpi-cuda  the generated mpi-cuda executor, p MPI processes (ranks share
                 the GPUs round robin), each rank's mean wall time per call,
-                averaged over ranks (the driver's OSU-style row);
+                averaged over ranks (the driver's OSU-style row), with the
+                default transport (CUDA IPC, stream-ordered where it can be);
+      staged    the same library with COLLC_TRANSPORT=mpi: every message over
+                MPI, staged through pinned host memory (pip's MPICH is not
+                CUDA-aware), the transport of earlier releases;
       cuda      the single-process cuda target, p virtual ranks, CUDA events;
       nccl      ncclAllReduce through CuPy, one communicator per GPU in one
                 process (NCCL puts one rank on each GPU: measured only with
                 at least p GPUs).
-    "cuda/mpi" and "nccl/mpi" are time ratios: above 1, mpi-cuda is faster.
+    "cuda/mpi", "nccl/mpi" and "staged/mpi" are time ratios: above 1, mpi-cuda
+    is faster.
     #wrong counts elements that differ from numpy (compressed: from the numpy
     executor, or beyond the verified error bound).
 
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -120,12 +126,12 @@ def nccl_us(cp: ModuleType | None, p: int, count: int, iters: int) -> float | No
     return (time.perf_counter() - start) / iters * 1e6
 
 
-def allreduce_section(cp: ModuleType | None, p: int, sizes: list[int], iters: int, ngpus: int) -> None:
+def allreduce_section(cp: ModuleType | None, p: int, sizes: list[int], iters: int, ngpus: int, arch: str) -> None:
     counts = [size // 4 for size in sizes]
     print(f"\n# allreduce: p={p} ranks on {ngpus} GPU(s), float32 sum, {iters} timed iterations")
     print(
         f"  {'algorithm':<26} {'size':>10} {'mpi-cuda(us)':>13} {'cuda(us)':>10} {'nccl(us)':>10} "
-        f"{'cuda/mpi':>9} {'nccl/mpi':>9} {'#wrong':>7}"
+        f"{'staged(us)':>11} {'cuda/mpi':>9} {'nccl/mpi':>9} {'staged/mpi':>11} {'#wrong':>7}"
     )
     transport = ""
     nccl_times = {count: nccl_us(cp, p, count, iters) for count in counts}
@@ -133,21 +139,35 @@ def allreduce_section(cp: ModuleType | None, p: int, sizes: list[int], iters: in
         instance = collc.load(name).instantiate(p=p)
         schedule = instance.schedule
         bounds = analyse(schedule, input_bound=1.0).bound if schedule.compresses() else None
-        rows = mpi_cuda.run(schedule, counts, "float32", "sum", iters, warmup=2, error_bounds=bounds)
+        with tempfile.TemporaryDirectory(prefix="collc-bench-") as tmp:
+            out = Path(tmp) / "build"
+            mpi_cuda.generate(schedule, out, arch=arch)
+            _, driver = mpi_cuda.build(out, schedule, arch=arch)
+            runs = {}
+            for k in ("auto", "mpi"):
+                runs[k] = mpi_cuda.run_built(
+                    schedule, driver, counts, "float32", "sum", iters, warmup=2, workdir=Path(tmp) / k,
+                    error_bounds=bounds, env={"COLLC_TRANSPORT": k},
+                )  # fmt: skip
+            rows, staged_rows = runs["auto"], runs["mpi"]
         transport = rows[0].transport
+        staged = {r.count: r for r in staged_rows}
         single = {}
         if cp is not None:
             single = {r.count: r for r in cuda.run(schedule, counts, "float32", "sum", iters, error_bounds=bounds)}
         for row in rows:
             base = single.get(row.count)
             ref = nccl_times[row.count] if not schedule.compresses() else None
+            st = staged[row.count]
             cols = [
                 f"{base.avg_us:>10.1f}" if base else f"{'-':>10}",
                 f"{ref:>10.1f}" if ref else f"{'-':>10}",
+                f"{st.avg_us:>11.1f}",
                 f"{base.avg_us / row.avg_us:>9.2f}" if base else f"{'-':>9}",
                 f"{ref / row.avg_us:>9.2f}" if ref else f"{'-':>9}",
+                f"{st.avg_us / row.avg_us:>11.2f}",
             ]
-            wrong = row.wrong + (base.wrong if base else 0)
+            wrong = row.wrong + st.wrong + (base.wrong if base else 0)
             print(f"  {name:<26} {row.size_bytes:>10} {row.avg_us:>13.1f} {' '.join(cols)} {wrong:>7}")
     print(f"  mpi-cuda transport: {transport}")
     if all(t is None for t in nccl_times.values()):
@@ -176,7 +196,7 @@ def main() -> int:
     if cp is not None:
         specs = [s.strip() for s in args.codecs.split(";") if s.strip()]
         codec_section(cp, specs, parse_size(args.codec_size), args.iters)
-    allreduce_section(cp, args.ranks, parse_sizes(args.sizes), args.iters, ngpus)
+    allreduce_section(cp, args.ranks, parse_sizes(args.sizes), args.iters, ngpus, arch)
     return 0
 
 

@@ -104,6 +104,10 @@ struct collc_mpicuda_state {
     int transport;       /* COLLC_TRANSPORT (collc_mpicuda_ipc.cuh's collc_mpicuda_transport_kind) */
     int ipc_group;       /* COLLC_IPC_GROUP: at most this many ranks of a host share IPC (0: all) */
     struct collc_mpicuda_comm *comms; /* every communicator's entry with IPC set up, for the release */
+    int stream_setting;  /* COLLC_STREAM_ORDERED: 0 keeps every call host-driven */
+    int memops;          /* stream memory operations: 0 not tried yet, 1 usable, -1 not */
+    int (*wait32)(cudaStream_t, unsigned long long, unsigned, unsigned);  /* cuStreamWaitValue32 */
+    int (*write32)(cudaStream_t, unsigned long long, unsigned, unsigned); /* cuStreamWriteValue32 */
     const struct collc_mpicuda_comm *last; /* the communicator of the last call */
     int64_t segment;     /* bytes per MPI message */
     double timeout;      /* seconds */
@@ -533,6 +537,7 @@ static inline void collc_mpicuda_ctx_free(struct collc_mpicuda_ctx *ctx)
 }
 
 #include "collc_mpicuda_state.cuh" /* the kept state: communicator, streams, events, scratch, pinned buffers */
+#include "collc_mpicuda_stream.cuh" /* a whole call enqueued on the caller's stream */
 
 /* The whole collective on this rank's `buffer` (current device); see the generated header for the contract. */
 static inline int collc_mpicuda_execute(const struct collc_mpicuda_sched *s, void *buffer, int64_t count, int dtype,
@@ -553,13 +558,23 @@ static inline int collc_mpicuda_execute(const struct collc_mpicuda_sched *s, voi
         goto out;
     }
     if ((err = collc_mpicuda_prepare(st, comm)) != COLLC_CUDA_OK) goto out;
-    if ((err = collc_mpicuda_reserve(st, &ctx)) != COLLC_CUDA_OK) goto out;
     ctx.st = st;
     ctx.buffer = ctx.buffers[0] = (char *)buffer;
+    ctx.ipc = st->last->ipc;
+    if ((err = collc_mpicuda_stream_decide(&ctx, (struct collc_mpicuda_comm *)st->last)) != COLLC_CUDA_OK) goto out;
+    if (st->last->stream) { /* enqueued on the caller's stream, nothing allocated: the host does not wait */
+        if ((err = collc_mpicuda_stream_agree(st, count, dtype, op)) != COLLC_CUDA_OK) goto out;
+        err = collc_mpicuda_run_stream(&ctx, (cudaStream_t)stream);
+        if (err == COLLC_CUDA_OK)
+            err = collc_mpicuda_launched(&ctx, cudaEventRecord(st->done, (cudaStream_t)stream),
+                                         "recording the end of the call");
+        if (err != COLLC_CUDA_OK) st->broken = 1; /* part of the call may be enqueued */
+        goto out;
+    }
+    if ((err = collc_mpicuda_reserve(st, &ctx)) != COLLC_CUDA_OK) goto out;
     ctx.scratch = st->scratch;
     ctx.pieces = st->pieces;
     ctx.links = st->links;
-    ctx.ipc = st->last->ipc;
     ctx.pinned_stride = collc_mpicuda_pinned_stride(st, &ctx);
     if ((err = collc_mpicuda_begin(st, (cudaStream_t)stream, s->base.ncodecs > 0)) != COLLC_CUDA_OK) goto out;
     err = collc_mpicuda_run_all(&ctx);
@@ -588,6 +603,7 @@ static inline int collc_mpicuda_check(const struct collc_mpicuda_sched *s)
     struct collc_mpicuda_state *st = &collc_mpicuda_kept;
     collc_u64 bad = COLLC_NONE;
     if (!st->ready) return COLLC_CUDA_OK;
+    if (st->last != NULL && st->last->stream > 0) return collc_mpicuda_stream_wait(st);
     COLLC_CUDA_TRY(cudaStreamSynchronize(st->main));
     if (s->base.ncodecs == 0) return COLLC_CUDA_OK;
     COLLC_CUDA_TRY(cudaMemcpy(&bad, st->bad, sizeof bad, cudaMemcpyDeviceToHost));

@@ -52,7 +52,9 @@
 
 enum collc_mpicuda_transport_kind { COLLC_TRANSPORT_AUTO, COLLC_TRANSPORT_IPC, COLLC_TRANSPORT_MPI };
 
-enum { COLLC_IPC_PAIR_WORDS = 8 }; /* per ordered pair: delivered, consumed, size of slot 0, of slot 1; padding */
+/* Per ordered pair: segments delivered, consumed, the size of slot 0's, of slot 1's (host-driven); the two slot
+ * words (32 bits each), the count of segments taken this call (stream-ordered, collc_mpicuda_stream.cuh); padding. */
+enum { COLLC_IPC_PAIR_WORDS = 8 };
 
 /* What a communicator's IPC set-up made (NULL fields: not made). */
 struct collc_mpicuda_ipc {
@@ -66,6 +68,8 @@ struct collc_mpicuda_ipc {
     size_t flag_bytes;
     int registered;           /* flags registered with CUDA */
     collc_u64 *sent, *taken;  /* [nlocal]: segments sent to, received from each peer so far */
+    int *ranks;               /* [nlocal]: a group index's rank in the communicator */
+    unsigned *stream_sent, *stream_taken, *stream_expect; /* [nlocal]: stream-ordered segments of a call */
     struct collc_mpicuda_ipc *next; /* every set-up of the process, for the release */
 };
 
@@ -163,6 +167,10 @@ static inline void collc_mpicuda_ipc_free(struct collc_mpicuda_ipc *ipc, MPI_Com
     free(ipc->peer_box);
     free(ipc->sent);
     free(ipc->taken);
+    free(ipc->ranks);
+    free(ipc->stream_sent);
+    free(ipc->stream_taken);
+    free(ipc->stream_expect);
     free(ipc);
 }
 
@@ -186,7 +194,12 @@ static inline int collc_mpicuda_ipc_mine(struct collc_mpicuda_ipc *ipc, int64_t 
     ipc->peer_box = (char **)calloc((size_t)ipc->nlocal, sizeof *ipc->peer_box);
     ipc->sent = (collc_u64 *)calloc((size_t)ipc->nlocal, sizeof *ipc->sent);
     ipc->taken = (collc_u64 *)calloc((size_t)ipc->nlocal, sizeof *ipc->taken);
-    if (ipc->peer_box == NULL || ipc->sent == NULL || ipc->taken == NULL) {
+    ipc->ranks = (int *)calloc((size_t)ipc->nlocal, sizeof *ipc->ranks);
+    ipc->stream_sent = (unsigned *)calloc((size_t)ipc->nlocal, sizeof *ipc->stream_sent);
+    ipc->stream_taken = (unsigned *)calloc((size_t)ipc->nlocal, sizeof *ipc->stream_taken);
+    ipc->stream_expect = (unsigned *)calloc((size_t)ipc->nlocal, sizeof *ipc->stream_expect);
+    if (ipc->peer_box == NULL || ipc->sent == NULL || ipc->taken == NULL || ipc->ranks == NULL ||
+        ipc->stream_sent == NULL || ipc->stream_taken == NULL || ipc->stream_expect == NULL) {
         snprintf(why, n, "out of host memory");
         return -1;
     }
@@ -298,8 +311,10 @@ static inline struct collc_mpicuda_ipc *collc_mpicuda_ipc_setup(struct collc_mpi
         MPI_Group_free(&gcomm);
         MPI_Group_free(&gnode);
         free(index);
-        for (int r = 0; r < size; r++)
+        for (int r = 0; r < size; r++) {
             if (ipc->local_of[r] == MPI_UNDEFINED) ipc->local_of[r] = -1;
+            else ipc->ranks[ipc->local_of[r]] = r;
+        }
     }
     free(all);
     return ipc;
@@ -309,6 +324,12 @@ fail:
     free(all);
     collc_mpicuda_ipc_free(ipc, *err == COLLC_CUDA_OK ? node : MPI_COMM_NULL, st->timeout, st->rank);
     return NULL;
+}
+
+/* The communicator rank of the group's rank k. */
+static inline int collc_mpicuda_rank_of(const struct collc_mpicuda_ipc *ipc, int k)
+{
+    return ipc->ranks[k];
 }
 
 /* ---------------------------------------------------------------------------

@@ -22,8 +22,9 @@
  * whole job (MPI_Abort).  The barriers run under the COLLC_TIMEOUT watchdog
  * too.  --fault injects the failures the tests check: `stop:R:I` (rank R
  * stops, SIGSTOP, instead of making call I, while the others are in it),
- * `exit:R:I` (rank R exits there), `count:R:D` (rank R calls with D more
- * elements).
+ * `late:R:I` (rank R makes call I, then stops before waiting for it: a
+ * stream-ordered call is left half done), `exit:R:I` (rank R exits instead
+ * of making call I), `count:R:D` (rank R calls with D more elements).
  */
 #ifndef COLLC_MPICUDA_MAIN_H
 #define COLLC_MPICUDA_MAIN_H
@@ -52,7 +53,7 @@ struct main_opts {
     long long counts[MAIN_MAX_COUNTS];
     int ncounts, dtype, op, iters, warmup;
     const char *inputs, *outputs, *status;
-    char fault;        /* 0, 's' (stop), 'e' (exit), 'c' (count) */
+    char fault;        /* 0, 's' (stop), 'l' (late stop), 'e' (exit), 'c' (count) */
     int fault_rank;
     long long fault_arg; /* the call (stop, exit) or the extra elements (count) */
 };
@@ -120,7 +121,7 @@ static void main_usage(const char *program)
         fprintf(stderr,
                 "usage: mpiexec -n %s %s [--counts N,N,...] [--dtype float32|float64|float16|bfloat16|int32|int64]\n"
                 "       [--op sum|prod|max|min] [--iters N] [--warmup N] [--inputs DIR] [--outputs DIR]\n"
-                "       [--status DIR] [--fault stop:RANK:CALL|exit:RANK:CALL|count:RANK:EXTRA]\n"
+                "       [--status DIR] [--fault stop:RANK:CALL|late:RANK:CALL|exit:RANK:CALL|count:RANK:EXTRA]\n"
                 "runs %s (p=%s) on this job's GPUs; rank 0 prints one JSON row per count.\n",
                 p, program, COLLC_MAIN_ALGORITHM, COLLC_MAIN_NRANKS > 0 ? p : "any");
 }
@@ -177,7 +178,7 @@ static void main_parse(int argc, char **argv, struct main_opts *o)
             char kind[8] = "";
             bad = sscanf(value, "%7[a-z]:%d:%lld", kind, &o->fault_rank, &o->fault_arg) != 3;
             o->fault = strcmp(kind, "stop") == 0 ? 's' : strcmp(kind, "exit") == 0 ? 'e'
-                     : strcmp(kind, "count") == 0 ? 'c' : 0;
+                     : strcmp(kind, "late") == 0 ? 'l' : strcmp(kind, "count") == 0 ? 'c' : 0;
             bad |= o->fault == 0;
         } else {
             bad = 1;
@@ -260,12 +261,14 @@ static void main_write_output(const struct main_opts *o, int i, const char *host
     fclose(f);
 }
 
-/* The injected fault of call `call`, if it is this rank's. */
-static void main_fault(const struct main_opts *o, int call)
+/* The injected fault of call `call`, if it is this rank's: before the call, or with `late`, after it. */
+static void main_fault(const struct main_opts *o, int call, int late)
 {
-    if (o->fault == 0 || o->fault == 'c' || o->fault_rank != main_rank || o->fault_arg != call) return;
+    if (o->fault == 0 || o->fault == 'c' || (o->fault == 'l') != late || o->fault_rank != main_rank ||
+        o->fault_arg != call)
+        return;
     main_status("running", NULL);
-    if (o->fault == 's') raise(SIGSTOP);
+    if (o->fault == 's' || o->fault == 'l') raise(SIGSTOP);
     else _exit(3);
 }
 
@@ -296,11 +299,12 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
         MAIN_CUDA(cudaMemcpyAsync(work, pristine, (size_t)bytes, cudaMemcpyDeviceToDevice, stream));
         MAIN_CUDA(cudaStreamSynchronize(stream));
         main_barrier();
-        main_fault(o, call); /* after the barrier: the other ranks are in the collective */
+        main_fault(o, call, 0); /* after the barrier: the other ranks are in the collective */
         start = MPI_Wtime();
         if (COLLC_MAIN_RUN(work, count, o->dtype, o->op, MPI_COMM_WORLD, stream) != 0)
             main_fail("%s", COLLC_MAIN_LAST_ERROR());
-        MAIN_CUDA(cudaStreamSynchronize(stream));
+        main_fault(o, call, 1);
+        if (COLLC_MAIN_CHECK() != 0) main_fail("%s", COLLC_MAIN_LAST_ERROR()); /* the call's end, watched */
         if (call >= o->warmup) total += MPI_Wtime() - start;
     }
     if (COLLC_MAIN_CHECK() != 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());

@@ -25,6 +25,8 @@ struct collc_mpicuda_comm {
     struct collc_mpicuda_ipc *ipc; /* NULL: every peer over MPI */
     int peers;                     /* ranks of the communicator reached by IPC */
     char why[160];                 /* why not IPC, when the transport is auto */
+    int stream;                    /* stream-ordered calls (collc_mpicuda_stream.cuh): 1, 0, -1 not decided yet */
+    char stream_why[160];          /* why not */
     struct collc_mpicuda_comm *next, **at; /* the kept state's list of entries with IPC tried */
 };
 
@@ -46,6 +48,7 @@ static inline void collc_mpicuda_comm_unlink(struct collc_mpicuda_comm *c)
     c->ipc = NULL;
     c->tried = 0;
     c->peers = 0;
+    c->stream = -1;
 }
 
 /* Frees everything kept; the next call starts afresh. */
@@ -81,6 +84,7 @@ static inline int collc_mpicuda_settings(struct collc_mpicuda_state *st)
     const double timeout = collc_mpicuda_env_number("COLLC_TIMEOUT", 60.0, 1e-3);
     const double segment = collc_mpicuda_env_number("COLLC_SEGMENT_BYTES", 4194304.0, 64.0);
     const double group = collc_mpicuda_env_number("COLLC_IPC_GROUP", 0.0, 1.0);
+    const char *ordered = getenv("COLLC_STREAM_ORDERED");
     if (timeout < 0 || segment < 0 || group < 0) return COLLC_CUDA_ERR_ARG;
     if (segment > 1073741824.0)
         return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "COLLC_SEGMENT_BYTES=%.0f: at most 1 GiB", segment);
@@ -89,6 +93,9 @@ static inline int collc_mpicuda_settings(struct collc_mpicuda_state *st)
     st->timeout = timeout;
     st->segment = (int64_t)segment;
     st->ipc_group = (int)group;
+    if (ordered != NULL && *ordered != '\0' && strcmp(ordered, "0") != 0 && strcmp(ordered, "1") != 0)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "COLLC_STREAM_ORDERED=%s: expected 0 or 1", ordered);
+    st->stream_setting = ordered == NULL || *ordered == '\0' || ordered[0] == '1';
     if ((st->transport = collc_mpicuda_transport_setting()) < 0) return COLLC_CUDA_ERR_ARG;
     st->aware = collc_mpicuda_detect_aware(st->why, sizeof st->why);
     return st->aware < 0 ? COLLC_CUDA_ERR_ARG : COLLC_CUDA_OK;
@@ -198,6 +205,7 @@ static inline int collc_mpicuda_dup_of(struct collc_mpicuda_state *st, MPI_Comm 
     }
     c->dup = made;
     c->node = node;
+    c->stream = -1;
     MPI_Comm_set_attr(comm, collc_mpicuda_dup_keyval, c);
     st->comm = made;
     st->last = c;
@@ -354,8 +362,9 @@ static inline const char *collc_mpicuda_transport(void)
                  (long long)st->segment);
     else if (c->peers == st->size - 1)
         snprintf(text, sizeof text, "CUDA IPC with the %d other ranks of this host (device-to-device copies into "
-                 "their mailboxes, flags in mapped shared memory), segments of %lld bytes", c->peers,
-                 (long long)st->segment);
+                 "their mailboxes, flags in mapped shared memory), segments of %lld bytes; %s%s", c->peers,
+                 (long long)st->segment, c->stream > 0 ? "stream-ordered (enqueued on the caller's stream)"
+                                                       : "host-driven: ", c->stream > 0 ? "" : c->stream_why);
     else
         snprintf(text, sizeof text, "CUDA IPC with %d of the other ranks (this host), %s with the %d others (%s), "
                  "segments of %lld bytes", c->peers, mpi, st->size - 1 - c->peers, st->why, (long long)st->segment);

@@ -20,9 +20,10 @@ MOCK_SOURCES = (HERE / "cuda" / "mock_cudart.c", HERE / "mpi_cuda" / "mock_host.
 
 def transport_env(aware: str) -> dict[str, str]:
     """The ranks' transport settings for a test case: "1" CUDA-aware MPI, "0" staged through the host (both with
-    COLLC_TRANSPORT=mpi), "ipc" CUDA IPC between the ranks (all on this host)."""
-    if aware == "ipc":
-        return {"COLLC_TRANSPORT": "ipc", "COLLC_CUDA_AWARE": "0"}
+    COLLC_TRANSPORT=mpi), "ipc" CUDA IPC between the ranks (all on this host; stream-ordered where the schedule
+    allows it), "ipc-host" CUDA IPC, host-driven (COLLC_STREAM_ORDERED=0)."""
+    if aware in ("ipc", "ipc-host"):
+        return {"COLLC_TRANSPORT": "ipc", "COLLC_CUDA_AWARE": "0", "COLLC_STREAM_ORDERED": str(int(aware == "ipc"))}
     return {"COLLC_TRANSPORT": "mpi", "COLLC_CUDA_AWARE": aware}
 
 

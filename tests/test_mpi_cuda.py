@@ -326,6 +326,9 @@ def test_driver_help(built: dict[str, Built], mock: Path) -> None:
         ("compressed_ring_allreduce", "1", "float32", "min", "4194304"),
         ("ring_allreduce", "ipc", "float32", "sum", "4194304"),
         ("ring_allreduce", "ipc", "int64", "max", "256"),
+        ("ring_allreduce", "ipc", "float16", "sum", "100"),
+        ("ring_allreduce", "ipc-host", "float32", "sum", "4194304"),
+        ("ring_allreduce", "ipc-host", "int64", "max", "256"),
         ("compressed_ring_allreduce", "ipc", "float32", "sum", "200"),
         ("compressed_ring_allreduce", "ipc", "float32", "max", "4194304"),
     ],
@@ -342,9 +345,11 @@ def test_runs_on_mock_runtime(
         assert row.wrong == 0, row
         if b.schedule.compresses() and row.count >= 4 * b.schedule.nchunks:
             assert 0 < row.max_abs_error <= row.error_bound, row
-    how = {"1": "CUDA-aware MPI", "0": "staged through pinned host buffers", "ipc": "CUDA IPC with the 3 other ranks"}[
-        aware]  # fmt: skip
+    how = {"1": "CUDA-aware MPI", "0": "staged through pinned host buffers"}.get(aware, "CUDA IPC with the 3 other")
     assert rows[-1].transport.startswith(how) and f"segments of {segment} bytes" in rows[-1].transport
+    if aware.startswith("ipc"):  # stream-ordered unless turned off, or with compression points
+        ordered = aware == "ipc" and not b.schedule.compresses()
+        assert ("stream-ordered (enqueued on the caller's stream)" in rows[-1].transport) == ordered, rows[-1]
 
 
 @pytest.mark.parametrize(("case", "issue"), [("ring_allreduce", "dataflow"), ("ring_allreduce", "steps"),
@@ -358,13 +363,25 @@ def test_ipc_on_the_host_and_mpi_between_hosts(
     env = {"COLLC_TRANSPORT": "auto", "COLLC_IPC_GROUP": "2", "COLLC_ISSUE": issue, "COLLC_SEGMENT_BYTES": "256"}
     rows = mock_run(mock, b, tmp_path, "0", env=env)
     assert all(r.wrong == 0 for r in rows), rows
-    assert rows[-1].transport.startswith("CUDA IPC with 1 of the other ranks (this host), staged through pinned "
-                                         "host buffers, double-buffered with the 2 others"), rows[-1].transport
+    assert rows[-1].transport.startswith(
+        "CUDA IPC with 1 of the other ranks (this host), staged through pinned "
+        "host buffers, double-buffered with the 2 others"
+    ), rows[-1].transport
+
+
+def test_without_stream_memory_operations_calls_are_host_driven(
+    built: dict[str, Built], mock: Path, tmp_path: Path
+) -> None:
+    """A driver without cuStreamWaitValue32: IPC host-driven, and the transport line says why."""
+    rows = mock_run(mock, built["ring_allreduce"], tmp_path, "ipc", env={"MOCK_CUDA_MEMOPS": "0"})
+    assert all(r.wrong == 0 for r in rows), rows
+    assert rows[-1].transport.endswith("host-driven: no stream memory operations in this driver"), rows[-1]
 
 
 @pytest.mark.parametrize(
     ("env", "why"),
     [
+        ({"COLLC_STREAM_ORDERED": "yes"}, "COLLC_STREAM_ORDERED=yes: expected 0 or 1"),
         ({"COLLC_TRANSPORT": "nvlink"}, "COLLC_TRANSPORT=nvlink: expected auto, ipc or mpi"),
         ({"COLLC_TRANSPORT": "ipc", "COLLC_IPC_GROUP": "2"},
          "COLLC_TRANSPORT=ipc, but only 2 of the 4 ranks share this host (COLLC_IPC_GROUP): use COLLC_TRANSPORT=auto"),
@@ -382,15 +399,27 @@ def test_bad_transport_settings_are_errors(
     assert why in str(info.value)
 
 
-@pytest.mark.parametrize("aware", ["0", "ipc"])
-def test_stopped_rank_ends_every_rank(built: dict[str, Built], mock: Path, tmp_path: Path, aware: str) -> None:
+@pytest.mark.parametrize(
+    ("aware", "fault", "said"),
+    [
+        ("0", "stop:1:1", "no progress for 2 s (COLLC_TIMEOUT)"),
+        # stream-ordered: the count's agreement at the start of the call waits for it
+        ("ipc", "stop:1:1", "comparing the count, dtype and op of the ranks: not every rank answered within 2 s"),
+        # stream-ordered, rank 1 enqueued its part and stopped before its GPU work ran (on the stand-in, its host
+        # runs it): the others' wait for the call names it
+        ("ipc", "late:1:1", "(stream-ordered): no progress for 2 s (COLLC_TIMEOUT), still receiving from rank 1 ("),
+    ],
+)
+def test_stopped_rank_ends_every_rank(
+    built: dict[str, Built], mock: Path, tmp_path: Path, aware: str, fault: str, said: str
+) -> None:
     """A rank that stops in the middle of the job: the others' watchdog ends the job with an error naming it."""
     b = built["ring_allreduce"]
     start = time.monotonic()
     with pytest.raises(CollError) as info:
-        mock_run(mock, b, tmp_path, aware, counts=[1000], fault="stop:1:1", warmup=1, env={"COLLC_TIMEOUT": "2"})
+        mock_run(mock, b, tmp_path, aware, counts=[1000], fault=fault, warmup=1, env={"COLLC_TIMEOUT": "2"})
     text = str(info.value)
-    assert "no progress for 2 s (COLLC_TIMEOUT)" in text and "a rank died, stopped" in text, text
+    assert said in text and "a rank died, stopped" in text, text
     assert time.monotonic() - start < 50
 
 
@@ -400,20 +429,27 @@ def test_dead_rank_ends_the_job(built: dict[str, Built], mock: Path, tmp_path: P
         mock_run(mock, b, tmp_path, "1", counts=[1000], fault="exit:2:0", env={"COLLC_TIMEOUT": "2"})
 
 
-@pytest.mark.parametrize(("extra", "aware"), [(8, "0"), (-4, "1"), (8, "ipc"), (-4, "ipc")])
+@pytest.mark.parametrize(
+    ("extra", "aware", "ordered"), [(8, "0", "1"), (-4, "1", "1"), (8, "ipc", "0"), (-4, "ipc", "0"), (8, "ipc", "1")]
+)
 def test_mismatched_count_is_an_error(
-    built: dict[str, Built], mock: Path, tmp_path: Path, extra: int, aware: str
+    built: dict[str, Built], mock: Path, tmp_path: Path, extra: int, aware: str, ordered: str
 ) -> None:
     """One rank calls with another count: the size of a message gives it away (no timeout needed).
 
     The receiver of a longer message than expected (MPI_ERR_TRUNCATE) or of a
-    shorter one says so, whichever fails first ends the job."""
+    shorter one says so, whichever fails first ends the job; over IPC host-driven, the sender's size word. A
+    stream-ordered call compares the counts before it enqueues anything."""
     b = built["ring_allreduce"]
     with pytest.raises(CollError) as info:
-        mock_run(mock, b, tmp_path, aware, counts=[1000], fault=f"count:1:{extra}", env={"COLLC_TIMEOUT": "20"})
+        mock_run(mock, b, tmp_path, aware, counts=[1000], fault=f"count:1:{extra}",
+                 env={"COLLC_TIMEOUT": "20", "COLLC_STREAM_ORDERED": ordered})  # fmt: skip
     text = str(info.value)
     assert "do all ranks call with the same count and dtype?" in text, text
-    assert re.search(r"a message from rank \d (is longer than the|has) \d+ bytes", text), text
+    if aware == "ipc" and ordered == "1":
+        assert "the ranks called with different counts (1000 .. 1008)" in text, text
+    else:
+        assert re.search(r"a message from rank \d (is longer than the|has) \d+ bytes", text), text
 
 
 @pytest.mark.parametrize(
@@ -439,13 +475,17 @@ def test_bad_settings_are_errors(
 
 @pytest.mark.slow
 def test_every_example_builds_and_runs_on_mock(mock: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every example (compressed or not) compiles and links with nvcc against MPICH, and runs right over MPI."""
+    """Every example (compressed or not) compiles and links with nvcc against MPICH, and runs right over MPI and
+    over CUDA IPC (stream-ordered where its steps allow, else host-driven)."""
     libs = _build_all(EVERY, tmp_path_factory.mktemp("mpicuda_all"))
     for i, (case, b) in enumerate(libs.items()):
         dtype, op = ("float32", "sum") if b.schedule.compresses() else [("float64", "min"), ("int32", "sum")][i % 2]
-        rows = mock_run(mock, b, tmp_path_factory.mktemp(case), str(i % 2), dtype, op,
-                        env={"COLLC_SEGMENT_BYTES": "512"})  # fmt: skip
-        assert all(r.wrong == 0 for r in rows), (case, rows)
+        for aware in (str(i % 2), "ipc"):
+            rows = mock_run(mock, b, tmp_path_factory.mktemp(case), aware, dtype, op,
+                            env={"COLLC_SEGMENT_BYTES": "512"})  # fmt: skip
+            assert all(r.wrong == 0 for r in rows), (case, aware, rows)
+            if aware == "ipc":
+                assert re.search(r"; (stream-ordered|host-driven: \w)", rows[-1].transport), rows[-1].transport
 
 
 def test_every_example_is_covered() -> None:
@@ -498,10 +538,18 @@ def test_gpu_matches_numpy(gpu: str, tmp_path: Path, name: str, params: dict, co
         dtypes = [("float32", op) for op in ("sum", "max") if op in cuda.compressed_ops(schedule)]
     else:
         dtypes = [("float32", "sum"), ("bfloat16", "max")]
-    for dtype, op in dtypes:
-        rows = mpi_cuda.run(schedule, [*_counts(schedule), 1 << 20], dtype, op, 3, workdir=tmp_path / dtype,
-                            error_bounds=_bounds(schedule, dtype), env={"COLLC_SEGMENT_BYTES": "65536"})  # fmt: skip
-        assert all(r.wrong == 0 for r in rows), rows
+    out = tmp_path / "build"
+    mpi_cuda.generate(schedule, out, arch=gpu)
+    _, driver = mpi_cuda.build(out, schedule, arch=gpu)
+    # CUDA IPC (stream-ordered where the schedule allows), IPC host-driven, and MPI staged through the host
+    for transport in ({}, {"COLLC_STREAM_ORDERED": "0"}, {"COLLC_TRANSPORT": "mpi"}):
+        for dtype, op in dtypes:
+            rows = mpi_cuda.run_built(schedule, driver, [*_counts(schedule), 1 << 20], dtype, op, 3,
+                                      workdir=tmp_path / dtype, error_bounds=_bounds(schedule, dtype),
+                                      env={"COLLC_SEGMENT_BYTES": "65536", **transport})  # fmt: skip
+            assert all(r.wrong == 0 for r in rows), (transport, rows)
+            if not transport:
+                assert rows[-1].transport.startswith("CUDA IPC"), rows[-1]
 
 
 @pytest.mark.gpu
@@ -511,7 +559,11 @@ def test_gpu_faults(gpu: str, tmp_path: Path) -> None:
     mpi_cuda.generate(schedule, out, arch=gpu)
     _, driver = mpi_cuda.build(out, schedule, arch=gpu)
     env = {"COLLC_TIMEOUT": "3"}
-    with pytest.raises(CollError, match="no progress for 3 s"):
+    # a stream-ordered call finds the stopped rank when the ranks compare their counts, a host-driven one mid-call
+    with pytest.raises(CollError, match=r"no progress for 3 s|not every rank answered within 3 s"):
         mpi_cuda.run_built(schedule, driver, [4096], workdir=tmp_path / "a", env=env, timeout=60, fault="stop:1:1")
+    with pytest.raises(CollError, match="no progress for 3 s"):
+        mpi_cuda.run_built(schedule, driver, [4096], workdir=tmp_path / "c", env={**env, "COLLC_STREAM_ORDERED": "0"},
+                           timeout=60, fault="stop:1:1")  # fmt: skip
     with pytest.raises(CollError, match="do all ranks call with the same count"):
         mpi_cuda.run_built(schedule, driver, [4096], workdir=tmp_path / "b", env=env, timeout=60, fault="count:1:8")

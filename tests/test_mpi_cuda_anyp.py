@@ -202,6 +202,8 @@ def test_make_builds_the_generated_folder(tmp_path: Path) -> None:
         (8, "0", "steps", "256", "bfloat16", "max"),
         (6, "ipc", "dataflow", "256", "float32", "sum"),
         (8, "ipc", "steps", "512", "int64", "max"),
+        (4, "ipc-host", "dataflow", "256", "float64", "sum"),
+        (3, "ipc-host", "steps", "4194304", "int64", "min"),
     ],
 )
 def test_one_ring_library_at_several_sizes(
@@ -212,8 +214,8 @@ def test_one_ring_library_at_several_sizes(
     rows = _run(mock, built["ring_allreduce"], schedule, tmp_path, aware, issue, segment, dtype, op)
     assert [r.count for r in rows] == _counts(schedule)
     assert all(r.wrong == 0 for r in rows), rows
-    how = {"1": "CUDA-aware MPI", "0": "staged through pinned host buffers", "ipc": f"CUDA IPC with the {p - 1} other"}[
-        aware]  # fmt: skip
+    mpi = {"1": "CUDA-aware MPI", "0": "staged through pinned host buffers"}
+    how = mpi.get(aware, f"CUDA IPC with the {p - 1} other")
     assert rows[-1].transport.startswith(how)
 
 

@@ -187,7 +187,8 @@ def lanes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Schedule, Path]:
     return _build("pipelined_ring_allreduce", {"p": 4, "k": 2}, tmp_path_factory.mktemp("lanes"))
 
 
-@pytest.mark.parametrize(("aware", "dtype"), [("1", "float32"), ("0", "float64"), ("ipc", "float32")])
+@pytest.mark.parametrize(("aware", "dtype"), [("1", "float32"), ("0", "float64"), ("ipc-host", "float32"),
+                                            ("ipc", "float64")])  # fmt: skip
 def test_pipelined_ring_by_dataflow_matches_numpy_and_steps(
     mock: Path, lanes: tuple[Schedule, Path], tmp_path: Path, aware: str, dtype: str
 ) -> None:

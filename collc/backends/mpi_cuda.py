@@ -88,6 +88,7 @@ RUNTIME_HEADERS: tuple[str, ...] = (
     "collc_mpicuda_ipc.cuh",
     "collc_mpicuda_flow.cuh",
     "collc_mpicuda_state.cuh",
+    "collc_mpicuda_stream.cuh",
     "collc_mpicuda_main.h",
 )
 

@@ -20,6 +20,12 @@
  *     (which waits for the event's most recent record enqueued before the
  *     wait).  A missing dependency in the driver therefore shows up, for some
  *     seed, as a wrong result; a wait that can never be met as a deadlock;
+ *   - the driver's stream memory operations (cuStreamWaitValue32 and
+ *     cuStreamWriteValue32, by cudaGetDriverEntryPointByVersion; none with
+ *     MOCK_CUDA_MEMOPS=0): a wait runs once its 32-bit word holds the value,
+ *     which another process may write, so a drain can stop short of
+ *     everything (-2) and the synchronising calls poll until their work is
+ *     done;
  *   - devices are numbered 0 .. MOCK_CUDA_DEVICES-1 (default 2).  As on a GPU,
  *     an event must be recorded on a stream of its own device, and a kernel
  *     launched on a stream of the current device; violations fail the call
@@ -58,7 +64,7 @@ enum {
  * ------------------------------------------------------------------------- */
 
 enum mock_kind { MOCK_COPY, MOCK_REDUCE, MOCK_RECORD, MOCK_WAIT, MOCK_MEMSET, MOCK_JOB, MOCK_PAYLOAD, MOCK_SCAN64,
-                 MOCK_SCAN32, MOCK_NOP, MOCK_SIGNAL };
+                 MOCK_SCAN32, MOCK_NOP, MOCK_SIGNAL, MOCK_WAIT_VALUE, MOCK_WRITE_VALUE };
 
 /* mock_codecs.cpp: the codec kernels of runtime/collc_cuda_codec.cuh, on the CPU. */
 size_t mock_codec_job_size(void);
@@ -243,11 +249,19 @@ static void reduce(const struct mock_op *o)
  * Running the queues
  * ------------------------------------------------------------------------- */
 
+/* A stream memory wait's condition on its 32-bit word (another process may write it): op 1 equal, 0 at least. */
+static int value_reached(const struct mock_op *o)
+{
+    const uint32_t now = __atomic_load_n((const uint32_t *)o->src, __ATOMIC_ACQUIRE);
+    return o->op == 1 ? now == (uint32_t)o->n : now >= (uint32_t)o->n;
+}
+
 static int runnable(const struct mock_stream *s)
 {
     const struct mock_op *o;
     if (s->done == s->nops) return 0;
     o = &s->ops[s->done];
+    if (o->kind == MOCK_WAIT_VALUE) return value_reached(o);
     return o->kind != MOCK_WAIT || o->wait_on->done >= o->wait_until;
 }
 
@@ -265,6 +279,7 @@ static void execute(struct mock_stream *s)
     case MOCK_PAYLOAD: mock_payload_copy(o->dst, o->src); break;
     case MOCK_SCAN64: mock_scan_u64(o->dst, (uint64_t)o->n); break;
     case MOCK_SCAN32: mock_scan_u32(o->dst, (uint64_t)o->n); break;
+    case MOCK_WRITE_VALUE: __atomic_store_n((uint32_t *)o->dst, (uint32_t)o->n, __ATOMIC_RELEASE); break;
     case MOCK_SIGNAL: /* collc_mpicuda_signal: a size word (optional), then a count, for other processes */
         if (o->dst != NULL) __atomic_store_n((uint64_t *)o->dst, (uint64_t)o->n, __ATOMIC_RELEASE);
         __atomic_store_n((uint64_t *)o->src, (uint64_t)o->bytes, __ATOMIC_RELEASE);
@@ -285,22 +300,59 @@ static uint64_t next_random(void)
     return rng;
 }
 
-/* Runs every queued operation in a random valid order; returns how many ran, or -1 on a deadlock. */
+/* Runs every queued operation in a random valid order; returns how many ran, -1 on a deadlock, or -2 when what
+ * is left waits for a memory word (a stream memory wait: another process may still write it). */
 long mock_cuda_drain(unsigned seed)
 {
     static int ready[MAX_STREAMS];
     long before = executed;
     if (seed != 0) rng = 0x9e3779b97f4a7c15ull * seed;
     for (;;) {
-        int n = 0, pending = 0;
+        int n = 0, pending = 0, on_memory = 0;
         for (int i = 0; i < nstreams; i++) {
-            pending |= streams[i]->done < streams[i]->nops;
-            if (runnable(streams[i])) ready[n++] = i;
+            const struct mock_stream *s = streams[i];
+            pending |= s->done < s->nops;
+            on_memory |= s->done < s->nops && s->ops[s->done].kind == MOCK_WAIT_VALUE;
+            if (runnable(s)) ready[n++] = i;
         }
-        if (n == 0) return pending ? -1 : executed - before;
+        if (n == 0) return on_memory ? -2 : pending ? -1 : executed - before;
         execute(streams[ready[next_random() % (unsigned)n]]);
     }
 }
+
+/* Runs what can run until `done` says so (polling while work waits for another process's writes, for at most
+ * 120 s); cudaSuccess, or an error for a deadlock or the time limit. */
+static cudaError_t settle(int (*done)(const void *), const void *what)
+{
+    for (int polls = 0; polls < 1200000; polls++) {
+        const long r = mock_cuda_drain(0);
+        if (r == -1) return fail(cudaErrorInvalidValue);
+        if (r >= 0 || done(what)) return cudaSuccess;
+        usleep(100);
+    }
+    return fail(cudaErrorInvalidValue);
+}
+
+static int stream_done(const void *s) { return ((const struct mock_stream *)s)->done == ((const struct mock_stream *)s)->nops; }
+
+static int event_done(const void *e)
+{
+    const struct mock_event *ev = e;
+    return ev->stream == NULL || ev->stream->done >= ev->position;
+}
+
+static int never(const void *what)
+{
+    (void)what;
+    return 0;
+}
+
+/* Whether an event's most recent record has run (cudaEventQuery, cudaEventSynchronize: mock_host.c). */
+int mock_cuda_event_done(const struct mock_event *e) { return event_done(e); }
+
+cudaError_t mock_cuda_settle_event(const struct mock_event *e) { return settle(event_done, e); }
+
+cudaError_t mock_cuda_settle_all(void) { return settle(never, NULL); }
 
 /* Kernel launches and cross-device copies so far. */
 long mock_cuda_launches(void) { return launches; }
@@ -420,7 +472,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 
 cudaError_t cudaFree(void *ptr)
 {
-    if (mock_cuda_drain(0) < 0) return fail(cudaErrorInvalidValue); /* cudaFree synchronizes */
+    if (settle(never, NULL) != cudaSuccess) return fail(cudaErrorInvalidValue); /* cudaFree synchronizes */
     if (ptr == NULL) return cudaSuccess;
     for (int i = 0; i < nallocs; i++)
         if (allocs[i].ptr == ptr) {
@@ -448,8 +500,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-    (void)stream;
-    return mock_cuda_drain(0) < 0 ? fail(cudaErrorInvalidValue) : cudaSuccess;
+    return settle(stream_done, stream_of(stream));
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
@@ -505,7 +556,8 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t str
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, int kind)
 {
     (void)kind;
-    if (mock_cuda_drain(0) < 0) return fail(cudaErrorInvalidValue);
+    /* after the work queued on the legacy default stream; the non-blocking streams need not end */
+    if (settle(stream_done, stream_of(NULL)) != cudaSuccess) return fail(cudaErrorInvalidValue);
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -653,5 +705,41 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
     }
     launches++;
     push(s, op);
+    return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------------------
+ * Stream memory operations (the driver's cuStreamWaitValue32 / cuStreamWriteValue32, by entry point)
+ * ------------------------------------------------------------------------- */
+
+static int mock_wait_value32(cudaStream_t stream, unsigned long long addr, unsigned value, unsigned flags)
+{
+    struct mock_op op = {MOCK_WAIT_VALUE, NULL, (const void *)(uintptr_t)addr, 0, 0, (int)(flags & 1u), value,
+                         NULL, 0, NULL};
+    if (flags > 1u) return 1; /* only GEQ and EQ */
+    push(stream_of(stream), op);
+    return 0;
+}
+
+static int mock_write_value32(cudaStream_t stream, unsigned long long addr, unsigned value, unsigned flags)
+{
+    struct mock_op op = {MOCK_WRITE_VALUE, (void *)(uintptr_t)addr, NULL, 0, 0, 0, value, NULL, 0, NULL};
+    if (flags != 0) return 1;
+    push(stream_of(stream), op);
+    return 0;
+}
+
+/* MOCK_CUDA_MEMOPS=0: a driver without them. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned version,
+                                             unsigned long long flags, int *status)
+{
+    const char *env = getenv("MOCK_CUDA_MEMOPS");
+    (void)version, (void)flags;
+    *fn = NULL;
+    if (env == NULL || strcmp(env, "0") != 0) {
+        if (strcmp(symbol, "cuStreamWaitValue32") == 0) *fn = (void *)mock_wait_value32;
+        if (strcmp(symbol, "cuStreamWriteValue32") == 0) *fn = (void *)mock_write_value32;
+    }
+    if (status != NULL) *status = *fn != NULL ? 0 : 1; /* cudaDriverEntryPointSuccess, ...SymbolNotFound */
     return cudaSuccess;
 }

@@ -22,7 +22,7 @@ typedef int cudaError_t;
 typedef struct mock_event *cudaEvent_t;
 typedef struct mock_stream *cudaStream_t;
 
-enum { mock_success = 0, mock_invalid_value = 1, mock_allocation = 2 };
+enum { mock_success = 0, mock_invalid_value = 1, mock_allocation = 2, mock_not_ready = 600 };
 
 long mock_cuda_drain(unsigned seed);
 int mock_cuda_alloc_of(const void *ptr, int *fd, size_t *offset, size_t *bytes);
@@ -43,24 +43,20 @@ static struct {
     size_t bytes;
 } opened[256];
 
-static cudaError_t drained(void)
-{
-    return mock_cuda_drain(0) < 0 ? mock_invalid_value : mock_success;
-}
+int mock_cuda_event_done(const struct mock_event *e);
+cudaError_t mock_cuda_settle_event(const struct mock_event *e);
+cudaError_t mock_cuda_settle_all(void);
 
+/* Runs what can run; then the event is complete, or not yet when queued work waits for another process. */
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-    (void)event;
-    return drained();
+    if (mock_cuda_drain(0) == -1) return mock_invalid_value;
+    return mock_cuda_event_done(event) ? mock_success : mock_not_ready;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t event)
-{
-    (void)event;
-    return drained();
-}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) { return mock_cuda_settle_event(event); }
 
-cudaError_t cudaDeviceSynchronize(void) { return drained(); }
+cudaError_t cudaDeviceSynchronize(void) { return mock_cuda_settle_all(); }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes)
 {

@@ -4,7 +4,8 @@
  *
  * Every rank of a communicator of 4 processes calls
  * collc_ring_allreduce_mpicuda_run with its own device buffer (on the current
- * CUDA device); several ranks may share a GPU.  Messages travel over MPI:
+ * CUDA device); several ranks may share a GPU.  Messages between the ranks of
+ * one host travel by CUDA IPC, device to device; between hosts over MPI:
  * device pointers go to MPI directly when it is CUDA-aware, otherwise they are
  * staged through pinned host buffers (docs/mpi-cuda.md).
  *
@@ -22,9 +23,15 @@
  * collc_ring_allreduce_mpicuda_run(buffer, count, dtype, op, comm, stream)
  *     runs the collective on this rank's part.  comm: 4 processes, all
  *     calling with the same count, dtype and op.  stream: a cudaStream_t
- *     (NULL: the legacy default stream) whose queued work is waited for
- *     first; the call returns once every message of this rank has moved, and
- *     `stream` waits for the last kernels (reductions of the final step).
+ *     (NULL: the legacy default stream).  When every rank shares the host
+ *     and the schedule has no compression points, the whole call is enqueued
+ *     on `stream` and returns at once (stream-ordered: the result is ready
+ *     when `stream` gets there; it can be captured in a CUDA graph after a
+ *     first call outside the capture); otherwise the call waits for the work
+ *     queued on `stream`, returns once every message of this rank has moved,
+ *     and `stream` waits for the last kernels (reductions of the final step).
+ *     collc_..._mpicuda_check() waits for the last call under the watchdog
+ *     (a plain cudaStreamSynchronize may wait forever for a dead rank).
  *     Returns 0, or
  *       -1  a bad argument (count, dtype, op, buffer, the communicator's size, a setting)
  *       -2  a CUDA call failed (no device, out of memory, ...)
