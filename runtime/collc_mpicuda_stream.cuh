@@ -63,9 +63,12 @@ static inline unsigned *collc_stream_taken(collc_u64 *flags, const struct collc_
     return (unsigned *)(collc_ipc_pair(flags, ipc, src, dst) + 5);
 }
 
-/* Whether the driver's stream memory operations work here (looked up and tried once per kept state). */
-static inline int collc_mpicuda_memops(struct collc_mpicuda_state *st)
+/* Whether the driver's stream memory operations work here, on the host's mapped flags (looked up and tried once
+ * per kept state, on a word no pair uses: this rank's to itself). */
+static inline int collc_mpicuda_memops(struct collc_mpicuda_state *st, const struct collc_mpicuda_ipc *ipc)
 {
+    const unsigned long long word = (unsigned long long)(uintptr_t)collc_stream_word(ipc->dflags, ipc, ipc->me,
+                                                                                      ipc->me, 0);
     enum cudaDriverEntryPointQueryResult found;
     if (st->memops != 0) return st->memops > 0;
     st->memops = -1;
@@ -78,9 +81,9 @@ static inline int collc_mpicuda_memops(struct collc_mpicuda_state *st)
         cudaGetLastError();
         return 0;
     }
-    /* tried on the device: a write and a wait on a word of its own */
-    if (st->write32(st->main, (unsigned long long)(uintptr_t)st->bad, 7u, COLLC_WRITE_VALUE_DEFAULT) != 0 ||
-        st->wait32(st->main, (unsigned long long)(uintptr_t)st->bad, 7u, COLLC_WAIT_VALUE_EQ) != 0 ||
+    if (st->write32(st->main, word, 7u, COLLC_WRITE_VALUE_DEFAULT) != 0 ||
+        st->wait32(st->main, word, 7u, COLLC_WAIT_VALUE_EQ) != 0 ||
+        st->write32(st->main, word, 0u, COLLC_WRITE_VALUE_DEFAULT) != 0 ||
         cudaStreamSynchronize(st->main) != cudaSuccess) {
         cudaGetLastError();
         return 0;
@@ -288,7 +291,7 @@ static inline int collc_mpicuda_stream_decide(struct collc_mpicuda_ctx *ctx, str
     if (c->ipc == NULL || c->peers != st->size - 1) snprintf(why, sizeof why, "not every rank is reached by IPC");
     else if (st->stream_setting == 0) snprintf(why, sizeof why, "COLLC_STREAM_ORDERED=0");
     else if (ctx->sched->base.ncodecs > 0) snprintf(why, sizeof why, "compression points run host-driven");
-    else if (!collc_mpicuda_memops(st)) snprintf(why, sizeof why, "no stream memory operations in this driver");
+    else if (!collc_mpicuda_memops(st, c->ipc)) snprintf(why, sizeof why, "no stream memory operations in this driver");
     else collc_mpicuda_stream_fits(ctx, why, sizeof why);
     ok = why[0] == '\0';
     err = collc_mpicuda_ipc_wait(st, MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, st->comm, &req), &req,

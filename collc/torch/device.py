@@ -15,8 +15,10 @@ dtype, as NCCL does), int32 and int64, with sum, product, max and min; AVG and
 PREMUL_SUM scale before or after.  Data movement of other dtypes moves the
 bytes as int32 words when the byte count allows (`movement_dtype`).  Before a
 call the tensor's device is synchronized (the producers of the data may be on
-any stream), and the call returns once the library's kernels are done, so the
-result is ready for every stream when the Work completes.
+any stream), the library gets the current stream (a stream-ordered call is
+enqueued on it, docs/mpi-cuda.md), and the call returns once the library's
+kernels are done (its watched wait), so the result is ready for every stream
+when the Work completes.
 
 The functions take any tensor whose memory the library can address: CUDA
 tensors on a GPU, and CPU tensors when the library runs on a CPU stand-in for
@@ -86,7 +88,8 @@ def _run(lib: DeviceLibrary, t: torch.Tensor, op: str = "sum") -> None:
     if t.is_cuda:
         with torch.cuda.device(t.device):
             torch.cuda.synchronize()
-            lib.run(t.data_ptr(), t.numel(), DTYPES[t.dtype], OPS[op])
+            stream = torch.cuda.current_stream(t.device).cuda_stream
+            lib.run(t.data_ptr(), t.numel(), DTYPES[t.dtype], OPS[op], stream)
     else:
         lib.run(t.data_ptr(), t.numel(), DTYPES[t.dtype], OPS[op])
 

@@ -333,7 +333,11 @@ static cudaError_t settle(int (*done)(const void *), const void *what)
     return fail(cudaErrorInvalidValue);
 }
 
-static int stream_done(const void *s) { return ((const struct mock_stream *)s)->done == ((const struct mock_stream *)s)->nops; }
+static int stream_done(const void *what)
+{
+    const struct mock_stream *s = what;
+    return s->done == s->nops;
+}
 
 static int event_done(const void *e)
 {
