@@ -25,6 +25,7 @@ from collc.cli.common import (
     main,
     range_options,
 )
+from collc.cli.plan_check import check_plan_file, is_plan
 from collc.cli.progress import progress_bar
 from collc.diagnostics import CollError, Sources
 from collc.elaborate import MAX_SLOTS
@@ -112,7 +113,12 @@ def check(
 ) -> None:
     """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition,
     compression points and their error bound.  ``--ranks all`` proves the program for every p, or finds the
-    smallest p where it fails, or says up to which p it checked and why there is no proof."""
+    smallest p where it fails, or says up to which p it checked and why there is no proof.  FILE may also be an
+    MSCCL-IR XML plan (msccl-tools, TACCL, collc export), checked as the runtimes run it (docs/plans.md)."""
+    if is_plan(file):
+        if p is not None or params or dims is not None or codecs:
+            raise click.UsageError("an MSCCL-IR plan is one instance: -p, --param, --dims and --codec do not apply")
+        check_plan_file(file, as_json, shown)
     try:
         if p is not None and p.strip().lower() == "all":
             _check_all_p(file, params, codecs, dims, as_json, shown, model, bound, solver_time, time_limit, verbose)

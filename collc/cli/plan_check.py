@@ -1,0 +1,92 @@
+"""`collc check PLAN.xml`: another tool's MSCCL-IR plan, checked (docs/plans.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import NoReturn
+
+from collc.cli.common import EXIT_INPUT, EXIT_OK, EXIT_WRONG
+from collc.diagnostics import CollError
+from collc.frontend.msccl_plan import read_plan
+from collc.verify.plans import PlanReport, check_plan
+
+__all__ = ["check_plan_file", "is_plan"]
+
+KINDS = {
+    "structure": "the plan breaks a rule of the format or the runtimes",
+    "unmatched": "a send and a receive do not match",
+    "deadlock": "some threadblock waits forever",
+    "race": "two accesses to a chunk are unordered, one a write",
+    "uninitialized": "a chunk nothing wrote is read",
+    "double-count": "a contribution is reduced twice",
+    "read-only": "the input buffer is written out of place",
+    "postcondition": "an output chunk is wrong",
+}
+
+
+def is_plan(file: str) -> bool:
+    """Whether ``file`` names an MSCCL-IR plan (XML) rather than a .coll program."""
+    return file.lower().endswith(".xml")
+
+
+def _text(r: PlanReport, seconds: float, shown: int) -> str:
+    plan = r.plan
+    head = (
+        f"{plan.file}: {plan.name} ({plan.coll}, {plan.ngpus} GPUs, {plan.nchannels} channel(s), "
+        f"{r.threadblocks} threadblocks, {r.steps} steps)"
+    )
+    modes = " and ".join(r.modes) or "no mode"
+    if r.ok:
+        return (
+            f"{head}: correct ({modes}, {seconds:.2f} s)\n"
+            f"  checked: matching, deadlock freedom with {r.slots} messages per connection, races (happens-before), "
+            f"the {plan.coll} postcondition\n"
+        )
+    lines = [f"{head}: WRONG ({len(r.findings)} finding(s), {modes})"]
+    for f in r.findings[:shown]:
+        mode = f" [{f.mode}]" if f.mode and len(r.modes) > 1 else ""
+        lines.append(f"  error[{f.kind}]{mode} {plan.where(f.line)}: {f.message}")
+    if len(r.findings) > shown:
+        lines.append(f"  ... and {len(r.findings) - shown} more (--show N)")
+    return "\n".join(lines) + "\n"
+
+
+def check_plan_file(file: str, as_json: bool, shown: int) -> NoReturn:
+    """Reads, checks and reports the plan; exits 0 (correct), 1 (findings) or 2 (unreadable)."""
+    start = time.monotonic()
+    try:
+        plan = read_plan(file)
+    except CollError as err:
+        if as_json:
+            print(json.dumps({"ok": False, "status": "error", "error": {"message": str(err)}}))
+        else:
+            print(f"error: {err}", file=sys.stderr)
+        sys.exit(EXIT_INPUT)
+    report = check_plan(plan)
+    seconds = time.monotonic() - start
+    if as_json:
+        findings = [{"kind": f.kind, "message": f.message, "line": f.line, "mode": f.mode} for f in report.findings]
+        print(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "status": "correct" if report.ok else "wrong",
+                    "file": file,
+                    "name": plan.name,
+                    "collective": plan.coll,
+                    "gpus": plan.ngpus,
+                    "channels": plan.nchannels,
+                    "modes": list(report.modes),
+                    "threadblocks": report.threadblocks,
+                    "steps": report.steps,
+                    "slots": report.slots,
+                    "findings": findings,
+                    "seconds": round(seconds, 3),
+                }
+            )
+        )
+    else:
+        sys.stdout.write(_text(report, seconds, shown))
+    sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
