@@ -70,7 +70,7 @@ def test_examples_are_proved_and_agree_with_the_per_p_checker(name: str) -> None
 
 
 def test_symbolic_model_has_the_elaborated_ops() -> None:
-    for name in [*PROVED, "pairwise_alltoall"]:
+    for name in [*PROVED, "pairwise_alltoall", "bruck_allgather"]:
         program = load_program(EXAMPLES / f"{name}.coll")
         model = extract(program)
         sizes = (1, 2, 4, 16) if model.pow2 else (1, 2, 3, 7, 13)
@@ -239,8 +239,69 @@ def test_swing_blocks_in_closed_form_are_swing_bws_and_have_a_model() -> None:
     assert model.pow2 and any(op.chunks[0] == "where" for loop in model.loops for op in loop.ops)
     for p in (2, 4, 8, 16):
         assert same_steps(model, elaborate(closed, {"p": p})) is None
-    with pytest.raises(Refusal, match="elements are not its variable"):
-        extract(load_program(EXAMPLES / "bruck_allgather.coll"))
+    bruck = extract(load_program(EXAMPLES / "bruck_allgather.coll"))  # its rotations: sets with a condition
+    for p in (1, 2, 3, 5, 7, 8, 12):
+        assert same_steps(bruck, elaborate(load_program(EXAMPLES / "bruck_allgather.coll"), {"p": p})) is None, p
+
+
+ROTATION = """algorithm rot : allgather
+param p : int where p >= 1
+param a : int = 3 where a >= -40
+param lo : int = 1 where lo >= -20
+param hi : int = 4 where hi >= -20
+chunks p
+phase only:
+  step:
+    send {{(a + i) mod p for i in lo .. hi}} to (rank + 1) mod p
+    recv {{(i + a) mod p for i in lo .. hi}} from (rank - 1) mod p copy
+"""
+
+
+def test_rotations_are_the_sets_they_stand_for(tmp_path: Path) -> None:
+    """{(a + x) mod m for x in lo .. hi} in the model is {c for c in 0 .. m if (c - a - lo) mod m < hi - lo}: the
+    same chunks as the elaborator computes, for runs shorter and longer than m, empty ones and negative bounds."""
+    import random
+
+    program = load_program(_write(tmp_path, "rot", ROTATION.format()))
+    rng = random.Random(3)
+    for _ in range(40):
+        params = {"a": rng.randrange(-40, 40), "lo": rng.randrange(-20, 20)}
+        params["hi"] = params["lo"] + rng.randrange(-3, 25)
+        model = extract(program, {k: v for k, v in params.items()})
+        for p in (2, 5, 8):  # (p = 1 would send to itself)
+            assert same_steps(model, elaborate(program, {"p": p, **params})) is None, (p, params)
+
+
+def test_other_element_forms_are_refused(tmp_path: Path) -> None:
+    text = ROTATION.format().replace("{(a + i) mod p for i in lo .. hi}", "{(2 * i) mod p for i in lo .. hi}")
+    with pytest.raises(Refusal, match=r"nor \(e \+ x\) mod m of it"):
+        extract(load_program(_write(tmp_path, "twice", text)))
+
+
+@pytest.mark.slow
+def test_bruck_allgather_is_proved_for_every_p() -> None:
+    program = load_program(EXAMPLES / "bruck_allgather.coll")
+    result = check_all_p(program, {}, bound=4)
+    assert result.status == "proved", result.how
+    assert check_instance(program, {"p": 37}).status == "ok"
+
+
+BRUCK_SHORT = (
+    (EXAMPLES / "bruck_allgather.coll")
+    .read_text()
+    .replace("let n = min(d, p - d)", "let n = min(d, p - d - (1 if p == 7 else 0))")
+)
+
+
+@pytest.mark.slow
+def test_bruck_mutant_gets_its_smallest_counterexample(tmp_path: Path) -> None:
+    """The last step one block short at p = 7 only: the proof fails, and the smallest failing p is found and
+    confirmed by the per-p checker."""
+    path = _write(tmp_path, "bruck_short", BRUCK_SHORT.replace("algorithm bruck_allgather", "algorithm bruck_short"))
+    result = check_all_p(load_program(path), {}, bound=8)
+    assert result.status == "counterexample" and result.failure is not None, result.how
+    assert result.failure.params["p"] == 7
+    assert _status(path, 7) == "wrong" and all(_status(path, q) == "ok" for q in range(1, 7))
 
 
 @pytest.mark.slow

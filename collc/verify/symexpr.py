@@ -321,7 +321,13 @@ class Expressions:
             raise Refusal("a comprehension other than {x for x in lo .. hi if ...}", node.span)
         clause = node.clauses[0]
         if not (isinstance(node.elt, ast.Name) and node.elt.id == clause.var):
-            raise Refusal("a comprehension whose elements are not its variable", node.span)
+            rotated = self._rotation(node, env)
+            if rotated is None:
+                raise Refusal(
+                    "a comprehension whose elements are not its variable (nor (e + x) mod m of it, without a condition)",
+                    node.span,
+                )
+            return rotated
         bounds = self.expr(clause.iter, env)
         if not (isinstance(bounds, tuple) and bounds[0] == "range"):
             raise Refusal("a comprehension over something other than a range lo .. hi", clause.iter.span)
@@ -341,6 +347,39 @@ class Expressions:
         if cond == FALSE:
             return ("elts", ())
         return ("where", name, bounds[1], bounds[2], cond)
+
+    def _rotation(self, node: ast.Comprehension, env: Mapping[str, Any]) -> Term | None:
+        """``{(a + x) mod m for x in lo .. hi}`` (a, m free of x; m p or a positive constant), as the set it is:
+        ``{c for c in 0 .. m if (c - a - lo) mod m < hi - lo}``.  The image of a run of hi - lo consecutive
+        integers mod m is the run of that many residues from (a + lo) mod m, all of them once hi - lo >= m, none
+        when hi <= lo; exact for every m >= 1 (the elaborator refuses m <= 0)."""
+        clause, elt = node.clauses[0], node.elt
+        if clause.conds or not (isinstance(elt, ast.BinOp) and elt.op == "mod" and isinstance(elt.left, ast.BinOp)):
+            return None
+        if elt.left.op != "+":
+            return None
+        left, right = elt.left.left, elt.left.right
+        if isinstance(right, ast.Name) and right.id == clause.var:
+            other = left
+        elif isinstance(left, ast.Name) and left.id == clause.var:
+            other = right
+        else:
+            return None
+        if _mentions(other, clause.var) or _mentions(elt.right, clause.var):
+            return None
+        bounds = self.expr(clause.iter, env)
+        if not (isinstance(bounds, tuple) and bounds[0] == "range"):
+            return None
+        a = self.integer(self.expr(other, env), "an operand of '+'")
+        m = self.integer(self.expr(elt.right, env), "an operand of 'mod'")
+        if not ((is_num(m) and m[1] >= 1) or m == ("var", "p")):
+            return None
+        for t in (bounds, a, m):
+            self.note(t)
+        self.bound += 1
+        name = f"{clause.var}#{self.bound}"
+        offset = binop("mod", binop("-", binop("-", ("var", name), a), bounds[1]), m)
+        return ("where", name, num(0), m, cmp("<", offset, binop("-", bounds[2], bounds[1])))
 
     def _SetLit(self, node: ast.SetLit, env: Mapping[str, Any]) -> Term:
         elts = [self.integer(self.expr(x, env), "a set element") for x in node.elts]
@@ -438,3 +477,14 @@ def _value_terms(v: Any) -> list[Term]:
     if v[0] == "where":  # its bounds, and the set itself for the condition (with its variable bound)
         return [v[2], v[3], v]
     return [v]
+
+
+def _mentions(node: Any, name: str) -> bool:
+    """Whether the expression ``node`` reads the name."""
+    if isinstance(node, ast.Name):
+        return node.id == name
+    if isinstance(node, tuple | list):
+        return any(_mentions(x, name) for x in node)
+    if hasattr(node, "__dataclass_fields__"):
+        return any(_mentions(getattr(node, f), name) for f in node.__dataclass_fields__ if f != "span")
+    return False
