@@ -323,10 +323,8 @@ class Expressions:
         if not (isinstance(node.elt, ast.Name) and node.elt.id == clause.var):
             rotated = self._rotation(node, env)
             if rotated is None:
-                raise Refusal(
-                    "a comprehension whose elements are not its variable (nor (e + x) mod m of it, without a condition)",
-                    node.span,
-                )
+                why = "a comprehension whose elements are not its variable (nor (e + x) mod m of it"
+                raise Refusal(why + ", without a condition)", node.span)
             return rotated
         bounds = self.expr(clause.iter, env)
         if not (isinstance(bounds, tuple) and bounds[0] == "range"):
