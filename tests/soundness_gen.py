@@ -76,6 +76,7 @@ class Options:
     path_timeout: int = 60  # seconds per path call
     allp_timeout: int = 150
     planted: float = 0.5  # the share of programs with a planted deviation
+    family: str = ""  # "bruck": only that base algorithm (the rotations' proof path)
     templates: float = 0.08  # the share written by fuzz_templates.random_template, as is
 
 
@@ -131,7 +132,7 @@ def program_rng(seed: int, index: int) -> random.Random:
 def make_program(seed: int, index: int, options: Options = Options()) -> Generated:
     """Program ``index`` of campaign ``seed``."""
     rng = program_rng(seed, index)
-    if rng.random() < options.templates:
+    if rng.random() < options.templates and not options.family:
         import fuzz_templates
 
         text, params, name = fuzz_templates.random_template(rng)
@@ -139,7 +140,8 @@ def make_program(seed: int, index: int, options: Options = Options()) -> Generat
         kind = "pow2" if name == "recursive_doubling" else "a2a" if "alltoall" in name else "any"
         kind = "even" if name == "swing_even" else kind
         return Generated(name, text, (), f"template:{name}", kind, fixed, ("template",), None)
-    return soundness_programs.generate(rng, rng.random() < options.planted)
+    only = {"bruck": soundness_programs.bruck}.get(options.family)
+    return soundness_programs.generate(rng, rng.random() < options.planted, only)
 
 
 def instances(program: Generated, rng: random.Random, options: Options) -> list[tuple[str, Params]]:

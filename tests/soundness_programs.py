@@ -600,6 +600,22 @@ def pairwise(c: Ctx, alltoall: bool) -> Base:
     return header, name, "a2a" if alltoall else "any", ()
 
 
+def bruck(c: Ctx) -> Base:
+    """Bruck's allgather: at step k the 2^k blocks after the rank (fewer at the last step) go to rank - 2^k, as
+    rotations {(rank + i) mod p for i in lo .. lo + n}, which the symbolic model takes as sets."""
+    header = [(0, "algorithm bruck : allgather"), (0, "param p : int where p >= 1"), (0, "chunks p")]
+
+    def body(level: int, k: str) -> None:
+        lo = c.use(_offset("bruck_lo", 0), level, k)
+        d, n = f"(1 << {k})", f"min(1 << {k}, p - (1 << {k}))"
+        _pair(c, level, f"send {{(rank + i) mod p for i in {lo} .. {lo} + {n}}} to (rank - {d}) mod p",
+              f"recv {{(i + rank) mod p for i in {d} .. {d} + {n}}} from (rank + {d}) mod p copy")  # fmt: skip
+
+    c.phase_start("allgather")
+    c.loop(1, c.f.var(), _steps(c, "0", "ceil_log2(p)"), "ceil_log2(p) - 1", body)
+    return header, "bruck", "any", ()
+
+
 def striped(c: Ctx) -> Base:
     """Two rings in lanes 0 and 1, one each way, on the two halves of the vector."""
     header = [(0, "algorithm striped : allreduce"), (0, "param p : int where p >= 1"), (0, "chunks 2 * p")]
@@ -681,7 +697,7 @@ FAMILIES: tuple[tuple[float, Callable[[Ctx], Base]], ...] = (
     (3.0, lambda c: ring(c, "ar")), (1.0, lambda c: ring(c, "ag")), (1.0, lambda c: ring(c, "rs")),
     (1.2, recursive_doubling), (1.0, binomial), (0.8, lambda c: folded(c, True)), (0.6, lambda c: folded(c, False)),
     (0.3, swing_bw_pow2), (0.4, lambda c: pairwise(c, True)), (0.6, lambda c: pairwise(c, False)),
-    (0.5, striped), (0.5, compressed), (0.5, hierarchical),
+    (0.5, striped), (0.5, compressed), (0.5, hierarchical), (0.6, bruck),
 )  # fmt: skip
 
 
@@ -751,9 +767,11 @@ def _plan(loops: list[Loop], sites: dict[tuple[int, str], Site], crng: random.Ra
     return Plan(loop.index, key, construct, trig, kind, fault, reverse), modes
 
 
-def generate(rng: random.Random, planted: bool) -> Generated:
-    """One program: a base algorithm chosen at random, rewritten, with a planted deviation when ``planted``."""
+def generate(rng: random.Random, planted: bool, only: Callable[[Ctx], Base] | None = None) -> Generated:
+    """One program: a base algorithm chosen at random (``only``: that one), rewritten, with a planted deviation
+    when ``planted``."""
     family = rng.choices([f for _, f in FAMILIES], [w for w, _ in FAMILIES])[0]
+    family = only or family
     crng = random.Random(rng.getrandbits(64))
     base_seed = rng.getrandbits(64)
     rec = Ctx(random.Random(base_seed), random.Random(0), None, True)  # pass 1: the loops and sites
