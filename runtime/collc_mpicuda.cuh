@@ -100,6 +100,8 @@ struct collc_mpicuda_state {
     int ready;
     MPI_Comm comm;       /* the duplicate of the communicator of the call (its attribute) */
     int rank, size, device, aware, broken;
+    int stuck;           /* a stream-ordered call did not finish: its stream may never get free */
+    int captured;        /* the last call was enqueued into a CUDA graph capture */
     char why[160];       /* how the transport was chosen */
     int transport;       /* COLLC_TRANSPORT (collc_mpicuda_ipc.cuh's collc_mpicuda_transport_kind) */
     int ipc_group;       /* COLLC_IPC_GROUP: at most this many ranks of a host share IPC (0: all) */
@@ -563,12 +565,8 @@ static inline int collc_mpicuda_execute(const struct collc_mpicuda_sched *s, voi
     ctx.ipc = st->last->ipc;
     if ((err = collc_mpicuda_stream_decide(&ctx, (struct collc_mpicuda_comm *)st->last)) != COLLC_CUDA_OK) goto out;
     if (st->last->stream) { /* enqueued on the caller's stream, nothing allocated: the host does not wait */
-        if ((err = collc_mpicuda_stream_agree(st, count, dtype, op)) != COLLC_CUDA_OK) goto out;
-        err = collc_mpicuda_run_stream(&ctx, (cudaStream_t)stream);
-        if (err == COLLC_CUDA_OK)
-            err = collc_mpicuda_launched(&ctx, cudaEventRecord(st->done, (cudaStream_t)stream),
-                                         "recording the end of the call");
-        if (err != COLLC_CUDA_OK) st->broken = 1; /* part of the call may be enqueued */
+        err = collc_mpicuda_stream_call(&ctx, (struct collc_mpicuda_comm *)st->last, (cudaStream_t)stream, count,
+                                        dtype, op);
         goto out;
     }
     if ((err = collc_mpicuda_reserve(st, &ctx)) != COLLC_CUDA_OK) goto out;
@@ -603,7 +601,7 @@ static inline int collc_mpicuda_check(const struct collc_mpicuda_sched *s)
     struct collc_mpicuda_state *st = &collc_mpicuda_kept;
     collc_u64 bad = COLLC_NONE;
     if (!st->ready) return COLLC_CUDA_OK;
-    if (st->last != NULL && st->last->stream > 0) return collc_mpicuda_stream_wait(st);
+    if (st->last != NULL && st->last->stream > 0) return st->captured ? COLLC_CUDA_OK : collc_mpicuda_stream_wait(st);
     COLLC_CUDA_TRY(cudaStreamSynchronize(st->main));
     if (s->base.ncodecs == 0) return COLLC_CUDA_OK;
     COLLC_CUDA_TRY(cudaMemcpy(&bad, st->bad, sizeof bad, cudaMemcpyDeviceToHost));

@@ -68,6 +68,7 @@ struct collc_mpicuda_ipc {
     size_t flag_bytes;
     int registered;           /* flags registered with CUDA */
     collc_u64 *sent, *taken;  /* [nlocal]: segments sent to, received from each peer so far */
+    collc_u64 *landed;        /* [nlocal]: the next segment from each peer to land (they land in order) */
     int *ranks;               /* [nlocal]: a group index's rank in the communicator */
     unsigned *stream_sent, *stream_taken, *stream_expect; /* [nlocal]: stream-ordered segments of a call */
     struct collc_mpicuda_ipc *next; /* every set-up of the process, for the release */
@@ -145,20 +146,26 @@ static inline int collc_mpicuda_transport_setting(void)
 
 /* Frees what a set-up made (the struct too), collectively over `node`: every rank closes its peers' mailboxes,
  * then, after a barrier under the watchdog (CUDA requires the importers to close before the owner frees), frees
- * its own.  With MPI_COMM_NULL (after a failure, when the peers cannot be asked) its own stays allocated. */
-static inline void collc_mpicuda_ipc_free(struct collc_mpicuda_ipc *ipc, MPI_Comm node, double timeout, int rank)
+ * its own.  With MPI_COMM_NULL (after a failure, when the peers cannot be asked, or work may still be queued)
+ * the mailbox and the flags stay.  1 when the barrier timed out (it may still be pending on `node`). */
+static inline int collc_mpicuda_ipc_free(struct collc_mpicuda_ipc *ipc, MPI_Comm node, double timeout, int rank)
 {
-    if (ipc == NULL) return;
+    int late = 0;
+    if (ipc == NULL) return 0;
     for (int k = 0; ipc->peer_box != NULL && k < ipc->nlocal; k++)
         if (ipc->peer_box[k] != NULL) cudaIpcCloseMemHandle(ipc->peer_box[k]);
-    if (node == MPI_COMM_NULL) {
-        ipc->mailbox = NULL; /* the peers cannot be asked: one may still have it open, so it stays allocated */
+    if (node == MPI_COMM_NULL) { /* the peers cannot be asked, or queued work may still use them: kept */
+        ipc->mailbox = NULL;
+        ipc->registered = 0;
+        ipc->flags = NULL;
     } else {
         MPI_Request req;
         int broken = 0;
         if (MPI_Ibarrier(node, &req) != MPI_SUCCESS ||
-            collc_mpicuda_wait_request(&req, timeout, rank, "closing the IPC mailboxes", &broken) != COLLC_CUDA_OK)
+            collc_mpicuda_wait_request(&req, timeout, rank, "closing the IPC mailboxes", &broken) != COLLC_CUDA_OK) {
             ipc->mailbox = NULL;
+            late = 1; /* the barrier may still be pending on the host's communicator */
+        }
     }
     if (ipc->mailbox != NULL) cudaFree(ipc->mailbox);
     if (ipc->registered) cudaHostUnregister(ipc->flags);
@@ -167,11 +174,13 @@ static inline void collc_mpicuda_ipc_free(struct collc_mpicuda_ipc *ipc, MPI_Com
     free(ipc->peer_box);
     free(ipc->sent);
     free(ipc->taken);
+    free(ipc->landed);
     free(ipc->ranks);
     free(ipc->stream_sent);
     free(ipc->stream_taken);
     free(ipc->stream_expect);
     free(ipc);
+    return late;
 }
 
 /* The shared memory `name`, opened with `how` (created: sized), mapped; NULL with `why` set when it fails. */
@@ -194,11 +203,12 @@ static inline int collc_mpicuda_ipc_mine(struct collc_mpicuda_ipc *ipc, int64_t 
     ipc->peer_box = (char **)calloc((size_t)ipc->nlocal, sizeof *ipc->peer_box);
     ipc->sent = (collc_u64 *)calloc((size_t)ipc->nlocal, sizeof *ipc->sent);
     ipc->taken = (collc_u64 *)calloc((size_t)ipc->nlocal, sizeof *ipc->taken);
+    ipc->landed = (collc_u64 *)calloc((size_t)ipc->nlocal, sizeof *ipc->landed);
     ipc->ranks = (int *)calloc((size_t)ipc->nlocal, sizeof *ipc->ranks);
     ipc->stream_sent = (unsigned *)calloc((size_t)ipc->nlocal, sizeof *ipc->stream_sent);
     ipc->stream_taken = (unsigned *)calloc((size_t)ipc->nlocal, sizeof *ipc->stream_taken);
     ipc->stream_expect = (unsigned *)calloc((size_t)ipc->nlocal, sizeof *ipc->stream_expect);
-    if (ipc->peer_box == NULL || ipc->sent == NULL || ipc->taken == NULL || ipc->ranks == NULL ||
+    if (ipc->peer_box == NULL || ipc->sent == NULL || ipc->taken == NULL || ipc->landed == NULL || ipc->ranks == NULL ||
         ipc->stream_sent == NULL || ipc->stream_taken == NULL || ipc->stream_expect == NULL) {
         snprintf(why, n, "out of host memory");
         return -1;
@@ -267,15 +277,18 @@ static inline struct collc_mpicuda_ipc *collc_mpicuda_ipc_setup(struct collc_mpi
     else if (ipc->me != 0) ipc->flags = collc_mpicuda_ipc_map(name, O_RDWR, ipc->flag_bytes, why, n);
     if (ipc->flags != NULL) {
         if (cudaHostRegister(ipc->flags, ipc->flag_bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
-                cudaSuccess ||
-            cudaHostGetDevicePointer((void **)&ipc->dflags, ipc->flags, 0) != cudaSuccess) {
+            cudaSuccess) {
             cudaGetLastError();
             snprintf(why, n, "cudaHostRegister of the IPC flags failed");
         } else {
             ipc->registered = 1;
+            if (cudaHostGetDevicePointer((void **)&ipc->dflags, ipc->flags, 0) != cudaSuccess) {
+                cudaGetLastError();
+                snprintf(why, n, "the IPC flags have no device address (cudaHostGetDevicePointer failed)");
+            }
         }
     }
-    for (int k = 0; ipc->registered && k < ipc->nlocal; k++) {
+    for (int k = 0; why[0] == '\0' && k < ipc->nlocal; k++) {
         if (k == ipc->me) continue;
         if (cudaIpcOpenMemHandle((void **)&ipc->peer_box[k], all[k], cudaIpcMemLazyEnablePeerAccess) !=
             cudaSuccess) {
@@ -389,7 +402,8 @@ static inline void collc_mpicuda_ipc_expect(struct collc_mpicuda_ctx *ctx, struc
     s->state = COLLC_SEG_IPC_WAIT;
 }
 
-/* A received segment s: its size as the sender stored it (-1: not delivered yet) and its slot. */
+/* A received segment s: its size as the sender stored it (-1: not delivered yet, or an earlier segment of the pair
+ * has not landed: they land in order, so that the consumed count only grows) and its slot. */
 static inline int64_t collc_mpicuda_ipc_arrived(const struct collc_mpicuda_ctx *ctx,
                                                 const struct collc_mpicuda_link *l,
                                                 const struct collc_mpicuda_seg *s, collc_u8 **slot)
@@ -397,7 +411,7 @@ static inline int64_t collc_mpicuda_ipc_arrived(const struct collc_mpicuda_ctx *
     const struct collc_mpicuda_ipc *ipc = ctx->ipc;
     const int peer = ipc->local_of[l->peer];
     const collc_u64 *pair = collc_ipc_pair(ipc->flags, ipc, peer, ipc->me);
-    if (collc_ipc_load(pair) < s->pair + 1) return -1;
+    if (s->pair != ipc->landed[peer] || collc_ipc_load(pair) < s->pair + 1) return -1;
     *slot = collc_mpicuda_ipc_slot(ipc, ipc->mailbox, peer, s->pair);
     return (int64_t)collc_ipc_load(pair + 2 + (s->pair & 1));
 }
@@ -408,8 +422,9 @@ static inline int collc_mpicuda_ipc_land(struct collc_mpicuda_ctx *ctx, const st
                                          struct collc_mpicuda_seg *s, collc_u8 *to, const collc_u8 *slot)
 {
     struct collc_mpicuda_state *st = ctx->st;
-    const struct collc_mpicuda_ipc *ipc = ctx->ipc;
+    struct collc_mpicuda_ipc *ipc = ctx->ipc;
     collc_u64 *pair = collc_ipc_pair(ipc->dflags, ipc, ipc->local_of[l->peer], ipc->me);
+    ipc->landed[ipc->local_of[l->peer]]++;
     COLLC_CUDA_TRY(cudaMemcpyAsync(to, slot, (size_t)s->bytes, cudaMemcpyDeviceToDevice, st->h2d));
     collc_mpicuda_signal<<<1, 1, 0, st->h2d>>>(NULL, 0, pair + 1, s->pair + 1);
     COLLC_CUDA_TRY(cudaGetLastError());

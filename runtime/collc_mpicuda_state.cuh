@@ -27,13 +27,27 @@ struct collc_mpicuda_comm {
     char why[160];                 /* why not IPC, when the transport is auto */
     int stream;                    /* stream-ordered calls (collc_mpicuda_stream.cuh): 1, 0, -1 not decided yet */
     char stream_why[160];          /* why not */
+    cudaEvent_t done;              /* stream-ordered: the end of the last call on it (not in a graph capture) */
     struct collc_mpicuda_comm *next, **at; /* the kept state's list of entries with IPC tried */
 };
+
+/* Waits for `event` under the watchdog (`timeout` seconds); 0, or -1 when it did not fire. */
+static inline int collc_mpicuda_event_wait(cudaEvent_t event, double timeout)
+{
+    const double start = MPI_Wtime();
+    for (;;) {
+        const cudaError_t err = cudaEventQuery(event);
+        if (err == cudaSuccess) return 0;
+        cudaGetLastError();
+        if (err != cudaErrorNotReady || MPI_Wtime() - start > timeout) return -1;
+        sched_yield();
+    }
+}
 
 /* Frees a communicator's IPC (collectively over its host's ranks); the next call sets it up again. */
 static inline void collc_mpicuda_comm_unlink(struct collc_mpicuda_comm *c)
 {
-    const struct collc_mpicuda_state *st = &collc_mpicuda_kept;
+    struct collc_mpicuda_state *st = &collc_mpicuda_kept;
     if (c->at != NULL) {
         *c->at = c->next;
         if (c->next != NULL) c->next->at = c->at;
@@ -43,8 +57,13 @@ static inline void collc_mpicuda_comm_unlink(struct collc_mpicuda_comm *c)
     if (c->ipc != NULL && st->ready) { /* nothing queued may still write the flags or read the mailboxes */
         if (st->d2h != NULL) cudaStreamSynchronize(st->d2h);
         if (st->h2d != NULL) cudaStreamSynchronize(st->h2d);
+        if (c->done != NULL && collc_mpicuda_event_wait(c->done, st->timeout) != 0) st->broken = st->stuck = 1;
     }
-    collc_mpicuda_ipc_free(c->ipc, st->broken ? MPI_COMM_NULL : c->node, st->ready ? st->timeout : 60.0, st->rank);
+    if (c->done != NULL && !st->stuck) cudaEventDestroy(c->done);
+    c->done = NULL;
+    if (collc_mpicuda_ipc_free(c->ipc, st->broken ? MPI_COMM_NULL : c->node, st->ready ? st->timeout : 60.0,
+                               st->rank))
+        st->broken = 1;
     c->ipc = NULL;
     c->tried = 0;
     c->peers = 0;
@@ -57,6 +76,10 @@ static inline void collc_mpicuda_release_all(void)
     struct collc_mpicuda_state *st = &collc_mpicuda_kept;
     if (!st->ready) return;
     while (st->comms != NULL) collc_mpicuda_comm_unlink(st->comms);
+    if (st->stuck) { /* a stream-ordered call never finished: freeing would wait for it forever; all kept */
+        memset(st, 0, sizeof *st);
+        return;
+    }
     cudaStream_t streams[4] = {st->main, st->enc, st->d2h, st->h2d};
     for (int k = 0; k < 4; k++)
         if (streams[k] != NULL) {

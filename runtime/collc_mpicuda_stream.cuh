@@ -279,6 +279,35 @@ static inline int collc_mpicuda_stream_agree(struct collc_mpicuda_state *st, int
     return COLLC_CUDA_OK;
 }
 
+/* A stream-ordered call on `stream`: the counts compared, then after the communicator's previous call (outside a
+ * capture: calls on one communicator from two streams would share its slots), the rank's part, then the end of
+ * the call recorded (outside a capture; within one, the graph's own launches order the calls and the caller
+ * waits for its stream). */
+static inline int collc_mpicuda_stream_call(struct collc_mpicuda_ctx *ctx, struct collc_mpicuda_comm *c,
+                                            cudaStream_t stream, int64_t count, int dtype, int op)
+{
+    struct collc_mpicuda_state *st = ctx->st;
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    int err = collc_mpicuda_stream_agree(st, count, dtype, op);
+    if (err != COLLC_CUDA_OK) return err;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) cudaGetLastError();
+    st->captured = capture != cudaStreamCaptureStatusNone;
+    if (!st->captured && c->done != NULL) err = collc_mpicuda_launched(ctx, cudaStreamWaitEvent(stream, c->done, 0),
+                                                                         "ordering after the previous call");
+    if (err == COLLC_CUDA_OK) err = collc_mpicuda_run_stream(ctx, stream);
+    if (err == COLLC_CUDA_OK && !st->captured) {
+        if (c->done == NULL)
+            err = collc_mpicuda_launched(ctx, cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming),
+                                         "creating an event");
+        if (err == COLLC_CUDA_OK)
+            err = collc_mpicuda_launched(ctx, cudaEventRecord(c->done, stream), "recording the end of the call");
+        if (err == COLLC_CUDA_OK)
+            err = collc_mpicuda_launched(ctx, cudaEventRecord(st->done, stream), "recording the end of the call");
+    }
+    if (err != COLLC_CUDA_OK) st->broken = 1; /* part of the call may be enqueued */
+    return err;
+}
+
 /* Decides, at the first call on the communicator since a release, whether it runs stream-ordered (every rank
  * agrees: an MPI_Iallreduce); `c->stream` 1 or 0, with the reason in c->stream_why. */
 static inline int collc_mpicuda_stream_decide(struct collc_mpicuda_ctx *ctx, struct collc_mpicuda_comm *c)
@@ -338,7 +367,7 @@ static inline int collc_mpicuda_stream_wait(struct collc_mpicuda_state *st)
                                              used ? "," : "", collc_mpicuda_rank_of(ipc, k), got,
                                              ipc->stream_expect[k]);
             }
-            st->broken = 1;
+            st->broken = st->stuck = 1;
             return collc_cuda_fail(COLLC_MPICUDA_ERR_TIMEOUT,
                                    "rank %d (stream-ordered): no progress for %g s (COLLC_TIMEOUT), still receiving "
                                    "from%s: a rank died, stopped, or called with another count",

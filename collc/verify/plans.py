@@ -10,7 +10,10 @@ The runtime semantics checked (docs/plans.md):
   threadblock (``recv`` = peer) see its messages in FIFO order, the k-th send
   matching the k-th receive; a send waits while the connection holds
   ``slots`` messages its receiver has not taken (2 by default: MSCCL runtimes
-  buffer about two chunks per connection);
+  buffer about two chunks per connection).  A message counts as one, however
+  many chunks it has: where the runtime's buffer holds fewer chunks than a
+  message at the call's size, its send also waits for the receiver to take
+  it, which this model does not show (docs/plans.md, "Not yet");
 * ``s`` sends its source chunks, ``r`` stores what it receives, ``rcs``
   stores and forwards it, ``rrs`` reduces it with its source chunks and
   forwards the sum, ``rrc`` stores the sum, ``rrcs`` stores and forwards it,

@@ -139,3 +139,11 @@ cudaError_t cudaIpcCloseMemHandle(void *ptr)
         }
     return mock_invalid_value;
 }
+
+/* Nothing is ever captured into a graph here. */
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, int *status)
+{
+    (void)stream;
+    *status = 0; /* cudaStreamCaptureStatusNone */
+    return mock_success;
+}
