@@ -141,13 +141,27 @@ ROUND_TRIP = [
 ]
 
 
+# Exported programs whose threadblocks send a peer more chunks than a Simple connection buffers (2) before they
+# receive, where the peer does the same: with the Simple protocol at large sizes they wait for each other (and
+# with LL, 8 chunks, they do not).  docs/msccl.md, "Limits".
+SIMPLE_DEADLOCKS = {
+    "rabenseifner.coll", "pipelined_ring_allreduce.coll", "hierarchical/hier_allreduce_swing.coll",
+    "torus/swing_bw_torus.coll", "hierarchical/hier_allreduce_ring.coll", "torus/bucket_torus.coll",
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(("program", "args"), ROUND_TRIP, ids=[f"{p}{' '.join(a)}" for p, a in ROUND_TRIP])
 def test_exported_examples_are_correct_when_read_back(tmp_path: Path, program: str, args: tuple[str, ...]) -> None:
-    """`collc export` writes only verified schedules, so every one must check correct."""
-    text = export(tmp_path, EXAMPLES / program, *args)
-    report = check_plan(parse_plan(text, program))
+    """`collc export` writes only verified schedules: with LL's buffering every one checks correct; with Simple's,
+    all but those that exchange long messages on one threadblock, which are found to deadlock (and nothing else)."""
+    report = check_plan(parse_plan(export(tmp_path, EXAMPLES / program, *args, "--proto", "LL"), program))
     assert report.ok, [f.message for f in report.findings[:3]]
     assert report.modes == (("out of place",) if report.plan.coll == "alltoall" else ("in place", "out of place"))
+    simple = check_plan(parse_plan(export(tmp_path, EXAMPLES / program, *args), program))
+    if program in SIMPLE_DEADLOCKS:
+        assert simple.findings and {f.kind for f in simple.findings} == {"deadlock"}, simple.findings[:3]
+    else:
+        assert simple.ok, [f.message for f in simple.findings[:3]]
 
 
 def _mutants(text: str, rng: random.Random, n: int) -> list[str]:
@@ -180,7 +194,9 @@ def _mutants(text: str, rng: random.Random, n: int) -> list[str]:
 
 
 def test_mutants_get_the_independent_simulators_verdict(tmp_path: Path) -> None:
-    """Differential: 200 random mutants of bundled and exported plans, the same verdict from both."""
+    """Differential: 200 random mutants of bundled and exported plans, the same verdict from both, except where
+    only the buffering differs (the simulator counts messages, the checker chunks: it may find a deadlock the
+    simulator's looser buffering does not have)."""
     rng = random.Random(7)
     texts = [p.read_text() for p in PLANS[::2]]
     texts += [export(tmp_path, EXAMPLES / "swing_bw.coll", "-p", "8"),
@@ -190,14 +206,15 @@ def test_mutants_get_the_independent_simulators_verdict(tmp_path: Path) -> None:
     rejected = 0
     for text in texts:
         for m in _mutants(text, rng, 200 // len(texts)):
-            ours = check_plan(parse_plan(m, "mutant.xml")).ok
+            report = check_plan(parse_plan(m, "mutant.xml"))
             try:
                 msccl_sim.simulate(m, seeds=2, max_steps=256)
                 theirs = True
             except msccl_sim.XmlError:
                 theirs = False
-            assert ours == theirs, m
-            rejected += not ours
+            looser = theirs and {f.kind for f in report.findings} == {"deadlock"}  # the simulator buffers messages
+            assert report.ok == theirs or looser, m
+            rejected += not report.ok
     assert rejected > 100  # most mutations break something
 
 

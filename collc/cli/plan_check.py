@@ -41,8 +41,8 @@ def _text(r: PlanReport, seconds: float, shown: int) -> str:
     if r.ok:
         return (
             f"{head}: correct ({modes}, {seconds:.2f} s)\n"
-            f"  checked: matching, deadlock freedom with {r.slots} messages per connection, races (happens-before), "
-            f"the {plan.coll} postcondition\n"
+            f"  checked: matching, deadlock freedom with {r.slots} chunks buffered per connection ({plan.proto}), "
+            f"races (happens-before), the {plan.coll} postcondition\n"
         )
     lines = [f"{head}: WRONG ({len(r.findings)} finding(s), {modes})"]
     for f in r.findings[:shown]:

@@ -8,12 +8,15 @@ The runtime semantics checked (docs/plans.md):
 * a connection is (sender GPU, receiver GPU, channel); its one sending
   threadblock (``send`` = peer on that channel) and its one receiving
   threadblock (``recv`` = peer) see its messages in FIFO order, the k-th send
-  matching the k-th receive; a send waits while the connection holds
-  ``slots`` messages its receiver has not taken (2 by default: MSCCL runtimes
-  buffer about two chunks per connection).  A message counts as one, however
-  many chunks it has: where the runtime's buffer holds fewer chunks than a
-  message at the call's size, its send also waits for the receiver to take
-  it, which this model does not show (docs/plans.md, "Not yet");
+  matching the k-th receive; a connection buffers ``slots`` chunks: 8 FIFO
+  steps, a Simple-protocol chunk 4 of them and an LL or LL128 chunk 1 at
+  large sizes (where the runtimes send one chunk per primitive call), so 2
+  chunks for Simple and 8 for LL and LL128.  A send of ``cnt`` chunks goes
+  when they fit beside the chunks its receiver has not taken yet, or, when
+  nothing is waiting on the connection, while its receiver is at the
+  matching receive (the runtime streams the longer message through a
+  receiver that takes it; a receiver that sends on must be able to send, by
+  the same rule);
 * ``s`` sends its source chunks, ``r`` stores what it receives, ``rcs``
   stores and forwards it, ``rrs`` reduces it with its source chunks and
   forwards the sum, ``rrc`` stores the sum, ``rrcs`` stores and forwards it,
@@ -52,7 +55,7 @@ RECVS = frozenset({"r", "rcs", "rrs", "rrc", "rrcs"})
 READS_SRC = frozenset({"s", "rrs", "rrc", "rrcs", "cpy", "re"})
 WRITES_DST = frozenset({"r", "rcs", "rrc", "rrcs", "cpy", "re"})
 REDUCES = frozenset({"rrs", "rrc", "rrcs", "re"})
-SLOTS = 2
+SLOTS = {"Simple": 2, "LL": 8, "LL128": 8}  # chunks a connection buffers, by protocol (large sizes)
 
 Value = tuple[int, ...] | None  # sorted contribution ids (gpu * nchunks + input chunk); None: never written
 Loc = tuple[int, str, int]  # (gpu, buffer, chunk) after in-place aliasing
@@ -315,6 +318,23 @@ def _execute(run: _Run) -> None:
     wanted = {(run.tb_index[(g.id, st.depid)], st.deps) for g, tb in tbs for st in tb.steps if st.depid >= 0}
     kept: dict[tuple[int, int], np.ndarray] = {}
     conns: dict[tuple[int, int, int], deque[_Message]] = {}
+    taker = {(tb.recv, g.id, tb.chan): t for t, (g, tb) in enumerate(tbs) if tb.recv >= 0}
+
+    def room(conn: tuple[int, int, int], cnt: int, seen: frozenset[int]) -> bool:
+        """Whether a send of cnt chunks can go on the connection now (see the module docstring)."""
+        queue = conns.get(conn)
+        queued = sum(len(m.values) for m in queue) if queue else 0
+        if queued + cnt <= run.slots:
+            return True
+        r = taker.get(conn)
+        if queued or r is None or r in seen or pcs[r] >= len(tbs[r][1].steps):
+            return False
+        rg, rtb = tbs[r]
+        nxt = rtb.steps[pcs[r]]
+        if nxt.type not in RECVS or (nxt.depid >= 0 and pcs[run.tb_index[(rg.id, nxt.depid)]] <= nxt.deps):
+            return False
+        return nxt.type not in SENDS or room((rg.id, rtb.send, rtb.chan), nxt.cnt, seen | {r})
+
     moved = True
     while moved:
         moved = False
@@ -329,7 +349,9 @@ def _execute(run: _Run) -> None:
                     np.maximum(clock, kept[(d, st.deps)], out=clock)
                 inbox = conns.setdefault((tb.recv, g.id, tb.chan), deque()) if st.type in RECVS else None
                 outbox = conns.setdefault((g.id, tb.send, tb.chan), deque()) if st.type in SENDS else None
-                if (inbox is not None and not inbox) or (outbox is not None and len(outbox) >= run.slots):
+                if inbox is not None and not inbox:
+                    break
+                if outbox is not None and not room((g.id, tb.send, tb.chan), st.cnt, set()):
                     break
                 message = inbox.popleft() if inbox is not None else None
                 if message is not None:
@@ -415,7 +437,10 @@ def _blocked(run: _Run, tbs: list[tuple[PlanGpu, PlanTb]], pcs: list[int], conns
         elif st.type in RECVS and not conns.get((tb.recv, g.id, tb.chan)):
             why = f"a message from gpu {tb.recv} on channel {tb.chan}"
         else:
-            why = f"room on its connection to gpu {tb.send} (channel {tb.chan}: {run.slots} messages not taken yet)"
+            why = (
+                f"room on its connection to gpu {tb.send} (channel {tb.chan}: its {st.cnt} chunk(s) do not fit "
+                f"beside what is not taken yet in a buffer of {run.slots}, and its receiver is not taking them)"
+            )
         run.note("deadlock", f"{_where(g, tb, st)} ({run.plan.where(st.line)}) waits forever for {why}", st.line)
     if len(stuck) > 5:
         run.note("deadlock", f"and {len(stuck) - 5} more threadblocks wait forever", stuck[5][2].line)
@@ -477,8 +502,10 @@ def _postcondition(run: _Run) -> None:
         run.note("postcondition", f"and {wrong - 5} more output chunks are wrong", run.plan.gpus[0].line)
 
 
-def check_plan(plan: Plan, slots: int = SLOTS) -> PlanReport:
-    """Every finding of the plan, in each mode it supports (see the module docstring)."""
+def check_plan(plan: Plan, slots: int | None = None) -> PlanReport:
+    """Every finding of the plan, in each mode it supports (see the module docstring); ``slots``: the chunks a
+    connection buffers (default: the plan's protocol's)."""
+    slots = slots if slots is not None else SLOTS.get(plan.proto, 2)
     findings = _structure(plan)
     modes = tuple(m for m, on in (("in place", plan.inplace), ("out of place", plan.outofplace)) if on)
     if plan.coll == "alltoall" and "in place" in modes:

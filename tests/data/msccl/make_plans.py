@@ -47,7 +47,8 @@ class Gpu:
         return len(self.tbs) - 1
 
 
-def write(name: str, coll: str, gpus: list[Gpu], nchannels: int = 1, inplace: int = 1, outofplace: int = 1) -> str:
+def write(name: str, coll: str, gpus: list[Gpu], nchannels: int = 1, inplace: int = 1, outofplace: int = 1,
+          proto: str = "Simple") -> str:  # fmt: skip
     """The XML text, msccl-tools' attribute order, with hasdep set on the steps others wait for."""
     for gpu in gpus:  # a dependency on the step's own threadblock is program order already
         for k, t in enumerate(gpu.tbs):
@@ -59,7 +60,7 @@ def write(name: str, coll: str, gpus: list[Gpu], nchannels: int = 1, inplace: in
         waited |= {(g, *st["dep"]) for t in gpu.tbs for st in t.steps if st["dep"][0] >= 0}
     nchunks = max(max(g.i, g.o) for g in gpus)
     out = [f'<algo name="{name}" nchunksperloop="{nchunks}" nchannels="{nchannels}" inplace="{inplace}" '
-           f'outofplace="{outofplace}" ngpus="{len(gpus)}" proto="Simple" coll="{coll}" minBytes="0" '
+           f'outofplace="{outofplace}" ngpus="{len(gpus)}" proto="{proto}" coll="{coll}" minBytes="0" '
            f'maxBytes="0">']  # fmt: skip
     for g, gpu in enumerate(gpus):
         out.append(f'  <gpu id="{g}" i_chunks="{gpu.i}" o_chunks="{gpu.o}" s_chunks="{gpu.s}">')
@@ -213,7 +214,9 @@ def hierarchical_allreduce(nodes: int, local: int) -> str:
             c = chunks_of(part)[0]
             t.add("rcs" if s < local - 1 else "r", ("i", c), ("i", c), cnt=nodes)
     channels = 2 if nodes > 1 else 1
-    return write(f"hierarchical allreduce {nodes} nodes x {local} GPUs", "allreduce", gpus, channels, outofplace=0)
+    # messages of `nodes` chunks around the rings: LL's buffer (8 chunks) holds a send and the next one
+    return write(f"hierarchical allreduce {nodes} nodes x {local} GPUs", "allreduce", gpus, channels, outofplace=0,
+                 proto="LL")  # fmt: skip
 
 
 def _tree(p: int, shift: int) -> dict[int, int]:
@@ -255,7 +258,9 @@ def tree_allreduce(p: int, trees: int = 1) -> str:
 
 def halving_doubling_allreduce(p: int) -> str:
     """Recursive halving (reduce-scatter) then doubling (allgather) over p = 2^m GPUs: at step s the partner is
-    r xor 2^s; the kept half is the one holding the GPU's own block."""
+    r xor 2^(m-1-s), and r keeps the half of the span holding its own block (blocks ordered by GPU).  Sends and
+    receives of a partner are on two threadblocks, so that both ends receive while they send: the halves are
+    longer than a connection buffers."""
     m = p.bit_length() - 1
     gpus = [Gpu(p, p) for _ in range(p)]
     for r in range(p):
@@ -267,20 +272,23 @@ def halving_doubling_allreduce(p: int) -> str:
             q = r ^ (1 << (m - 1 - s))
             mid = (lo + hi) // 2
             keep, give = ((lo, mid), (mid, hi)) if r < mid else ((mid, hi), (lo, mid))
-            # halves of the current span: keep the one with r's block (blocks ordered by GPU)
-            t = g.tb(q, q, 0)
-            g.tbs[t].add("s", ("i" if s == 0 else "o", give[0]), ("o", give[0]), cnt=give[1] - give[0], dep=last)
-            st = g.tbs[t].add("rrc", ("i", keep[0]), ("o", keep[0]), cnt=keep[1] - keep[0])
-            if s > 0:  # reduce into the running sums in o, not the input
-                g.tbs[t].steps[st]["src"] = ("o", keep[0])
-            last = (t, st)
-            spans.append((q, keep, give))
+            out, inn = g.tb(q, -1), g.tb(-1, q)
+            sent = g.tbs[out].add("s", ("i" if s == 0 else "o", give[0]), ("o", give[0]), cnt=give[1] - give[0],
+                                  dep=last)  # fmt: skip
+            got = g.tbs[inn].add("rrc", ("i" if s == 0 else "o", keep[0]), ("o", keep[0]), cnt=keep[1] - keep[0],
+                                 dep=last)  # fmt: skip
+            last = (inn, got)
+            spans.append((q, keep, give, (out, sent)))
             lo, hi = keep
-        for q, keep, give in reversed(spans):
-            t = g.tb(q, q, 0)
-            g.tbs[t].add("s", ("o", keep[0]), ("o", keep[0]), cnt=keep[1] - keep[0], dep=last)
-            st = g.tbs[t].add("r", ("o", give[0]), ("o", give[0]), cnt=give[1] - give[0])
-            last = (t, st)
+        for q, keep, give, halving_send in reversed(spans):
+            out, inn = g.tb(q, -1), g.tb(-1, q)
+            g.tbs[out].add("s", ("o", keep[0]), ("o", keep[0]), cnt=keep[1] - keep[0], dep=last)
+            if last[0] == inn:  # the previous receive is this threadblock's own: program order
+                got = g.tbs[inn].add("r", ("o", give[0]), ("o", give[0]), cnt=give[1] - give[0], dep=halving_send)
+            else:
+                g.tbs[inn].add("nop", dep=halving_send)  # the halving send of these chunks has read them
+                got = g.tbs[inn].add("r", ("o", give[0]), ("o", give[0]), cnt=give[1] - give[0], dep=last)
+            last = (inn, got)
     return write(f"halving-doubling allreduce {p} GPUs", "allreduce", gpus, inplace=0)
 
 
