@@ -65,26 +65,27 @@ def test_allreduce_xml_passes_the_simulator(tmp_path: Path, name: str, p: int) -
     assert prog.attrs["inplace"] == "1" and prog.attrs["outofplace"] == "1"
 
 
-@pytest.mark.parametrize(
-    ("program", "args"),
-    [
-        ("ring_allgather.coll", ("-p", "6")),
-        ("bruck_allgather.coll", ("-p", "7")),
-        ("ring_reduce_scatter.coll", ("-p", "5")),
-        ("pairwise_alltoall.coll", ("-p", "5")),
-        ("recursive_doubling_any.coll", ("-p", "12")),
-        ("rabenseifner.coll", ("-p", "8")),
-        ("swing_lat.coll", ("-p", "10")),
-        ("torus/swing_bw_torus.coll", ("--dims", "4x4")),
-        ("torus/swing_bw_torus.coll", ("--dims", "2x4")),
-        ("torus/bucket_torus.coll", ("--dims", "3x4")),
-        ("pipelined_ring_allreduce.coll", ("-p", "5", "--param", "k=2")),
-        ("striped_ring_allreduce.coll", ("-p", "4")),
-        ("hierarchical/hier_allreduce_swing.coll", ("--param", "nodes=2", "--param", "local=3")),
-        ("hierarchical/hier_allreduce_ring.coll", ("--param", "nodes=3", "--param", "local=2")),
-        ("hierarchical/hier_allgather.coll", ("--param", "nodes=2", "--param", "local=3")),
-    ],
-)
+OTHER_EXPORTS: list[tuple[str, tuple[str, ...]]] = [
+    ("ring_allgather.coll", ("-p", "6")),
+    ("bruck_allgather.coll", ("-p", "7")),
+    ("ring_reduce_scatter.coll", ("-p", "5")),
+    ("pairwise_alltoall.coll", ("-p", "5")),
+    ("recursive_doubling_any.coll", ("-p", "12")),
+    ("rabenseifner.coll", ("-p", "8")),
+    ("swing_lat.coll", ("-p", "10")),
+    ("torus/swing_bw_torus.coll", ("--dims", "4x4")),
+    ("torus/swing_bw_torus.coll", ("--dims", "2x4")),
+    ("torus/bucket_torus.coll", ("--dims", "3x4")),
+    ("pipelined_ring_allreduce.coll", ("-p", "5", "--param", "k=2")),
+    ("striped_ring_allreduce.coll", ("-p", "4")),
+    ("hierarchical/hier_allreduce_swing.coll", ("--param", "nodes=2", "--param", "local=3")),
+    ("hierarchical/hier_allreduce_ring.coll", ("--param", "nodes=3", "--param", "local=2")),
+    ("hierarchical/hier_allgather.coll", ("--param", "nodes=2", "--param", "local=3")),
+]
+"""Programs of every collective and shape that tests export (tests/test_plans.py reads them back too)."""
+
+
+@pytest.mark.parametrize(("program", "args"), OTHER_EXPORTS)
 def test_other_collectives_pass_the_simulator(tmp_path: Path, program: str, args: tuple[str, ...]) -> None:
     prog = msccl_sim.simulate(export(tmp_path, EXAMPLES / program, *args), seeds=2)
     assert prog.attrs["outofplace"] == "1"

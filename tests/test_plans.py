@@ -21,7 +21,7 @@ from pathlib import Path
 import msccl_sim
 import pytest
 from click.testing import CliRunner
-from test_export import EXAMPLES, export
+from test_export import EXAMPLES, OTHER_EXPORTS, export
 
 from collc.backends import msccl
 from collc.cli import main
@@ -124,20 +124,7 @@ ROUND_TRIP = [
     ("ring_allreduce.coll", ("-p", "9")),
     ("swing_bw.coll", ("-p", "6")),
     ("swing_bw.coll", ("-p", "16")),
-    ("ring_allgather.coll", ("-p", "6")),
-    ("bruck_allgather.coll", ("-p", "7")),
-    ("ring_reduce_scatter.coll", ("-p", "5")),
-    ("pairwise_alltoall.coll", ("-p", "5")),
-    ("recursive_doubling_any.coll", ("-p", "12")),
-    ("rabenseifner.coll", ("-p", "8")),
-    ("swing_lat.coll", ("-p", "10")),
-    ("torus/swing_bw_torus.coll", ("--dims", "4x4")),
-    ("torus/bucket_torus.coll", ("--dims", "3x4")),
-    ("pipelined_ring_allreduce.coll", ("-p", "5", "--param", "k=2")),
-    ("striped_ring_allreduce.coll", ("-p", "4")),
-    ("hierarchical/hier_allreduce_swing.coll", ("--param", "nodes=2", "--param", "local=3")),
-    ("hierarchical/hier_allreduce_ring.coll", ("--param", "nodes=3", "--param", "local=2")),
-    ("hierarchical/hier_allgather.coll", ("--param", "nodes=2", "--param", "local=3")),
+    *OTHER_EXPORTS,
 ]
 
 

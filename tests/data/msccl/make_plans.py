@@ -77,6 +77,22 @@ def write(name: str, coll: str, gpus: list[Gpu], nchannels: int = 1, inplace: in
     return "\n".join(out) + "\n"
 
 
+def ring_steps(t: Tb, r: int, p: int, base: int, first_dep: tuple[int, int] = (-1, -1)) -> None:
+    """Position r of a ring allreduce over p members on threadblock t, on chunks base .. base + p - 1 of i: s,
+    p - 2 rrs, rrcs, p - 2 rcs, r."""
+
+    def at(c: int) -> tuple[str, int]:
+        return ("i", base + c % p)
+
+    t.add("s", at(r - 1), at(r - 1), dep=first_dep)
+    for s in range(1, p - 1):
+        t.add("rrs", at(r - 1 - s), at(r - 1 - s))
+    t.add("rrcs", at(r), at(r))
+    for s in range(1, p - 1):
+        t.add("rcs", at(r - s), at(r - s))
+    t.add("r", at(r + 1), at(r + 1))
+
+
 def ring_allreduce(p: int, channels: int = 1) -> str:
     """The hand-written MSCCL ring: per channel a ring over its own p chunks, s, rrs..., rrcs, rcs..., r."""
     n = p * channels
@@ -87,16 +103,7 @@ def ring_allreduce(p: int, channels: int = 1) -> str:
             t = gpus[r].tbs[gpus[r].tb(nxt, prv, ch)]
             base = ch * p
 
-            def at(c: int) -> tuple[str, int]:
-                return ("i", base + c % p)  # noqa: B023
-
-            t.add("s", at(r - 1), at(r - 1))
-            for s in range(1, p - 1):
-                t.add("rrs", at(r - 1 - s), at(r - 1 - s))
-            t.add("rrcs", at(r), at(r))
-            for s in range(1, p - 1):
-                t.add("rcs", at(r - s), at(r - s))
-            t.add("r", at(r + 1), at(r + 1))
+            ring_steps(t, r, p, base)
     return write(f"ring allreduce {p} GPUs x {channels} channels", "allreduce", gpus, channels, outofplace=0)
 
 
@@ -195,16 +202,7 @@ def hierarchical_allreduce(nodes: int, local: int) -> str:
             xk = g.tb(up, down, 1)
             base = j * nodes
 
-            def at(m: int) -> tuple[str, int]:
-                return ("i", base + m % nodes)  # noqa: B023
-
-            x.add("s", at(node - 1), at(node - 1), dep=(intra, done_rs))
-            for s in range(1, nodes - 1):
-                x.add("rrs", at(node - 1 - s), at(node - 1 - s))
-            x.add("rrcs", at(node), at(node))
-            for s in range(1, nodes - 1):
-                x.add("rcs", at(node - s), at(node - s))
-            x.add("r", at(node + 1), at(node + 1))
+            ring_steps(x, node, nodes, base, first_dep=(intra, done_rs))
             last = (xk, len(x.steps) - 1)
         # allgather inside the node
         c = chunks_of(j)[0]
