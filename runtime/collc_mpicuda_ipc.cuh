@@ -339,12 +339,6 @@ fail:
     return NULL;
 }
 
-/* The communicator rank of the group's rank k. */
-static inline int collc_mpicuda_rank_of(const struct collc_mpicuda_ipc *ipc, int k)
-{
-    return ipc->ranks[k];
-}
-
 /* ---------------------------------------------------------------------------
  * Segments over IPC (the link's segment machinery is collc_mpicuda_wire.cuh's)
  * ------------------------------------------------------------------------- */

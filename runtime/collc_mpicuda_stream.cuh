@@ -240,15 +240,17 @@ static inline int collc_mpicuda_run_stream(struct collc_mpicuda_ctx *ctx, cudaSt
             int64_t longest = 0;
             ctx->step_index = step->index;
             for (int a = 0; a < step->n; a++) {
+                if ((m[a].src != r && m[a].dst != r) || m[a].src == m[a].dst) continue;
                 const int64_t bytes = collc_mpicuda_msg_bytes(ctx, p, &m[a]);
-                if ((m[a].src == r || m[a].dst == r) && m[a].src != m[a].dst && bytes > longest) longest = bytes;
+                if (bytes > longest) longest = bytes;
             }
             for (int64_t lo = 0; lo < longest; lo += seg)
                 for (int pass = 0; pass < 2; pass++) /* sends of this segment, then receives */
                     for (int a = 0; a < step->n; a++) {
                         const int send = pass == 0;
-                        const int64_t bytes = collc_mpicuda_msg_bytes(ctx, p, &m[a]);
-                        if ((send ? m[a].src : m[a].dst) != r || m[a].src == m[a].dst || lo >= bytes) continue;
+                        int64_t bytes;
+                        if ((send ? m[a].src : m[a].dst) != r || m[a].src == m[a].dst) continue;
+                        if (lo >= (bytes = collc_mpicuda_msg_bytes(ctx, p, &m[a]))) continue;
                         err = collc_mpicuda_stream_segment(ctx, p, &m[a], send, lo, lo + seg < bytes ? lo + seg : bytes,
                                                            stream);
                         if (err != COLLC_CUDA_OK) return err;
@@ -364,7 +366,7 @@ static inline int collc_mpicuda_stream_wait(struct collc_mpicuda_state *st)
                 got = __atomic_load_n(collc_stream_taken(ipc->flags, ipc, k, ipc->me), __ATOMIC_ACQUIRE);
                 if (got < ipc->stream_expect[k])
                     used += (size_t)snprintf(peers + used, sizeof peers - used, "%s rank %d (%u of %u segments)",
-                                             used ? "," : "", collc_mpicuda_rank_of(ipc, k), got,
+                                             used ? "," : "", ipc->ranks[k], got,
                                              ipc->stream_expect[k]);
             }
             st->broken = st->stuck = 1;

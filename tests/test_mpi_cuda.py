@@ -156,13 +156,8 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_mock(tmp_path_factory.mktemp("mock"))
 
 
-def mock_env(mock: Path, aware: str, **more: str) -> dict[str, str]:
-    """The stand-in's settings; ``aware``: "1" CUDA-aware MPI, "0" staged through the host, "ipc" CUDA IPC."""
-    return mock_settings(mock, aware, **more)
-
-
 def mock_run(mock: Path, b: Built, tmp: Path, aware: str, dtype: str = "float32", op: str = "sum", **kw) -> list:
-    env = mock_env(mock, aware, **kw.pop("env", {}))
+    env = mock_settings(mock, aware, **kw.pop("env", {}))
     bounds = _bounds(b.schedule, dtype)
     return mpi_cuda.run_built(
         b.schedule, b.driver, kw.pop("counts", _counts(b.schedule)), dtype, op, 2, workdir=tmp, env=env,
@@ -310,7 +305,7 @@ def test_benchmark_without_a_gpu_says_so() -> None:
 
 def test_driver_help(built: dict[str, Built], mock: Path) -> None:
     b = built["ring_allreduce"]
-    env = mpitools.mpi_env(1, {**os.environ, **mock_env(mock, "0")})
+    env = mpitools.mpi_env(1, {**os.environ, **mock_settings(mock, "0")})
     proc = subprocess.run([str(mpitools.mpiexec()), "-n", "1", str(b.driver), "--help"], capture_output=True,
                           text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
     assert proc.returncode == 0 and "runs ring_allreduce (p=4)" in proc.stderr, proc.stdout + proc.stderr
@@ -379,27 +374,6 @@ def test_without_stream_memory_operations_calls_are_host_driven(
 
 
 @pytest.mark.parametrize(
-    ("env", "why"),
-    [
-        ({"COLLC_STREAM_ORDERED": "yes"}, "COLLC_STREAM_ORDERED=yes: expected 0 or 1"),
-        ({"COLLC_TRANSPORT": "nvlink"}, "COLLC_TRANSPORT=nvlink: expected auto, ipc or mpi"),
-        ({"COLLC_TRANSPORT": "ipc", "COLLC_IPC_GROUP": "2"},
-         "COLLC_TRANSPORT=ipc, but only 2 of the 4 ranks share this host (COLLC_IPC_GROUP): use COLLC_TRANSPORT=auto"),
-        ({"COLLC_IPC_GROUP": "1.5"}, "COLLC_IPC_GROUP=1.5: expected a whole number >= 1"),
-        ({"COLLC_IPC_GROUP": "0"}, "COLLC_IPC_GROUP=0: expected a number >= 1"),
-    ],
-)  # fmt: skip
-def test_bad_transport_settings_are_errors(
-    built: dict[str, Built], mock: Path, tmp_path: Path, env: dict[str, str], why: str
-) -> None:
-    b = built["ring_allreduce"]
-    with pytest.raises(CollError) as info:
-        mpi_cuda.run_built(b.schedule, b.driver, [100], workdir=tmp_path, timeout=60,
-                           env={**mock_env(mock, "ipc"), **env})  # fmt: skip
-    assert why in str(info.value)
-
-
-@pytest.mark.parametrize(
     ("aware", "fault", "said"),
     [
         ("0", "stop:1:1", "no progress for 2 s (COLLC_TIMEOUT)"),
@@ -453,23 +427,27 @@ def test_mismatched_count_is_an_error(
 
 
 @pytest.mark.parametrize(
-    ("setting", "value", "why"),
+    ("aware", "env", "why"),
     [
-        ("COLLC_SEGMENT_BYTES", "lots", "COLLC_SEGMENT_BYTES=lots: expected a number >= 64"),
-        ("COLLC_SEGMENT_BYTES", "4294967296", "at most 1 GiB"),
-        ("COLLC_CUDA_AWARE", "yes", "COLLC_CUDA_AWARE=yes: expected 0, 1 or auto"),
-        ("COLLC_TIMEOUT", "-1", "COLLC_TIMEOUT=-1: expected a number"),
+        ("0", {"COLLC_SEGMENT_BYTES": "lots"}, "COLLC_SEGMENT_BYTES=lots: expected a number >= 64"),
+        ("0", {"COLLC_SEGMENT_BYTES": "4294967296"}, "at most 1 GiB"),
+        ("0", {"COLLC_CUDA_AWARE": "yes"}, "COLLC_CUDA_AWARE=yes: expected 0, 1 or auto"),
+        ("0", {"COLLC_TIMEOUT": "-1"}, "COLLC_TIMEOUT=-1: expected a number"),
+        ("ipc", {"COLLC_STREAM_ORDERED": "yes"}, "COLLC_STREAM_ORDERED=yes: expected 0 or 1"),
+        ("ipc", {"COLLC_TRANSPORT": "nvlink"}, "COLLC_TRANSPORT=nvlink: expected auto, ipc or mpi"),
+        ("ipc", {"COLLC_TRANSPORT": "ipc", "COLLC_IPC_GROUP": "2"},
+         "COLLC_TRANSPORT=ipc, but only 2 of the 4 ranks share this host (COLLC_IPC_GROUP): use COLLC_TRANSPORT=auto"),
+        ("ipc", {"COLLC_IPC_GROUP": "1.5"}, "COLLC_IPC_GROUP=1.5: expected a whole number >= 1"),
+        ("ipc", {"COLLC_IPC_GROUP": "0"}, "COLLC_IPC_GROUP=0: expected a number >= 1"),
     ],
-)
+)  # fmt: skip
 def test_bad_settings_are_errors(
-    built: dict[str, Built], mock: Path, tmp_path: Path, setting: str, value: str, why: str
+    built: dict[str, Built], mock: Path, tmp_path: Path, aware: str, env: dict[str, str], why: str
 ) -> None:
     b = built["ring_allreduce"]
-    env = {"COLLC_CUDA_AWARE": "0", setting: value}
     with pytest.raises(CollError) as info:
-        mpi_cuda.run_built(
-            b.schedule, b.driver, [100], workdir=tmp_path, timeout=60, env={**mock_env(mock, "0"), **env}
-        )
+        mpi_cuda.run_built(b.schedule, b.driver, [100], workdir=tmp_path, timeout=60,
+                           env=mock_settings(mock, aware, **env))  # fmt: skip
     assert why in str(info.value)
 
 

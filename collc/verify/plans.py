@@ -318,12 +318,12 @@ def _execute(run: _Run) -> None:
     wanted = {(run.tb_index[(g.id, st.depid)], st.deps) for g, tb in tbs for st in tb.steps if st.depid >= 0}
     kept: dict[tuple[int, int], np.ndarray] = {}
     conns: dict[tuple[int, int, int], deque[_Message]] = {}
+    held: dict[tuple[int, int, int], int] = {}  # chunks on each connection not taken yet
     taker = {(tb.recv, g.id, tb.chan): t for t, (g, tb) in enumerate(tbs) if tb.recv >= 0}
 
     def room(conn: tuple[int, int, int], cnt: int, seen: frozenset[int]) -> bool:
         """Whether a send of cnt chunks can go on the connection now (see the module docstring)."""
-        queue = conns.get(conn)
-        queued = sum(len(m.values) for m in queue) if queue else 0
+        queued = held.get(conn, 0)
         if queued + cnt <= run.slots:
             return True
         r = taker.get(conn)
@@ -351,13 +351,17 @@ def _execute(run: _Run) -> None:
                 outbox = conns.setdefault((g.id, tb.send, tb.chan), deque()) if st.type in SENDS else None
                 if inbox is not None and not inbox:
                     break
-                if outbox is not None and not room((g.id, tb.send, tb.chan), st.cnt, set()):
+                if outbox is not None and not room((g.id, tb.send, tb.chan), st.cnt, frozenset()):
                     break
                 message = inbox.popleft() if inbox is not None else None
                 if message is not None:
                     np.maximum(clock, message.clock, out=clock)
+                    held[(tb.recv, g.id, tb.chan)] -= len(message.values)
                 clock[t] = st.s + 1
                 _step(run, g, tb, st, t, clock, message, outbox)
+                if outbox is not None:
+                    conn = (g.id, tb.send, tb.chan)
+                    held[conn] = held.get(conn, 0) + len(outbox[-1].values)
                 clocks[t] = clock
                 if (t, st.s) in wanted:
                     kept[(t, st.s)] = clock
