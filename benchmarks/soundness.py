@@ -6,6 +6,7 @@ the verifier, each judged against the per-op checker (tests/soundness_gen.py).
     python benchmarks/soundness.py --only 17 --seed 1                  # one program, every case shown
     python benchmarks/soundness.py --replay /tmp/soundness_unsound/1_17  # a saved program, every case shown
     python benchmarks/soundness.py --family bruck --programs 200        # only Bruck's rotations
+    python benchmarks/soundness.py --family roots --programs 60         # rooted programs at every root
 
 A case is (program, path, instance).  The table gives, per path: the cases, those where it gave a verdict
 (took), handed over or refused, agreed with the per-op checker, UNSOUND (said correct or PROVED where the
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bound", type=int, default=16)
     ap.add_argument("--max-p", type=int, default=128)
     ap.add_argument("--time-limit", type=float, default=0.0, help="stop starting programs after this many seconds")
-    ap.add_argument("--family", default="", choices=("", "bruck"), help="only this base algorithm")
+    ap.add_argument("--family", default="", choices=("", "bruck", "roots"), help="only this base algorithm")
     args = ap.parse_args(argv)
     options = sg.Options(bound=args.bound, solver_seconds=args.solver_seconds, allp=not args.no_allp,
                          max_p=64 if args.smoke else args.max_p, family=args.family)  # fmt: skip

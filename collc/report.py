@@ -316,6 +316,8 @@ def allp_text(alg: Algorithm, result: AllP, shown: int = 5, verbose: bool = Fals
     if result.status == "proved":
         lines.append(f"{head}: PROVED for every p the constraints allow")
         lines.append(f"  how: {result.how}")
+        if result.every:
+            lines.append(f"  for {result.every}")
     elif result.status == "counterexample":
         assert result.failure is not None
         lines.append(f"{head}: FAILS at p={result.failure.params['p']} (counterexample)")
@@ -350,6 +352,7 @@ def allp_json(alg: Algorithm, result: AllP) -> dict[str, Any]:
         "how": result.how,
         "where": str(result.span) if result.span is not None else None,
         "parameters": dict(result.fixed),
+        "every": result.every or None,
         "invariants": list(result.invariants),
         "checked_up_to": result.bound if result.status == "checked" else None,
         "checked": result.checked,

@@ -37,6 +37,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import soundness_programs
+import soundness_rooted
 from soundness_programs import Generated
 
 from collc import api
@@ -140,7 +141,7 @@ def make_program(seed: int, index: int, options: Options = Options()) -> Generat
         kind = "pow2" if name == "recursive_doubling" else "a2a" if "alltoall" in name else "any"
         kind = "even" if name == "swing_even" else kind
         return Generated(name, text, (), f"template:{name}", kind, fixed, ("template",), None)
-    only = {"bruck": soundness_programs.bruck}.get(options.family)
+    only = {"bruck": soundness_programs.bruck, "roots": soundness_rooted.rooted}.get(options.family)
     return soundness_programs.generate(rng, rng.random() < options.planted, only)
 
 
@@ -165,7 +166,9 @@ def instances(program: Generated, rng: random.Random, options: Options) -> list[
         params = {**fixed, "p": p}
         if "root" in params and isinstance(params["root"], int) and params["root"] >= p:
             params["root"] = 0
-        out.append((str(p), params))
+        if program.p_kind == "rooted":  # the root left free: another one at every p, the default now and then
+            params["root"] = rng.choice((0, rng.randrange(p), rng.randrange(p), p - 1))
+        out.append((_label(params), params))
     return out
 
 
@@ -338,6 +341,8 @@ def _sweep(prog: Program, truths: list[Truth], options: Options, result: Result)
 def _label(params: Mapping[str, ParamValue]) -> str:
     if "nodes" in params and "local" in params and "p" not in params:
         return f"{params['nodes']}x{params['local']}"
+    if "root" in params:
+        return f"{params.get('p')}/root={params['root']}"
     return str(params.get("p"))
 
 
@@ -353,7 +358,7 @@ def _allp(prog: Program, program: Generated, truths: list[Truth], options: Optio
         for truth in truths:
             result.cases.append(Case("allp", truth.label, truth.status, _claim(st, None), det))
         return
-    how = f"{got.status}: {got.how}"[:300]
+    how = f"{got.status}{' for every root' if got.every else ''}: {got.how}"[:300]
     failing = None
     if got.status == "counterexample" and got.failure is not None:
         failing = _label(got.failure.params)
@@ -365,8 +370,11 @@ def _allp(prog: Program, program: Generated, truths: list[Truth], options: Optio
                 truths = [*truths, Truth(failing, params, "ok" if report.ok else "wrong")]
             elif st2 == "collerror" and "violates the constraint" not in det2:
                 truths = [*truths, Truth(failing, params, "error", det2)]
+    root = values.get("root", 0)  # the root proved or checked (the generated defaults are 0), unless every root
     for truth in truths:
-        if got.status == "proved":
+        if not got.every and truth.params.get("root", root) != root:  # says nothing of the other roots
+            claim = "refused"
+        elif got.status == "proved":
             claim = "correct"
         elif got.status == "checked":
             p = truth.params.get("p")
@@ -428,4 +436,9 @@ def format_table(results: list[Result]) -> str:
                f"{sum(1 for r in results if r.skipped)} skipped); instances: {truths.count('ok')} ok, "
                f"{truths.count('wrong')} wrong, {truths.count('error')} error; cases (program x path x p): "
                f"{total}")  # fmt: skip
+    every = [c for res in results for c in res.cases
+             if c.path == "allp" and c.detail.startswith("proved for every root")]  # fmt: skip
+    if every:
+        out.append(f"allp cases judged under a proof for every root: {len(every)} "
+                   f"({sum(c.truth != 'ok' for c in every)} of them at a wrong instance)")  # fmt: skip
     return "\n".join(out)

@@ -117,6 +117,8 @@ VISIBLE = ("rank == 2", "p == 5", "rank == 1 and p >= 3", "p % 2 == 0 and p > 2"
 # values that cannot be computed: the program does not elaborate where the trigger holds
 ERROR_FAULTS = ("({e0}) + 0 * (1 << (rank - p))", "({e0}) + 0 * (1 << (p + 70))", "({e0}) + 0 * ((1 << 62) * (p + 3))",
                 "({e0}) + ((p + rank) / 2) * 0", "({e0}) + 0 * (rank // (p - p))")  # fmt: skip
+ROOT_TRIGGERS = ("root == 3", "root > 0 and rank == 2", "root == p - 1 and p > 12", "rank == root + 5",
+                 "root % 2 == 1 and p > 12", "rank == 1 and root >= 2", "(rank + root) % 7 == 3")  # fmt: skip
 CONST_TRUE = ("true", "1 == 1", "2 > 1", "not false")
 
 
@@ -757,6 +759,8 @@ def _plan(loops: list[Loop], sites: dict[tuple[int, str], Site], crng: random.Ra
     if construct == "proc_global" and kind not in ("p_only", "p_expr"):
         kind = "p_only"
     trig = _trigger(crng, p_kind, kind, construct == "proc_global", "log" in loop.last)
+    if p_kind == "rooted" and construct != "proc_global" and crng.random() < 0.5:  # the root left free
+        trig = crng.choice(ROOT_TRIGGERS)
     if p_kind == "hier":  # ranks and p in a procedure run on a group are the group's
         trig = crng.choice(("rank == 2 and p > 3", "p > 4", "rank == p - 1 and p >= 5", "p % 3 == 2 and p > 3",
                             "rank == 4"))  # fmt: skip

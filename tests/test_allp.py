@@ -122,7 +122,7 @@ def test_unsupported_construct_falls_back_to_a_bounded_check() -> None:
 
 def test_refusals_name_the_construct() -> None:
     cases = {
-        "pipelined_ring_allreduce": "lane",
+        "hierarchical/hier_allreduce_ring": "hierarchy",
         "weighted_striped_ring_allreduce": "chunk weights",
         "compression/compressed_ring_allreduce": "compressed message",
     }

@@ -201,15 +201,21 @@ def _obligations(
     """(what, formula that must be valid, where) for every proof obligation."""
     z3 = zz.z3
     mk = zz.mk
-    i, r, q, c, j = mk("i"), mk("r"), mk("q"), mk("c"), mk("j")
+    i, r, q, j = mk("i"), mk("r"), mk("q"), mk("j")
     p = zz.p
     nch = zz.term(model.nchunks, {"p": p})
     kk = zz.const(ct.k)
+    rng = lambda x, hi: z3.And(x >= 0, x < hi)  # noqa: E731
+    # the chunk: a number, or an alltoall's pair (src, dst), chunk src * p + dst
+    c: Any = (mk("src"), mk("dst")) if ct.pairs else mk("c")
+    c_env = {"src": c[0], "dst": c[1], "c": c[0] * p + c[1]} if ct.pairs else {"c": c}
+    c_range = z3.And(rng(c[0], p), rng(c[1], p)) if ct.pairs else rng(c, nch)
 
     def inv(idx: int, it: Any, rr: Any, cc: Any, jj: Any, n: Any) -> Any:
-        return zz.term(loops_inv[idx], {"p": p, "i": it, "rank": rr, "c": cc, "j": jj, "n": n})
+        assert cc is c
+        return zz.term(loops_inv[idx], {"p": p, "i": it, "rank": rr, **c_env, "j": jj, "n": n})
 
-    unit = c / kk if ct.k > 1 else c
+    unit = c[0] if ct.pairs else c / kk if ct.k > 1 else c
     if ct.reduction:
         init = j == r
         full = z3.BoolVal(True)
@@ -221,12 +227,15 @@ def _obligations(
         required = r == unit
     elif model.collective is Collective.REDUCE:
         required = r == zz.const(ct.root or 0)
+    elif ct.pairs:
+        required = r == c[1]
     else:
         required = z3.BoolVal(True)
-    rng = lambda x, hi: z3.And(x >= 0, x < hi)  # noqa: E731
-    base = [rng(r, p), rng(q, p), rng(c, nch), rng(j, p)]
+    base = [rng(r, p), rng(q, p), c_range, rng(j, p)]
     out: list[tuple[str, Any, Span | None]] = []
     out.append(("the number of chunks is at least 1", nch >= 1, model.span))
+    if ct.pairs:
+        out.append(("the number of chunks is p * p", nch == p * p, model.span))
     if model.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
         out.append((f"the number of chunks is {ct.k} * p", nch == kk * p, model.span))
     for g, t in model.lets:  # values outside steps: the elaborator computes each where its guard holds
@@ -258,7 +267,7 @@ def _obligations(
         for o in recvs:
             g = zz.term(o.guard, env_r)
             peers[id(o)] = zz.term(o.peer, env_r)
-            applies[id(o)] = z3.And(g, zz.term(member(("var", "c"), o.chunks), {**env_r, "c": c}))
+            applies[id(o)] = z3.And(g, _inset(zz, o.chunks, env_r, c))
         for o in loop.ops:
             g = zz.term(o.guard, env_r)
             peer = zz.term(o.peer, env_r)
@@ -269,14 +278,13 @@ def _obligations(
                     o.span,
                 )
             )
-            inset = zz.term(member(("var", "c"), o.chunks), {**env_r, "c": c})
-            out.append(
-                (
-                    f"the {o.kind}'s chunks are in range",
-                    z3.Implies(z3.And(*dom[:2], dom[4], dom[5], g, inset), rng(c, nch)),
-                    o.span,
-                )
-            )
+            if ct.pairs:  # each chunk written src * p + dst with both in range: a pair of ranks
+                side = z3.And(True, *(zz.term(t, env_r) for t in _pair_set(o.chunks)[1]))
+                within = z3.Implies(z3.And(dom[0], *dom[4:], g), side)
+            else:
+                inset = _inset(zz, o.chunks, env_r, c)
+                within = z3.Implies(z3.And(*dom[:2], dom[4], dom[5], g, inset), rng(c, nch))
+            out.append((f"the {o.kind}'s chunks are in range", within, o.span))
         # matching: r receives chunk c from q  <=>  q sends chunk c to r
         rc = z3.Or(False, *[_to(zz, o, env_r, q, c) for o in recvs])
         sd = z3.Or(False, *[_to(zz, o, env_q, r, c) for o in sends])
@@ -285,7 +293,7 @@ def _obligations(
         if not ct.reduction:
             for o in sends:
                 holds = inv(idx, i, q, c, origin, n)
-                cond = z3.And(*dom, zz.term(o.guard, env_q), zz.term(member(("var", "c"), o.chunks), {**env_q, "c": c}))
+                cond = z3.And(*dom, zz.term(o.guard, env_q), _inset(zz, o.chunks, env_q, c))
                 out.append(("a send's slot holds its data", z3.Implies(cond, holds), o.span))
         # the step
         cur = inv(idx, i, r, c, j, n)
@@ -350,7 +358,57 @@ def _obligations(
     pidx, pn = prev  # type: ignore[misc]
     end = inv(pidx, pn, r, c, j, pn)
     out.append(("the postcondition at the end", z3.Implies(z3.And(*base, required), end == full), model.loops[-1].span))
+    out += _lane_obligations(zz, model, r, c, c_range)
     return out
+
+
+def _lane_obligations(zz: _Z3, model: Model, r: Any, c: Any, c_range: Any) -> list[tuple[str, Any, Span | None]]:
+    """Lanes (``lane J:``) let a rank's steps overlap: an op in lane J waits only for the rank's earlier ops in
+    lane J and in no lane (`collc.verify.races`).  The lockstep proof holds for every such execution when no
+    chunk of a rank is touched by two lanes, in any steps: the accesses of one lane are ordered by the lane's
+    program order, an op in no lane is ordered with every other, so no two accesses race."""
+    z3 = zz.z3
+    ops = [(idx, o) for idx, loop in enumerate(model.loops) for o in loop.ops if o.lane is not None]
+    out: list[tuple[str, Any, Span | None]] = []
+    i1, i2, p = zz.mk("i1"), zz.mk("i2"), zz.p
+    for n_a, (la, a) in enumerate(ops):
+        for lb, b in ops[n_a:]:
+            if a.lane == b.lane and a.lane[0] == "num":
+                continue
+            env_a = {"p": p, "rank": r, "i": i1}
+            env_b = {"p": p, "rank": r, "i": i2}
+            dom = [r >= 0, r < p, c_range, i1 >= 0, i1 < zz.term(model.loops[la].count, {"p": p}),
+                   i2 >= 0, i2 < zz.term(model.loops[lb].count, {"p": p})]  # fmt: skip
+            touch = z3.And(zz.term(a.guard, env_a), _inset(zz, a.chunks, env_a, c),
+                           zz.term(b.guard, env_b), _inset(zz, b.chunks, env_b, c))  # fmt: skip
+            other = zz.term(a.lane, env_a) != zz.term(b.lane, env_b)
+            out.append(("two lanes do not touch one chunk of a rank (their steps may overlap)",
+                        z3.Implies(z3.And(*dom), z3.Not(z3.And(touch, other))), b.span))  # fmt: skip
+    return out
+
+
+def _slots(zz: _Z3, model: Model) -> list[Any]:
+    """The proof's claim is for p x chunks <= 2^28 (the slots an instance may have): where the chunk count is
+    a * p + b for every p (z3 proves it, linear), that bounds p by the largest root of a p^2 + b p <= 2^28."""
+    z3 = zz.z3
+    try:
+        n1, n2 = evaluate(model.nchunks, {"p": 1}), evaluate(model.nchunks, {"p": 2})
+    except (ArithmeticError, ValueError, KeyError):  # not computable there: no bound beyond p's own
+        return []
+    a, b = n2 - n1, 2 * n1 - n2
+    solver = _solver(z3, zz.bits)
+    solver.set("timeout", 10_000)
+    solver.add(*zz.domain(), zz.term(model.nchunks, {"p": zz.p}) != zz.const(a) * zz.p + zz.const(b))
+    if solver.check() != z3.unsat or a < 0 or b < 0 or a + b == 0:
+        return []
+    hi = 1
+    while a * (hi * 2) ** 2 + b * hi * 2 <= _P_LIMIT:
+        hi *= 2
+    top = hi
+    for step in (1 << k for k in range(hi.bit_length(), -1, -1)):  # the largest p with a p^2 + b p <= 2^28
+        if a * (top + step) ** 2 + b * (top + step) <= _P_LIMIT:
+            top += step
+    return [zz.p <= zz.const(top)]
 
 
 def _set_terms(chunks: Any) -> tuple[Any, ...]:
@@ -378,6 +436,12 @@ def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
             return
         if x[0] == "where":  # {v for v in lo .. hi if cond}: cond is evaluated for every v in the range
             _, name, lo, hi, cond = x
+            pair = _as_pair(cond, ("var", name)) if lo == ("num", 0) and hi == ("bin", "*", _P, _P) else None
+            if pair is not None:  # v = src * p + dst for every src, dst in 0 .. p-1: the pair's form is exact
+                sv, dv = zz.mk(f"{name}.src"), zz.mk(f"{name}.dst")
+                inside = z3.And(sv >= 0, sv < zz.p, dv >= 0, dv < zz.p)
+                conds.append(z3.Implies(inside, _safe(zz, pair, {**env, "src": sv, "dst": dv})))
+                return
             v = zz.mk(name)
             inside = z3.And(zz.term(lo, env) <= v, v < zz.term(hi, env))
             conds.append(z3.Implies(inside, _safe(zz, cond, {**env, name: v})))
@@ -408,9 +472,91 @@ def _safe(zz: _Z3, t: Any, env: dict[str, Any]) -> Any:
 
 
 def _to(zz: _Z3, o: SymOp, env: dict[str, Any], other: Any, c: Any) -> Any:
-    """Op ``o`` of the rank in ``env`` applies, with ``other`` as its peer, to chunk ``c``."""
-    inset = zz.term(member(("var", "c"), o.chunks), {**env, "c": c})
-    return zz.z3.And(zz.term(o.guard, env), zz.term(o.peer, env) == other, inset)
+    """Op ``o`` of the rank in ``env`` applies, with ``other`` as its peer, to chunk ``c`` (a pair (src, dst) for
+    an alltoall)."""
+    return zz.z3.And(zz.term(o.guard, env), zz.term(o.peer, env) == other, _inset(zz, o.chunks, env, c))
+
+
+def _inset(zz: _Z3, chunks: Any, env: dict[str, Any], c: Any) -> Any:
+    """Chunk ``c`` is in the set ``chunks``: ``c`` a z3 value, or an alltoall's pair (src, dst) (`_pair_set`)."""
+    if isinstance(c, tuple):
+        return zz.term(_pair_set(chunks)[0], {**env, "src": c[0], "dst": c[1]})
+    return zz.term(member(("var", "c"), chunks), {**env, "c": c})
+
+
+def _split(t: Any) -> tuple[Any, Any] | None:
+    """(a, b) where the term ``t`` is written ``a * p + b`` (or ``p * a + b``, ``b + a * p``, ``a * p``)."""
+
+    def times_p(x: Any) -> Any:
+        if x[0] == "bin" and x[1] == "*":
+            if x[3] == ("var", "p"):
+                return x[2]
+            if x[2] == ("var", "p"):
+                return x[3]
+        return None
+
+    if times_p(t) is not None:
+        return times_p(t), ("num", 0)
+    if t[0] == "bin" and t[1] == "+":
+        for x, y in ((t[2], t[3]), (t[3], t[2])):
+            if times_p(x) is not None:
+                return times_p(x), y
+    return None
+
+
+def _pair_set(chunks: Any) -> tuple[Any, list[Any]]:
+    """An alltoall's chunk set as a condition on the pair (src, dst) of chunk ``src * p + dst``, and the
+    conditions that make it exact: each element written ``a * p + b`` with a and b in 0 .. p-1 (then it is the
+    pair (a, b)), a range ``a * p + b1 .. a * p + b2`` with 0 <= b1 <= b2 <= p (the pairs (a, b1 .. b2-1))."""
+    src, dst, p, zero = ("var", "src"), ("var", "dst"), ("var", "p"), ("num", 0)
+    inside = lambda x, hi: ("and", ("cmp", "<=", zero, x), ("cmp", "<", x, hi))  # noqa: E731
+    if chunks[0] == "elts":
+        cond, side = ("bool", False), []
+        for t in chunks[1]:
+            ab = _split(t)
+            if ab is None:
+                raise Refusal("an alltoall chunk not written src * p + dst", None)
+            a, b = ab
+            cond = ("or", cond, ("and", ("cmp", "==", src, a), ("cmp", "==", dst, b)))
+            side += [inside(a, p), inside(b, p)]
+        return cond, side
+    if chunks[0] == "range":
+        lo, hi = _split(chunks[1]), _split(chunks[2])
+        if lo is None or hi is None or lo[0] != hi[0]:
+            raise Refusal("an alltoall chunk range not written a * p + b1 .. a * p + b2", None)
+        (a, b1), (_, b2) = lo, hi
+        cond = ("and", ("cmp", "==", src, a), ("and", ("cmp", "<=", b1, dst), ("cmp", "<", dst, b2)))
+        side = [inside(a, p), ("cmp", "<=", zero, b1), ("cmp", "<=", b1, b2), ("cmp", "<=", b2, p)]
+        return cond, side
+    if chunks[0] == "where" and chunks[2] == zero and chunks[3] == ("bin", "*", p, p):
+        x = ("var", chunks[1])
+        cond = _as_pair(chunks[4], x)
+        if cond is not None:
+            return cond, []
+    raise Refusal("an alltoall chunk set given by a condition on other than c // p and c mod p", None)
+
+
+_P = ("var", "p")
+
+
+def _as_pair(t: Any, x: Any) -> Any:
+    """``t`` with ``x // p`` written src and ``x mod p`` dst (exact for x = src * p + dst, both in 0 .. p-1);
+    None if ``x`` is used otherwise."""
+    if not isinstance(t, tuple):
+        return t
+    if t == x:
+        return None
+    if t[0] == "bin" and t[2] == x and t[3] == ("var", "p") and t[1] in ("//", "mod"):
+        return ("var", "src") if t[1] == "//" else ("var", "dst")
+    if t[0] in ("num", "bool", "var", "log2p"):
+        return t
+    if t[0] == "elts":
+        parts = [_as_pair(y, x) for y in t[1]]
+        return None if any(y is None for y in parts) else ("elts", tuple(parts))
+    if t[0] == "where" and ("var", t[1]) == x:
+        return None
+    parts = [_as_pair(y, x) for y in t[1:]]
+    return None if any(y is None for y in parts) else (t[0], *parts)
 
 
 def _pairs(xs: list[Any]) -> list[tuple[Any, Any]]:
@@ -439,7 +585,14 @@ def prove(
     data_p += extra
     if not data_p:
         return Proof(False, "", "no p up to 64 satisfies the constraints", model.span, ())
-    atoms = learn.atoms(bits, ct.unit, ct.root)
+    if ct.pairs:  # every chunk set must name pairs of ranks (`_pair_set` refuses the others): before learning
+        for loop in model.loops:
+            for o in loop.ops:
+                try:
+                    _pair_set(o.chunks)
+                except Refusal as err:
+                    raise Refusal(err.reason, o.span) from None
+    atoms = learn.atoms(bits, ct.unit, ct.root, ct.pairs)
     zz = _Z3(bits, model.pow2)
     states: dict[int, list[np.ndarray]] = {}
     for _round in range(_ROUNDS):
@@ -459,10 +612,14 @@ def prove(
             env, labels = learn.data({p: s[idx] for p, s in states.items()}, loop)
             truth = np.stack([np.broadcast_to(evaluate_array(a, env), labels.shape) for a in atoms])
             terms = learn.learn(atoms, truth, labels)
-            if terms is None:
+            if terms is not None:
+                invs.append(learn.dnf(atoms, learn.simplest(atoms, truth, terms)))
+                continue
+            split = learn.split(atoms, truth, labels, learn.splits(ct), env)  # one formula per stripe of the chunks
+            if split is None:
                 return Proof(False, "", f"no invariant of the learned form fits step loop {idx + 1}",
                              loop.span, ())  # fmt: skip
-            invs.append(learn.dnf(atoms, learn.simplest(atoms, truth, terms)))
+            invs.append(split)
         texts = tuple(_show(t) for t in invs)
         note(f"invariants from p in {data_p}: " + "; ".join(texts))
         if clock.out():
@@ -478,15 +635,19 @@ def prove(
             return Proof(False, "", f"the step formulas do not translate to z3 ({err})", model.span, texts)
         failed = _first_failure(zz, solver, evaluable, bits, clock, timeout_ms)
         if failed is None:
-            solver.add(*zz.constraints(model))
+            solver.add(*zz.constraints(model), *_slots(zz, model))
             failed = _first_failure(zz, solver, obligations, bits, clock, timeout_ms)
         if failed == "deadline" or (failed is not None and failed[3] != z3.sat and clock.out()):
             return clock.no_answer(model, texts)
         if failed is None:
             arith = "64-bit integers" if bits else "integers"
             how = (f"induction over the steps of {len(model.loops)} loop(s), invariants learned from p in "
-                   f"{data_p[0]}..{data_p[-1]} and proved with z3 ({arith}, every p up to 2^28, the most ranks an "
-                "instance can have)")  # fmt: skip
+                   f"{data_p[0]}..{data_p[-1]} and proved with z3 ({arith}, every p up to 2^28 with p x chunks <= "
+                   "2^28, the most (rank, chunk) slots an instance can have)")  # fmt: skip
+            if ct.pairs:
+                how += "; an alltoall's chunk src * p + dst as the pair (src, dst)"
+            if any(o.lane is not None for loop in model.loops for o in loop.ops):
+                how += "; lanes: no two lanes touch one chunk of a rank, so every overlap of their steps agrees"
             return Proof(True, how, "", None, texts)
         what, span, pv, res = failed
         retry = pv is not None and pv <= _MAX_P_DATA and pv not in data_p and pv in sample_sizes(model, pv)
@@ -594,12 +755,12 @@ def _show(t: Any) -> str:
         return f"({_show(t[2])} {t[1]} {_show(t[3])})"
     if kind == "cmp":
         return f"{_show(t[2])} {t[1]} {_show(t[3])}"
-    if kind == "and":
-        return f"{_show(t[1])} and {_show(t[2])}"
+    if kind == "and":  # an `or` inside an `and` (a stripe's invariant) in parentheses
+        return " and ".join(f"({_show(x)})" if x[0] == "or" else _show(x) for x in t[1:])
     if kind == "or":
         return f"{_show(t[1])} or {_show(t[2])}"
     if kind == "not":
-        return f"not {_show(t[1])}"
+        return f"not ({_show(t[1])})" if t[1][0] in ("and", "or", "cmp") else f"not {_show(t[1])}"
     if kind == "un":
         return f"{t[1]}{_show(t[2])}"
     if kind == "ite":

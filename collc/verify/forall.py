@@ -23,6 +23,7 @@ from collc.elaborate import elaborate
 from collc.frontend.program import Program
 from collc.ir import ParamValue, Span
 from collc.verify.allp import Proof, prove, sample_sizes
+from collc.verify.roots import Rotation, rotation
 from collc.verify.sweep import SKIPPED, InstanceResult, check_instance
 from collc.verify.symbolic import Model, Refusal, extract, same_steps
 
@@ -44,6 +45,7 @@ class AllP:
     bound: int  # checked: every allowed p up to here was checked
     checked: int  # instances checked one by one
     failure: InstanceResult | None  # counterexample: the failing instance
+    every: str = ""  # proved: a parameter the proof covers every value of too, and how (`collc.verify.roots`)
 
 
 def check_all_p(
@@ -69,6 +71,9 @@ def check_all_p(
         fixed = sym.fixed
     except Refusal as err:
         sym, reason, span = None, f"the symbolic model cannot express {err.reason}", err.span
+    rot = rotation(program, values) if sym is not None else None
+    if rot is not None:  # the proof runs on the free model at the base root, which the rotation argument needs
+        sym = rot.base
     checked = 0
     if sym is not None:
         mismatch = _compare(program, sym, values)
@@ -82,7 +87,14 @@ def check_all_p(
             except Refusal as err:
                 reason, span = f"the proof cannot handle {err.reason}", err.span or sym.span
     if proof is not None and proof.proved:
-        return AllP("proved", proof.method, None, proof.invariants, fixed, 0, 0, None)
+        how, every = proof.method, ""
+        if rot is not None:
+            every, why = _every_root(rot, solver_seconds)
+            if why:
+                how += f"; for root={rot.root} only: {why}"
+            else:
+                fixed = tuple((k, v) for k, v in fixed if k != "root")
+        return AllP("proved", how, None, proof.invariants, fixed, 0, 0, None, every)
     if proof is not None:
         reason, span = proof.reason, proof.span
         if proof.counterexample is not None and proof.counterexample <= _CONFIRM_LIMIT:
@@ -105,6 +117,22 @@ def check_all_p(
             return AllP("counterexample", reason, span, proof.invariants if proof else (), fixed, p, checked, result)
     invariants = proof.invariants if proof else ()
     return AllP("checked", reason, span, invariants, fixed, bound, checked, None)
+
+
+def _every_root(rot: Rotation, solver_seconds: int) -> tuple[str, str]:
+    """(how every root is covered, "") when the schedule at every root is the base root's rotated, else ("",
+    why not)."""
+    problem = rot.compare()
+    if problem is not None:
+        return "", f"the model with the root free differs from the schedule {problem}"
+    failed = rot.prove(1000 * solver_seconds)
+    if failed is not None:
+        what, where = failed
+        return "", f"{what}" + (f" ({where})" if where is not None else "")
+    return (
+        f"every root 0 <= root < p: the schedule at root R is the one at root {rot.root} with every rank r "
+        f"moved to (r + R - {rot.root}) mod p (proved with z3 for every p; collc.verify.roots)"
+    ), ""
 
 
 def _instance(program: Program, values: Mapping[str, int], p: int, model: str) -> InstanceResult:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from collc.ir import Collective
-from collc.verify.symbolic import Loop, Model, Refusal, evaluate, members
+from collc.verify.symbolic import Loop, Model, Refusal, evaluate, evaluate_array, members
 
 __all__ = ["Contract", "atoms", "contract", "data", "dnf", "learn", "simplest", "states"]
 
@@ -36,6 +36,7 @@ class Contract:
     unit: int  # nchunks / p where that is a fixed number (the invariants' block of c is c // unit), else 1
     reduction: bool  # origin EVERY: each rank contributes to every chunk
     root: int | None
+    pairs: bool = False  # alltoall: chunk c is the pair (src, dst) = (c // p, c mod p), one chunk per pair
 
 
 def contract(model: Model) -> Contract:
@@ -48,8 +49,10 @@ def contract(model: Model) -> Contract:
             raise Refusal("a chunk count that is not a fixed multiple of p", model.span)
         k = unit
     col = model.collective
-    if col in (Collective.ALLTOALL,):
-        raise Refusal(f"the {col.value} contract", model.span)
+    if col is Collective.ALLTOALL:
+        if any(evaluate(model.nchunks, {"p": p}) != p * p for p in (2, 3, 4, 8, 16)):
+            raise Refusal("an alltoall with other than p * p chunks (one per pair of ranks)", model.span)
+        return Contract(1, 1, False, None, pairs=True)
     root = None
     if col.has_root:
         if model.root is None or model.root[0] != "num":
@@ -65,7 +68,7 @@ def initial(ct: Contract, col: Collective, p: int, nchunks: int) -> np.ndarray:
         if ct.reduction:
             state[np.arange(p), c, np.arange(p)] = True
         else:
-            origin = ct.root if col is Collective.BROADCAST else c // ct.k
+            origin = ct.root if col is Collective.BROADCAST else c // (p if ct.pairs else ct.k)
             if origin is not None and origin < p:
                 state[origin, c, origin] = True
     return state
@@ -113,16 +116,20 @@ def states(model: Model, ct: Contract, p: int) -> list[np.ndarray] | None:
 # Atoms and learning
 # --------------------------------------------------------------------------
 
-_V = {name: ("var", name) for name in ("p", "i", "rank", "c", "j", "n")}
+_V = {name: ("var", name) for name in ("p", "i", "rank", "c", "j", "n", "src", "dst")}
 
 
-def features(bits: bool, k: int, root: int | None) -> list[Any]:
+def features(bits: bool, k: int, root: int | None, pairs: bool = False) -> list[Any]:
     r, c, j, i, p = _V["rank"], _V["c"], _V["j"], _V["i"], _V["p"]
     unit = c if k == 1 else ("bin", "//", c, ("num", k))
     base = {"r": r, "u": unit, "j": j}
-    feats: list[Any] = [i, p, _V["n"], r, j, unit]
-    for a in "ruj":
-        for b in "ruj":
+    if pairs:  # an alltoall's chunk is the pair (src, dst)
+        base = {"r": r, "u": _V["src"], "d": _V["dst"], "j": j}
+    elif k > 1:  # k * p chunks may also be k stripes of p blocks: block c mod p of stripe c // p (c < p: 0)
+        base["s"] = ("bin", "mod", c, p)
+    feats: list[Any] = [i, p, _V["n"], *base.values(), *([c] if k > 1 and not pairs else [])]
+    for a in base:
+        for b in base:
             if a != b:
                 feats.append(("bin", "mod", ("bin", "-", base[a], base[b]), p))
     if root:  # distances from the root
@@ -163,8 +170,8 @@ def swing_distance(x: Any, y: Any) -> Any:
     return ("bin", "&", ("bin", "^", ("bin", "+", dist, _NEGABINARY), _NEGABINARY), mask)
 
 
-def atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
-    feats = features(bits, k, root)
+def atoms(bits: bool, k: int, root: int | None = None, pairs: bool = False) -> list[Any]:
+    feats = features(bits, k, root, pairs)
     zero = ("num", 0)
     atoms: list[Any] = []
     for f in feats:
@@ -186,7 +193,14 @@ def atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
             for g in shifted:
                 atoms.append(("cmp", "<", f, g))
                 atoms.append(("cmp", ">=", f, g))
-    if bits:
+    if bits and pairs:  # x is y's lowest bits (y mod 2^k for some k): where a block routed bit by bit has been
+        diffs = [f for f in feats if f[0] == "bin" and f[1] == "mod"]
+        for x in diffs:
+            for y in diffs:
+                if x is not y and x[2][3] == y[2][3]:  # distances from the same point
+                    xor = ("bin", "^", x, y)
+                    atoms.append(("cmp", "<", x, ("bin", "&", xor, ("un", "-", xor))))
+    if bits and not pairs:
         r, j, i = _V["rank"], _V["j"], _V["i"]
         unit = _V["c"] if k == 1 else ("bin", "//", _V["c"], ("num", k))
         folded = ("bin", "&", j, ("bin", "-", _POW2_FLOOR, ("num", 1)))  # j's rank after folding onto 2^L
@@ -196,6 +210,9 @@ def atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
         for x, y in ((r, j), (r, unit)):  # Swing's contribution sets
             for sh in (i, ("bin", "+", i, ("num", 1))):
                 atoms.append(("cmp", "<", swing_distance(x, y), ("bin", "<<", ("num", 1), sh)))
+        lowbit = ("bin", "&", r, ("un", "-", r))  # a binomial tree's subtree below r: r's lowest set bit
+        atoms.append(("cmp", "<", ("bin", "^", r, j), lowbit))
+        atoms.append(("cmp", "<", ("bin", "^", r, unit), lowbit))
         leave = swing_leaves(r, unit)  # Swing's blocks: the partial sums a rank keeps of those it sent
         atoms.append(("cmp", "<", swing_distance(r, j), leave))
         for sh in (i, ("bin", "-", ("log2p",), i)):
@@ -206,7 +223,7 @@ def atoms(bits: bool, k: int, root: int | None = None) -> list[Any]:
 
 def data(seqs: dict[int, np.ndarray], loop: Loop) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Points (p, i, r, c, j, n) and labels of one loop's states at the sampled p."""
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("p", "i", "rank", "c", "j", "n", "L")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("p", "i", "rank", "c", "j", "n", "L", "src", "dst")}
     labels = []
     for p, seq in seqs.items():
         n1, _, nch, _ = seq.shape
@@ -217,6 +234,8 @@ def data(seqs: dict[int, np.ndarray], loop: Loop) -> tuple[dict[str, np.ndarray]
         cols["p"].append(np.full(size, p, dtype=np.int64))
         cols["n"].append(np.full(size, n1 - 1, dtype=np.int64))
         cols["L"].append(np.full(size, max(p.bit_length() - 1, 0), dtype=np.int64))
+        cols["src"].append(cols["c"][-1] // p)  # an alltoall's chunk as a pair (src, dst)
+        cols["dst"].append(cols["c"][-1] % p)
         labels.append(seq.ravel())
     return {k: np.concatenate(v) for k, v in cols.items()}, np.concatenate(labels)
 
@@ -259,6 +278,28 @@ def learn(atoms: list[Any], truth: np.ndarray, labels: np.ndarray) -> list[list[
         terms.append(chosen)
         uncovered &= ~mask
     return terms
+
+
+def splits(ct: Contract) -> list[Any]:
+    """Conditions that cut the chunks in parts a schedule may treat apart, each with an invariant of its own: the
+    first stripe of p blocks where there are k * p chunks (lanes, striped rings)."""
+    return [("cmp", "<", _V["c"], _V["p"])] if ct.unit > 1 and not ct.pairs else []
+
+
+def split(atoms: list[Any], truth: np.ndarray, labels: np.ndarray, cuts: list[Any], env: dict[str, np.ndarray]) -> Any:
+    """``(cut and inv1) or (not cut and inv2)`` with inv1, inv2 learned on each side of one of ``cuts`` (at the
+    points ``env``); None if no cut gives both sides an invariant."""
+    for cut in cuts:
+        side = np.broadcast_to(np.asarray(evaluate_array(cut, env), dtype=bool), labels.shape)
+        parts = []
+        for mask in (side, ~side):
+            terms = learn(atoms, truth[:, mask], labels[mask])
+            if terms is None:
+                break
+            parts.append(dnf(atoms, simplest(atoms, truth[:, mask], terms)))
+        if len(parts) == 2:
+            return ("or", ("and", cut, parts[0]), ("and", ("not", cut), parts[1]))
+    return None
 
 
 def size(t: Any) -> int:

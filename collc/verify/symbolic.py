@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from collc.elaborate.groups import MAX_LANE
 from collc.elaborate.syntax import _assigned
 from collc.frontend import ast
 from collc.frontend.program import Program
@@ -67,6 +68,7 @@ class SymOp:
     chunks: Term  # a chunk set
     action: str | None  # recv: copy | reduce
     span: Span
+    lane: Term | None = None  # the op's lane (``lane J:``), None: no lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,7 @@ class _Extractor(Expressions):
 
     def __init__(self, program: Program) -> None:
         super().__init__(program)
+        self.lane: Term | None = None  # the lane block the statements are in
 
     # ---- outside steps
     def phase_body(self, phase: ast.Phase, body: tuple[ast.Stmt, ...], env: dict[str, Any], loops: list[Loop]) -> None:
@@ -280,6 +283,15 @@ class _Extractor(Expressions):
                     self.step_body(proc.body, local, guard, ops)
                 finally:
                     self.depth -= 1
+            elif isinstance(stmt, ast.Lane) and ops is not None and self.lane is None:
+                lane = self.int_(stmt.lane, env)  # the elaborator needs an int in 0 .. MAX_LANE - 1
+                self.note(lane)
+                self.inner.append((guard, ("holds", conj(cmp(">=", lane, num(0)), cmp("<", lane, num(MAX_LANE))))))
+                self.lane = lane
+                try:
+                    self.step_body(stmt.body, env, guard, ops)
+                finally:
+                    self.lane = None
             elif ops is None and isinstance(stmt, ast.For | ast.StepBlock):
                 raise Refusal("a condition around whole steps that depends on the rank or p", stmt.span)
             else:
@@ -318,16 +330,17 @@ class _Extractor(Expressions):
         if isinstance(stmt, ast.Send):
             self.no_codec(stmt.codec, stmt.span)
             peer, chunks = self.int_(stmt.peer, env), self.chunks(stmt.chunks, env)
-            ops.append(SymOp("send", guard, peer, chunks, None, stmt.span))
+            ops.append(SymOp("send", guard, peer, chunks, None, stmt.span, self.lane))
         elif isinstance(stmt, ast.Recv):
             self.no_codec(stmt.codec, stmt.span)
             peer, chunks = self.int_(stmt.peer, env), self.chunks(stmt.chunks, env)
-            ops.append(SymOp("recv", guard, peer, chunks, stmt.action, stmt.span))
+            ops.append(SymOp("recv", guard, peer, chunks, stmt.action, stmt.span, self.lane))
         else:
             self.no_codec(stmt.send_codec or stmt.recv_codec, stmt.span)
             peer = self.int_(stmt.peer, env)
-            ops.append(SymOp("send", guard, peer, self.chunks(stmt.send, env), None, stmt.send_span))
-            ops.append(SymOp("recv", guard, peer, self.chunks(stmt.recv, env), stmt.action, stmt.recv_span))
+            ops.append(SymOp("send", guard, peer, self.chunks(stmt.send, env), None, stmt.send_span, self.lane))
+            ops.append(SymOp("recv", guard, peer, self.chunks(stmt.recv, env), stmt.action, stmt.recv_span,
+                             self.lane))  # fmt: skip
 
     def no_codec(self, codec: ast.CodecRef | None, span: Span) -> None:
         if codec is not None:
@@ -385,8 +398,9 @@ def _conjuncts(node: ast.Expr) -> list[ast.Expr]:
     return [node]
 
 
-def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
-    """The symbolic model of ``program`` with ``p`` free; other parameters at ``values`` or their defaults."""
+def extract(program: Program, values: Mapping[str, int] | None = None, free: Sequence[str] = ()) -> Model:
+    """The symbolic model of ``program`` with ``p`` free, and the parameters named in ``free`` (terms ``("var",
+    name)``); other parameters at ``values`` or their defaults."""
     if program.hierarchy is not None:
         raise Refusal("a hierarchy (levels of ranks)", program.hierarchy.span)
     if program.chunks.weight is not None:
@@ -402,6 +416,9 @@ def extract(program: Program, values: Mapping[str, int] | None = None) -> Model:
         if param.type != "int":
             raise Refusal(f"the parameter {param.name} of type {param.type}", param.type_span)
         if param.name == "p":
+            continue
+        if param.name in free:
+            ex.globals[param.name] = ("var", param.name)
             continue
         if param.name in values:
             v = values[param.name]
@@ -486,13 +503,14 @@ def same_steps(model: Model, schedule: Schedule, ranks: Sequence[int] | None = N
             else:
                 cols = [_ints(t, env, shape) for t in op.chunks[1]]
             action = (op.action or "copy") if op.kind == "recv" else None
+            lane = np.full(shape, -1, dtype=np.int64) if op.lane is None else _ints(op.lane, env, shape)
             rows.append(
                 (op.kind, action, guard, peer, cols, lo if cols is None else None, hi if cols is None else None,
-                 sparse)
+                 sparse, lane)
             )  # fmt: skip
         for i in range(count):
             ops = []
-            for kind, action, guard, peer, cols, lo, hi, sparse in rows:
+            for kind, action, guard, peer, cols, lo, hi, sparse, lane in rows:
                 for k, r in enumerate(ranks):
                     if guard[i, k]:
                         if cols is None:
@@ -504,10 +522,10 @@ def same_steps(model: Model, schedule: Schedule, ranks: Sequence[int] | None = N
                             cs = [int(c[i, k]) for c in cols]
                             bits = sum(1 << c for c in set(cs)) if min(cs) >= 0 else -1
                         if bits:  # the elaborator emits no op for an empty set of chunks
-                            ops.append((r, kind, int(peer[i, k]), bits, action))
+                            ops.append((r, kind, int(peer[i, k]), bits, action or "", int(lane[i, k])))
             if ops:
                 mine.append(sorted(ops))
-    theirs = [sorted(_op_row(o) for o in step.ops) for step in schedule.steps]
+    theirs = [sorted(_op_row(o, step.lane(n)) for n, o in enumerate(step.ops)) for step in schedule.steps]
     if mine != theirs:
         return f"the symbolic model and the elaborated schedule differ at p={p}"
     return None
@@ -528,8 +546,10 @@ def _where_columns(chunks: Term, env: Mapping[str, Any], shape: tuple[int, int])
     return out
 
 
-def _op_row(o: Any) -> tuple[int, str, int, int, str | None]:
+def _op_row(o: Any, lane: int | None) -> tuple[int, str, int, int, str, int]:
+    """(rank, kind, peer, chunks as bits, action, lane or -1): an elaborated op, as `same_steps` compares it."""
+    ln = -1 if lane is None else lane
     if o.kind is OpKind.SEND:
-        return (o.rank, "send", o.peer, o.chunks.bits, None)
-    action = "reduce" if o.action is Action.REDUCE else "copy" if o.action is Action.COPY else None
-    return (o.rank, "recv", o.peer, o.chunks.bits, action)
+        return (o.rank, "send", o.peer, o.chunks.bits, "", ln)
+    action = "reduce" if o.action is Action.REDUCE else "copy" if o.action is Action.COPY else ""
+    return (o.rank, "recv", o.peer, o.chunks.bits, action, ln)

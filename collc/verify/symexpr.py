@@ -447,7 +447,24 @@ class Expressions:
                 return TRUE if a[1] >= 1 and a[1] & (a[1] - 1) == 0 else FALSE
             if a == ("var", "p") and self.pow2:
                 return TRUE
+        if name == "shift" and len(args) == 2 and is_set(args[0]) and not is_set(args[1]) and not is_bool(args[1]):
+            return self.shift(args[0], args[1], span)
         raise Refusal(f"{name}() on these arguments", span)
+
+    def shift(self, s: Any, k: Any, span: Span) -> Any:
+        """``shift(S, k)``, ``{x + k for x in S}``, for a range or listed elements; the elaborator fails where an
+        element of a non-empty S would leave 0 .. MAX_SET_ELEMENT - 1, so the model notes that it must not."""
+        if self.binders:
+            raise Refusal("shift() inside a comprehension", span)
+        if s[0] == "elts":
+            return ("elts", tuple(binop("+", x, k) for x in s[1]))  # their range is checked with the set's value
+        if s[0] != "range":
+            raise Refusal("shift() of a set given by a condition", span)
+        lo, hi = s[1], s[2]
+        fits = conj(cmp(">=", binop("+", lo, k), num(0)), cmp("<=", binop("+", hi, k), num(MAX_SET_ELEMENT)))
+        check = ("holds", disj(cmp("<=", hi, lo), fits))
+        (self.inner if self.in_loop else self.outer).append((self.guard, check))
+        return ("range", binop("+", lo, k), binop("+", hi, k))
 
 
 def _element_checks(v: Any) -> list[Term]:

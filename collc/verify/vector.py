@@ -47,6 +47,8 @@ def prepare(program: Program, values: Mapping[str, ParamValue]) -> Model | None:
         model = extract(program, {k: int(v) for k, v in values.items()})  # type: ignore[arg-type]
     except Refusal:
         return None
+    if any(op.lane is not None for loop in model.loops for op in loop.ops):
+        return None  # steps that may overlap: their races are the per-op checker's (`collc.verify.races`)
     for p in sample_sizes(model, _PREPARE_UPTO):
         try:
             schedule = elaborate(program, {**values, "p": p})
