@@ -66,6 +66,7 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
     ("binomial_broadcast", "binomial_broadcast", {"p": 5, "root": 1}),
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
+    ("bruck_alltoall", "bruck_alltoall", {"p": 5}),
     ("pairwise_reduce_scatter", "pairwise_reduce_scatter", {"p": 5}),
     ("direct_allgather", "direct_allgather", {"p": 3}),
     ("recursive_doubling_allgather", "recursive_doubling_allgather", {"p": 8}),

@@ -66,6 +66,7 @@ CASES: list[tuple[str, str, dict[str, int]]] = [  # every example without compre
     ("binomial_broadcast", "binomial_broadcast", {"p": 4, "root": 1}),
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
+    ("bruck_alltoall", "bruck_alltoall", {"p": 5}),
     ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}),
     ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}),
     ("weighted_striped_ring_allreduce", "weighted_striped_ring_allreduce", {"p": 4, "share": 70}),
@@ -311,7 +312,7 @@ def test_allreduce_quick(built: dict[str, Built], driver: Path, case: str) -> No
 @pytest.mark.parametrize(
     "case",
     ["ring_allgather_k3", "bruck_allgather", "ring_reduce_scatter", "binomial_broadcast", "binomial_reduce",
-     "pairwise_alltoall"],
+     "pairwise_alltoall", "bruck_alltoall"],
 )  # fmt: skip
 def test_other_collectives(built: dict[str, Built], driver: Path, case: str) -> None:
     proc = run_driver(driver, built[case], "--split", "--dup", env={"COLLC_SHIM_LOG": "1"})
