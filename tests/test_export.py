@@ -200,6 +200,58 @@ def test_ring_xml_golden(tmp_path: Path) -> None:
     assert_golden(tmp_path / "out.xml", GOLDEN / "ring_allreduce_p4.xml")
 
 
+def test_long_exchanges_get_receive_only_threadblocks() -> None:
+    """Bruck on 16 ranks exchanges 7 chunks with rank r + 8 both ways: more than a Simple connection buffers
+    (2 chunks), so that peer is received on a threadblock of its own; with LL (8 chunks) it shares one."""
+    schedule = api.load(EXAMPLES / "bruck_allgather.coll").instantiate(p=16).schedule
+    simple, ll = msccl.lower(schedule), msccl.lower(schedule, proto="LL")
+    for gs, gl in zip(simple.gpus, ll.gpus, strict=True):
+        assert len(gs.threadblocks) == len(gl.threadblocks) + 1
+        peer = (gs.id + 8) % 16
+        assert [(tb.send, tb.recv) for tb in gs.threadblocks if peer in (tb.send, tb.recv)] == [(peer, -1), (-1, peer)]
+        assert [(tb.send, tb.recv) for tb in gl.threadblocks if peer in (tb.send, tb.recv)] == [(peer, peer)]
+    msccl_sim.simulate(msccl.to_xml(simple), seeds=2)
+
+
+EXCHANGE = """algorithm vector_exchange : allreduce
+param p : int where p >= 1 and is_pow2(p)
+param k : int where k >= 1
+chunks k
+
+phase allreduce:
+  for step s in 0 .. log2(p):
+    exchange with rank ^ (1 << s): send 0 .. k; recv 0 .. k reduce
+"""
+
+
+@pytest.mark.parametrize("k", [2, 5])
+def test_long_receives_into_chunks_being_sent_land_in_scratch(k: int) -> None:
+    """Recursive doubling of a k-chunk vector in place: each rank receives into the chunks it sends in the same
+    step.  When k exceeds what a connection buffers, the receive goes to a receive-only threadblock and must not
+    wait for the send: it lands in scratch, and a cpy on the local threadblock puts it in place after the send."""
+    schedule = api.parse(EXCHANGE, "vector_exchange.coll").instantiate(p=8, k=k).schedule
+    algo = msccl.lower(schedule)
+    text = msccl.to_xml(algo)
+    msccl_sim.simulate(text, seeds=3)
+    if k <= 2:  # fits: received in place (and fused with the next step's send), no scratch
+        assert all(g.s_chunks == 0 for g in algo.gpus) and "into scratch" not in text
+        return
+    for g in algo.gpus:
+        receivers = [tb for tb in g.threadblocks if tb.send < 0 <= tb.recv]
+        assert len(receivers) == 3 and g.s_chunks == k
+        assert [(st.type, st.dstbuf, st.cnt) for tb in receivers for st in tb.steps] == [("rrc", "s", k)] * 3
+        (local,) = [tb for tb in g.threadblocks if tb.send < 0 and tb.recv < 0]
+        assert [(st.srcbuf, st.dstbuf) for st in local.steps if st.type == "cpy"] == [("s", "o")] * 3
+    assert "into scratch" in text and "from scratch into place" in text
+
+
+def test_landing_xml_golden(tmp_path: Path) -> None:
+    """The vector exchange of 3 chunks on 4 ranks with Simple: a send threadblock and a receive-only one per peer,
+    receives landing in scratch, and the local threadblock copying them into place after the sends."""
+    export(tmp_path, write(tmp_path, "vector_exchange.coll", EXCHANGE), "-p", "4", "--param", "k=3")
+    assert_golden(tmp_path / "out.xml", GOLDEN / "vector_exchange_p4_k3.xml")
+
+
 def test_many_dependencies_become_nops() -> None:
     """Bruck's rotations read chunks several threadblocks wrote: nops carry the extra dependencies."""
     inst = api.load(EXAMPLES / "bruck_allgather.coll").instantiate(p=6)
@@ -336,11 +388,15 @@ def test_runtime_limits_are_enforced(tmp_path: Path) -> None:
 
 def _chain(p: int) -> Schedule:
     """An allgather in which rank 0 relays chunk s from rank s to rank s+1: its threadblocks are linked
-    into one group through their connections, which must share a channel."""
+    into one group through their connections, which must share a channel.  Rank 0 then hands out the rest
+    two chunks at a time, within what a Simple connection buffers (a longer message would go to a
+    receive-only threadblock, which splits the group)."""
     events = [(s, 0, s + 1, [s]) for s in range(p - 1)] + [(s, s + 1, 0, [s + 1]) for s in range(p - 1)]
-    events += [(p - 1, 0, j, [c for c in range(p) if c not in (j, j - 1)]) for j in range(1, p)]
+    for j in range(1, p):
+        rest = [c for c in range(p) if c not in (j, j - 1)]
+        events += [(p - 1 + i // 2, 0, j, rest[i : i + 2]) for i in range(0, len(rest), 2)]
     steps = []
-    for s in range(p):
+    for s in range(1 + max(e[0] for e in events)):
         ops = []
         for step, a, b, chunks in events:
             if step == s and chunks:

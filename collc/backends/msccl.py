@@ -13,23 +13,33 @@ they are read from or written to, of one action, at most `Limits.count` chunks.
 Each transfer is one send on the sender and one receive on the receiver.  A
 receive whose chunks the rank sends on, unchanged, in the next step is fused
 with that send (``rcs``, ``rrcs``, or ``rrs`` when the received value is never
-read again) when both are the only transfer between their ranks in their steps.
+read again) when both are the only transfer between their ranks in their steps
+and the fused send fits the connection's buffer (`BUFFERED` chunks for the
+protocol) beside what the rank sent that peer in the step before.
 
 Threadblocks: one per peer the rank sends to or receives from, pairing a
 receive peer with a send peer when that allows fusions, a receive peer with the
-same send peer otherwise; local copies go to a threadblock of their own.
+same send peer otherwise; local copies go to a threadblock of their own.  A
+peer that sends the rank a transfer longer than a connection buffers is
+received on a receive-only threadblock, which is at its next receive whenever
+the sender streams the transfer.  The lowering then runs the program against
+the runtimes' buffering (`stalled`) and gives receive-only threadblocks to the
+receivers of any sends that would wait forever, until none does (with every
+peer received so, no send waits forever).
 
 Order: schedule step by schedule step, each threadblock alternates its sends
 and receives of the step (a receive waits while a send of the step still has to
 read the chunks it writes, and a fused receive waits for its threadblock's
-sends of the step), so that a connection holds few messages in flight.  Every
-wait (on the previous step of the threadblock, on a dependency, on the matching
-send) points backwards in this order.  The receives of a connection follow the
-order in which its sender emits the sends.  Dependencies between threadblocks
-are computed per logical chunk (read after write, write after read, write after
-write), which also makes the program correct when the call is in place and
-``i`` overlaps ``o``; dependencies implied by others are dropped, and a step left
-with more than one gets ``nop`` steps in front of it, one per extra dependency.
+sends of the step), so that a connection holds few messages in flight.  A
+receive on a receive-only threadblock waits for nothing of its step instead:
+when it would, it *lands* in scratch and a ``cpy`` (or ``re`` for a reduce
+whose operand the step writes first) on the local threadblock puts it in place
+once the step allows.  Every wait (on the previous step of the threadblock, on
+a dependency, on the matching send) points backwards in this order.  The
+receives of a connection follow the order in which its sender emits the sends.
+Dependencies between threadblocks are computed per logical chunk
+(`collc.backends.msccl_threadblocks`), which also makes the program correct when
+the call is in place and ``i`` overlaps ``o``.
 """
 
 from __future__ import annotations
@@ -37,11 +47,21 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import PurePath
 
 from collc.backends import tables
-from collc.backends.msccl_xml import MAX_BYTES, PROTOCOLS, Algo, Gpu, Limits, Step, Threadblock, check_limits, to_xml
+from collc.backends.msccl_threadblocks import (
+    LANDING,
+    TB,
+    RankProgram,
+    assign_channels,
+    freeze,
+    landing_index,
+    stalled,
+)
+from collc.backends.msccl_xml import BUFFERED, MAX_BYTES, PROTOCOLS, Algo, Gpu, Limits, check_limits, to_xml
 from collc.collectives import EVERY, chunk_dest, chunk_origin, chunks_per_rank
 from collc.diagnostics import CollError
 from collc.ir import Collective, OpKind, Schedule, params_text
@@ -255,8 +275,10 @@ def _fusable(facts: _Facts, pieces: Pieces) -> list[_Fusable]:
     on that rank, so the value sent in the next step is the value received, and
     when it is the only transfer from its sender in the step and the send the only
     transfer to its peer in the step and the next: a fused send leaves a step
-    early, and a connection must not fill up with messages its receiver takes
-    only later (MSCCL runtimes buffer about two chunks per connection)."""
+    early, and a connection must not fill up with messages its receiver takes only
+    later.  Whether the send also fits the connection's buffer (`_fits`) is asked
+    when fusions are chosen: threadblocks pair peers for every fusable receive, so
+    that a ring whose sends are too long to fuse keeps one threadblock per rank."""
     by_sender: dict[tuple[int, int], list[_Transfer]] = {}
     for (step, src, _dst), ts in pieces.items():
         by_sender.setdefault((step, src), []).extend(ts)
@@ -276,6 +298,12 @@ def _fusable(facts: _Facts, pieces: Pieces) -> list[_Fusable]:
         if same:
             out[dst][t] = same
     return out
+
+
+def _fits(pieces: Pieces, u: _Transfer, slots: int) -> bool:
+    """Whether the onward send ``u``, fused, fits its connection's buffer (``slots`` chunks) beside what the rank
+    sends its peer in the step before: a fused send leaves a step early, before the peer has taken that."""
+    return u.cnt + sum(x.cnt for x in pieces.get((u.step - 1, u.src, u.dst), ())) <= slots
 
 
 def _dead(facts: _Facts, layout: _Layout, t: _Transfer, onward: _Transfer) -> bool:
@@ -306,34 +334,14 @@ def _dead(facts: _Facts, layout: _Layout, t: _Transfer, onward: _Transfer) -> bo
 # --------------------------------------------------------------------------
 
 
-@dataclass(eq=False, slots=True)
-class _Op:
-    """A step while its threadblock is being built (`Step` once it is done)."""
-
-    type: str
-    cnt: int
-    dep: tuple[int, int] | None
-    comment: str
-    src: Loc | None = None
-    dst: Loc | None = None
-    hasdep: bool = False
-
-
-@dataclass(eq=False, slots=True)
-class _TB:
-    id: int
-    send: int
-    recv: int
-    chan: int = 0
-    steps: list[_Op] = field(default_factory=list)
-    clocks: list[dict[int, int]] = field(default_factory=list)  # per step: what it knows completed
-
-
-def _pair_threadblocks(sends_to: set[int], recvs_from: set[int], fusable: _Fusable) -> list[_TB]:
-    """One threadblock per peer and direction: receive peers paired with send peers (see the module docstring)."""
-    weight: Counter[tuple[int, int]] = Counter((t.src, u.dst) for t, onward in fusable.items() for u in onward)
+def _pair_threadblocks(sends_to: set[int], recvs_from: set[int], fusable: _Fusable, landing: set[int]) -> list[TB]:
+    """One threadblock per peer and direction: receive peers paired with send peers (see the module docstring),
+    except the peers in ``landing``, each received on a threadblock that only receives."""
+    weight: Counter[tuple[int, int]] = Counter(
+        (t.src, u.dst) for t, onward in fusable.items() for u in onward if t.src not in landing
+    )
     pairs: list[tuple[int, int]] = []
-    free_recv, free_send = set(recvs_from), set(sends_to)
+    free_recv, free_send = set(recvs_from) - landing, set(sends_to)
     for (a, b), _w in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0])):
         if a in free_recv and b in free_send:
             pairs.append((a, b))
@@ -343,66 +351,22 @@ def _pair_threadblocks(sends_to: set[int], recvs_from: set[int], fusable: _Fusab
         pairs.append((q, q))
     free_recv -= {a for a, _ in pairs}
     free_send -= {b for _, b in pairs}
-    pairs += [(a, -1) for a in sorted(free_recv)] + [(-1, b) for b in sorted(free_send)]
+    pairs += [(a, -1) for a in sorted(free_recv | (recvs_from & landing))] + [(-1, b) for b in sorted(free_send)]
     pairs.sort(key=lambda ab: (ab[1] if ab[1] >= 0 else 1 << 30, ab[0]))
-    return [_TB(i, send=b, recv=a) for i, (a, b) in enumerate(pairs)]
+    return [TB(i, send=b, recv=a, landing=a in landing) for i, (a, b) in enumerate(pairs)]
 
 
-def _choose_fusions(facts: _Facts, layout: _Layout, tbs: list[_TB], fusable: _Fusable) -> None:
-    """Fuse each receive with an onward send whose (receive peer, send peer) has a threadblock."""
+def _choose_fusions(
+    facts: _Facts, layout: _Layout, pieces: Pieces, tbs: list[TB], fusable: _Fusable, slots: int
+) -> None:
+    """Fuse each receive with an onward send that fits (`_fits`) and whose (receive peer, send peer) has a
+    threadblock."""
     paired = {(tb.recv, tb.send) for tb in tbs}
     for t, onward in fusable.items():
-        u = next((u for u in onward if (t.src, u.dst) in paired), None)
+        u = next((u for u in onward if (t.src, u.dst) in paired and _fits(pieces, u, slots)), None)
         if u is not None:
             t.onward, u.fused = u, True
             t.dead = t.reduce and _dead(facts, layout, t, u)
-
-
-def _assign_channels(tbs: list[list[_TB]], limits: Limits) -> int:
-    """A channel per threadblock: both ends of a connection share it, and no rank has more than
-    ``limits.threadblocks_per_channel`` send (or receive) threadblocks on one channel."""
-    parent: dict[tuple[int, int], tuple[int, int]] = {}
-
-    def find(x: tuple[int, int]) -> tuple[int, int]:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    by_send = {(r, tb.send): tb.id for r, ts in enumerate(tbs) for tb in ts if tb.send >= 0}
-    for r, ts in enumerate(tbs):
-        for tb in ts:
-            find((r, tb.id))
-            if tb.recv >= 0:
-                parent[find((r, tb.id))] = find((tb.recv, by_send[(tb.recv, r)]))
-    groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for key in parent:
-        groups.setdefault(find(key), []).append(key)
-    used: Counter[tuple[int, int, str]] = Counter()  # (rank, channel, "send"|"recv") -> threadblocks
-    nchannels = 1
-    for members in sorted(groups.values()):
-        need: Counter[tuple[int, str]] = Counter()
-        for r, i in members:
-            tb = tbs[r][i]
-            need.update((r, side) for side, peer in (("send", tb.send), ("recv", tb.recv)) if peer >= 0)
-        (r, side), most = max(need.items(), key=lambda kv: kv[1]) if need else ((0, "send"), 0)
-        if most > limits.threadblocks_per_channel:
-            raise CollError(
-                f"rank {r} has {most} {side} threadblocks linked through their connections, which must share "
-                f"one channel; MSCCL runtimes take at most {limits.threadblocks_per_channel} per channel"
-            )
-        chan = next(
-            c
-            for c in range(limits.channels + 1)
-            if c == limits.channels
-            or all(used[(r, c, side)] + n <= limits.threadblocks_per_channel for (r, side), n in need.items())
-        )
-        for (r, side), n in need.items():
-            used[(r, chan, side)] += n
-        for r, i in members:
-            tbs[r][i].chan = chan
-        nchannels = max(nchannels, chan + 1)
-    return nchannels  # more than limits.channels is refused by check_limits
 
 
 # --------------------------------------------------------------------------
@@ -410,90 +374,24 @@ def _assign_channels(tbs: list[list[_TB]], limits: Limits) -> int:
 # --------------------------------------------------------------------------
 
 
-class _Rank:
-    """One rank's threadblocks while its operations are emitted in the global order."""
-
-    def __init__(self, rank: int, tbs: list[_TB], layout: _Layout) -> None:
-        self.rank, self.tbs, self.layout = rank, tbs, layout
-        self.by_send = {tb.send: tb for tb in tbs if tb.send >= 0}
-        self.by_recv = {tb.recv: tb for tb in tbs if tb.recv >= 0}
-        self.local: _TB | None = None
-        self.loc: dict[int, Loc] = {}
-        self.writer: dict[int, tuple[int, int]] = {}
-        self.readers: dict[int, list[tuple[int, int]]] = {}
-
-    def where(self, c: int) -> Loc:
-        got = self.loc.get(c) or self.layout.initial(self.rank, c)
-        if got is None:
-            raise CollError(f"rank {self.rank} reads chunk {c}, which it does not hold (the schedule is unverified?)")
-        return got
-
-    def local_tb(self) -> _TB:
-        if self.local is None:
-            self.local = _TB(len(self.tbs), send=-1, recv=-1)
-            self.tbs.append(self.local)
-        return self.local
-
-    def emit(self, tb: _TB, type_: str, chunks: range, comment: str, *, reads: bool, writes: bool) -> None:
-        """Append one operation on ``chunks``: its buffers, dependencies and nops."""
-        src = self.where(chunks[0]) if reads else None
-        dst = self.layout.home(self.rank, chunks[0]) if writes else None
-        for i, c in enumerate(chunks):
-            if (src is not None and self.where(c) != (src[0], src[1] + i)) or (
-                dst is not None and self.layout.home(self.rank, c) != (dst[0], dst[1] + i)
-            ):
-                raise CollError(f"internal error (please report): rank {self.rank}: {comment}: chunks not contiguous")
-        deps, known = self._dependencies(tb, chunks, writes)
-        for t, i in deps[:-1]:
-            self._append(tb, _Op("nop", 0, (t, i), ""), known)
-        self._append(tb, _Op(type_, len(chunks), deps[-1] if deps else None, comment, src, dst), known)
-        me = (tb.id, len(tb.steps) - 1)
-        for c in chunks:
-            if reads:
-                self.readers.setdefault(c, []).append(me)
-            if writes:
-                self.writer[c] = me
-                self.readers[c] = []
-                self.loc[c] = self.layout.home(self.rank, c)
-
-    def _dependencies(self, tb: _TB, chunks: range, writes: bool) -> tuple[list[tuple[int, int]], dict[int, int]]:
-        """The steps of other threadblocks this one must wait for, less those already implied,
-        and what the threadblock then knows completed."""
-        wanted: dict[int, int] = {}
-        for c in chunks:
-            hazards = [self.writer[c]] if c in self.writer else []
-            if writes:
-                hazards += self.readers.get(c, [])
-            for t, i in hazards:
-                if t != tb.id:
-                    wanted[t] = max(wanted.get(t, -1), i)
-        known = dict(tb.clocks[-1]) if tb.clocks else {}
-        deps = [(t, i) for t, i in wanted.items() if known.get(t, -1) < i]
-        deps = [d for d in deps if not any(e != d and self.tbs[e[0]].clocks[e[1]].get(d[0], -1) >= d[1] for e in deps)]
-        deps.sort()
-        for t, i in deps:
-            self.tbs[t].steps[i].hasdep = True
-            for key, value in self.tbs[t].clocks[i].items():
-                known[key] = max(known.get(key, -1), value)
-        return deps, known
-
-    @staticmethod
-    def _append(tb: _TB, op: _Op, known: dict[int, int]) -> None:
-        tb.steps.append(op)
-        clock = dict(known)
-        clock[tb.id] = len(tb.steps) - 1
-        tb.clocks.append(clock)
-
-
 def _chunks_text(chunks: range) -> str:
     return f"chunk {chunks[0]}" if len(chunks) == 1 else f"chunks {chunks[0]}..{chunks[-1]}"
+
+
+@dataclass(eq=False, slots=True)
+class _Landed:
+    """A receive stored in landing slots, to be put in place once its step allows."""
+
+    t: _Transfer
+    layer: int
+    reduced: bool  # the landing slots hold the sum already (an rrc read the operand)
 
 
 class _Emitter:
     """Emits every transfer into its threadblocks, step by step (see the module docstring)."""
 
-    def __init__(self, facts: _Facts, ranks: list[_Rank]) -> None:
-        self.facts, self.ranks = facts, ranks
+    def __init__(self, facts: _Facts, ranks: list[RankProgram], n: int) -> None:
+        self.facts, self.ranks, self.n = facts, ranks, n
         self.seq: Counter[tuple[int, int]] = Counter()
 
     def sent(self, t: _Transfer) -> None:
@@ -516,8 +414,9 @@ class _Emitter:
             for rank in self.ranks:
                 self.step(rank, [t for t in sends if t.src == rank.rank], [t for t in recvs if t.dst == rank.rank])
 
-    def step(self, rank: _Rank, sends: list[_Transfer], recvs: list[_Transfer]) -> None:
-        """One rank's sends and receives of a step, each threadblock alternating between them."""
+    def step(self, rank: RankProgram, sends: list[_Transfer], recvs: list[_Transfer]) -> None:
+        """One rank's sends and receives of a step, each threadblock alternating between them; a receive-only
+        threadblock's receive that would wait for the step lands in scratch and is put in place later."""
         out: dict[int, deque[_Transfer]] = {}
         into: dict[int, deque[_Transfer]] = {}
         for t in sends:
@@ -529,29 +428,55 @@ class _Emitter:
         for t in recvs:
             for c in t.chunks:
                 writers.setdefault(c, []).append(t.src)
-        while out or into:
+        layers: Counter[int] = Counter()  # chunk -> the landing slots it has taken in this step
+        landed: list[_Landed] = []
+
+        def first(t: _Transfer) -> bool:  # a receive from a lower rank writes these chunks first
+            return any(min(writers[c]) < t.src for c in t.chunks)
+
+        def waits(t: _Transfer) -> bool:  # or a send of the step still reads them
+            return first(t) or any(unread[c] > 0 for c in t.chunks)
+
+        def done(t: _Transfer) -> None:
+            for c in t.chunks:
+                writers[c].remove(t.src)
+
+        while out or into or landed:
+            moved = False
             for tb_id in sorted(out):
                 t = out[tb_id].popleft()
                 what = f"send {_chunks_text(t.chunks)} to rank {t.dst}"
-                rank.emit(rank.tbs[tb_id], "s", t.chunks, self.comment(t, t.send_line, what), reads=True, writes=False)
+                comment = self.comment(t, t.send_line, what)
+                rank.emit_chunks(rank.tbs[tb_id], "s", t.chunks, comment, t.step, reads=True, writes=False)
                 unread.subtract(t.chunks)
+                moved = True
                 if not out[tb_id]:
                     del out[tb_id]
             for tb_id in sorted(into):
-                t = into[tb_id][0]
-                if any(unread[c] > 0 or min(writers[c]) < t.src for c in t.chunks) or (
-                    t.onward is not None and tb_id in out
-                ):
-                    continue  # a send of the step still reads these chunks, a receive from a lower rank writes
-                    # them first (the order _Locator.operand assumes), or a send goes first on this threadblock
+                t, tb = into[tb_id][0], rank.tbs[tb_id]
+                chunks = list(t.chunks)
+                if tb.landing and (waits(t) or rank.waits_in_step(tb, chunks if t.reduce else [], chunks, t.step)):
+                    landed.append(self.land(rank, tb, t, layers, first(t)))  # frees the connection at once
+                elif waits(t) or (t.onward is not None and tb_id in out):
+                    continue  # waits for the step's sends of these chunks, a receive from a lower rank (the
+                    # order _Locator.operand assumes), or, fused, for the sends of its threadblock
+                else:
+                    done(t)
+                    self.receive(rank, tb, t)
                 into[tb_id].popleft()
-                for c in t.chunks:
-                    writers[c].remove(t.src)
-                self.receive(rank, rank.tbs[tb_id], t)
+                moved = True
                 if not into[tb_id]:
                     del into[tb_id]
+            for item in list(landed):
+                if not waits(item.t):
+                    landed.remove(item)
+                    done(item.t)
+                    self.settle(rank, item)
+                    moved = True
+            if not moved:
+                raise CollError(f"internal error (please report): rank {rank.rank}: the step's receives wait forever")
 
-    def receive(self, rank: _Rank, tb: _TB, t: _Transfer) -> None:
+    def receive(self, rank: RankProgram, tb: TB, t: _Transfer) -> None:
         act = "reduce" if t.reduce else "copy"
         what = f"receive {_chunks_text(t.chunks)} from rank {t.src} ({act})"
         if t.onward is None:
@@ -560,25 +485,86 @@ class _Emitter:
             type_ = "rcs" if not t.reduce else ("rrs" if t.dead else "rrcs")
             what += f", then send {'them' if t.cnt > 1 else 'it'} to rank {t.onward.dst} for step {t.onward.step}"
             self.sent(t.onward)
-        rank.emit(tb, type_, t.chunks, self.comment(t, t.recv_line, what), reads=t.reduce, writes=type_ != "rrs")
+        comment = self.comment(t, t.recv_line, what)
+        rank.emit_chunks(tb, type_, t.chunks, comment, t.step, reads=t.reduce, writes=type_ != "rrs")
+
+    def land(self, rank: RankProgram, tb: TB, t: _Transfer, layers: Counter[int], first: bool) -> _Landed:
+        """Receive ``t`` into landing slots at once, so that it waits for nothing of its step (see the module
+        docstring); a reduce reads its operand then unless the step writes it first."""
+        layer = max(layers[c] for c in t.chunks)
+        for c in t.chunks:
+            layers[c] = layer + 1
+        chunks, slots = list(t.chunks), [(layer, c) for c in t.chunks]
+        reduced = t.reduce and not first and not rank.waits_in_step(tb, chunks, [], t.step)
+        src = rank.where(t.lo) if reduced else None
+        if src is not None and any(rank.where(c) != (src[0], src[1] + i) for i, c in enumerate(chunks)):
+            raise CollError(f"internal error (please report): rank {rank.rank}: operands not contiguous")
+        later = "copied" if reduced or not t.reduce else "reduced"
+        what = f"receive {_chunks_text(t.chunks)} from rank {t.src} ({'reduce' if t.reduce else 'copy'}) into "
+        what += f"scratch, to be {later} into place after the step's other accesses to {'them' if t.cnt > 1 else 'it'}"
+        dst = (LANDING, landing_index(self.n, layer, t.lo))
+        reads = chunks if reduced else []
+        rank.emit(tb, "rrc" if reduced else "r", t.cnt, self.comment(t, t.recv_line, what), t.step, src, dst, reads,
+                  slots)  # fmt: skip
+        return _Landed(t, layer, reduced)
+
+    def settle(self, rank: RankProgram, item: _Landed) -> None:
+        """Put a landed receive in place: copy it, or reduce it into the value the step left there."""
+        t, chunks = item.t, list(item.t.chunks)
+        src, dst = (LANDING, landing_index(self.n, item.layer, t.lo)), rank.home(t.lo)
+        slots = [(item.layer, c) for c in chunks]
+        if t.reduce and not item.reduced:
+            if any(rank.where(c) != rank.home(c) for c in chunks):
+                raise CollError(f"internal error (please report): rank {rank.rank}: a reduce lands before its operand")
+            type_, what, reads = "re", "reduce", [*slots, *chunks]
+        else:
+            type_, what, reads = "cpy", "copy", slots
+        what = f"{what} {_chunks_text(t.chunks)} received from rank {t.src} from scratch into place"
+        rank.emit(rank.local_tb(), type_, t.cnt, self.comment(t, t.recv_line, what), t.step, src, dst, reads, chunks)
 
 
-def _final_copies(rank: _Rank, layout: _Layout, limit: int) -> None:
+def _final_copies(rank: RankProgram, layout: _Layout, limit: int) -> None:
     """Copy the chunks the collective leaves on the rank and that never moved to ``o``."""
     todo = [c for c in range(layout.n) if layout.output(rank.rank, c) is not None and rank.where(c)[0] != "o"]
     for lo, cnt in _runs(todo, lambda c: (rank.where(c), layout.home(rank.rank, c)), limit):
         what = f"copy {_chunks_text(range(lo, lo + cnt))} from the input to the output"
-        rank.emit(rank.local_tb(), "cpy", range(lo, lo + cnt), f"after the last step: {what}", reads=True, writes=True)
+        comment = f"after the last step: {what}"
+        rank.emit_chunks(rank.local_tb(), "cpy", range(lo, lo + cnt), comment, math.inf, reads=True, writes=True)
 
 
-def _freeze(tb: _TB) -> Threadblock:
-    steps = []
-    for s, op in enumerate(tb.steps):
-        src = op.src or op.dst or ("i", -1)  # a buffer the parsers accept where the type has none
-        dst = op.dst or op.src or ("o", -1)
-        depid, deps = op.dep if op.dep is not None else (-1, -1)
-        steps.append(Step(s, op.type, src[0], src[1], dst[0], dst[1], op.cnt, depid, deps, op.hasdep, op.comment))
-    return Threadblock(tb.id, tb.send, tb.recv, tb.chan, tuple(steps))
+def _program(
+    facts: _Facts,
+    layout: _Layout,
+    pieces: Pieces,
+    fusable: list[_Fusable],
+    landing: list[set[int]],
+    slots: int,
+    limit: int,
+) -> list[RankProgram]:
+    """Every rank's threadblocks, with the receives from the peers in ``landing[rank]`` on receive-only ones."""
+    p = facts.p
+    sends_to: list[set[int]] = [set() for _ in range(p)]
+    recvs_from: list[set[int]] = [set() for _ in range(p)]
+    for ts in pieces.values():
+        for t in ts:
+            t.seq, t.onward, t.fused, t.dead = -1, None, False, False
+            sends_to[t.src].add(t.dst)
+            recvs_from[t.dst].add(t.src)
+    ranks = []
+    for r in range(p):
+        tbs = _pair_threadblocks(sends_to[r], recvs_from[r], fusable[r], landing[r])
+        _choose_fusions(facts, layout, pieces, tbs, fusable[r], slots)
+        ranks.append(RankProgram(r, tbs, partial(layout.home, r), partial(layout.initial, r)))
+    stored: list[set[int]] = [set() for _ in range(p)]
+    for ts in pieces.values():
+        for t in ts:
+            if not t.dead:
+                stored[t.dst].update(t.chunks)
+    layout.spill(stored)  # scratch only for the chunks a step stores
+    _Emitter(facts, ranks, layout.n).run(pieces)
+    for rank in ranks:
+        _final_copies(rank, layout, limit)
+    return ranks
 
 
 # --------------------------------------------------------------------------
@@ -597,35 +583,34 @@ def lower(
     """The MSCCL-IR program of ``schedule``, which must have passed `collc.verify.check.check`."""
     limits = limits or Limits()
     _require(schedule, proto, min_bytes, max_bytes)
-    p = schedule.nranks
+    p, slots = schedule.nranks, BUFFERED[proto]
     facts = _Facts(schedule, tables.from_schedule(schedule))
     layout = _Layout(schedule, [set(fw) for fw in facts.first_write])
     pieces = _transfers(facts, _Locator(layout, facts), limits.count)
     fusable = _fusable(facts, pieces)
-    sends_to: list[set[int]] = [set() for _ in range(p)]
-    recvs_from: list[set[int]] = [set() for _ in range(p)]
-    for _step, src, dst in pieces:
-        sends_to[src].add(dst)
-        recvs_from[dst].add(src)
-    ranks = []
-    for r in range(p):
-        tbs = _pair_threadblocks(sends_to[r], recvs_from[r], fusable[r])
-        _choose_fusions(facts, layout, tbs, fusable[r])
-        ranks.append(_Rank(r, tbs, layout))
-    stored: list[set[int]] = [set() for _ in range(p)]
-    for ts in pieces.values():
-        for t in ts:
-            if not t.dead:
-                stored[t.dst].update(t.chunks)
-    layout.spill(stored)  # scratch only for the chunks a step stores
-    _Emitter(facts, ranks).run(pieces)
+    landing: list[set[int]] = [set() for _ in range(p)]  # per rank: the peers received on receive-only threadblocks
+    for (_step, src, dst), ts in pieces.items():
+        if any(t.cnt > slots for t in ts):
+            landing[dst].add(src)
+    while True:  # give receive-only threadblocks to the connections whose sends wait forever, until none does
+        ranks = _program(facts, layout, pieces, fusable, landing, slots, limits.count)
+        waiting = stalled([rank.tbs for rank in ranks], slots)
+        if not waiting:
+            break
+        more = {(src, dst) for src, dst in waiting if src not in landing[dst]}
+        if not more:  # only sends to receive-only threadblocks wait: give every connection one
+            more = {(src, dst) for _step, src, dst in pieces if src not in landing[dst]}
+        if not more:
+            raise CollError("internal error (please report): the MSCCL-IR program waits forever")
+        for src, dst in more:
+            landing[dst].add(src)
+    nchannels = assign_channels([rank.tbs for rank in ranks], limits)
+    gpus = []
     for rank in ranks:
-        _final_copies(rank, layout, limits.count)
-    nchannels = _assign_channels([rank.tbs for rank in ranks], limits)
-    gpus = tuple(
-        Gpu(rank.rank, layout.i_chunks, layout.o_chunks, len(layout.scratch[rank.rank]), tuple(map(_freeze, rank.tbs)))
-        for rank in ranks
-    )
+        spilled = len(layout.scratch[rank.rank])
+        places = rank.landing_slots(layout.n, spilled)
+        tbs = tuple(freeze(tb, places) for tb in rank.tbs)
+        gpus.append(Gpu(rank.rank, layout.i_chunks, layout.o_chunks, spilled + len(places), tbs))
     name = f"{schedule.algorithm} {params_text(schedule.params)}".strip()
     algo = Algo(
         name=name if len(name) <= _NAME_MAX else name[: _NAME_MAX - 3] + "...",
@@ -638,7 +623,7 @@ def lower(
         outofplace=True,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
-        gpus=gpus,
+        gpus=tuple(gpus),
         source=f"{PurePath(schedule.source).name} {params_text(schedule.params)}",
     )
     check_limits(algo, limits)

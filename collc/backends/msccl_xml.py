@@ -12,9 +12,23 @@ from dataclasses import dataclass
 
 from collc.diagnostics import CollError
 
-__all__ = ["MAX_BYTES", "PROTOCOLS", "Algo", "Gpu", "Limits", "Step", "Threadblock", "check_limits", "to_xml"]
+__all__ = [
+    "BUFFERED",
+    "MAX_BYTES",
+    "PROTOCOLS",
+    "Algo",
+    "Gpu",
+    "Limits",
+    "Step",
+    "Threadblock",
+    "check_limits",
+    "to_xml",
+]
 
 PROTOCOLS = ("Simple", "LL", "LL128")
+# Chunks a connection buffers for its receiver, by protocol, at large sizes: 8 FIFO steps, a Simple chunk taking
+# 4 of them, an LL or LL128 chunk 1 (collc/verify/plans.py models the same).
+BUFFERED = {"Simple": 2, "LL": 8, "LL128": 8}
 MAX_BYTES = (1 << 63) - 1  # minBytes and maxBytes are int64 in the runtimes
 
 
