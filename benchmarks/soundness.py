@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bound", type=int, default=16)
     ap.add_argument("--max-p", type=int, default=128)
     ap.add_argument("--time-limit", type=float, default=0.0, help="stop starting programs after this many seconds")
-    ap.add_argument("--family", default="", choices=("", "bruck", "roots"), help="only this base algorithm")
+    families = ("", "bruck", "roots", "rabenseifner", "bruck_alltoall")
+    ap.add_argument("--family", default="", choices=families, help="only this base algorithm")
     args = ap.parse_args(argv)
     options = sg.Options(bound=args.bound, solver_seconds=args.solver_seconds, allp=not args.no_allp,
                          max_p=64 if args.smoke else args.max_p, family=args.family)  # fmt: skip

@@ -36,8 +36,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
+import soundness_families
 import soundness_programs
-import soundness_rooted
 from soundness_programs import Generated
 
 from collc import api
@@ -74,10 +74,11 @@ class Options:
     allp: bool = True
     allp_every: int = 1  # the prover runs on the programs whose index is a multiple of this
     allp_skip: tuple[str, ...] = ("swing_bw_pow2",)  # families whose proof takes minutes
+    extra: float = 0.15  # programs of the mixed campaign drawn from `soundness_families`
     path_timeout: int = 60  # seconds per path call
     allp_timeout: int = 150
     planted: float = 0.5  # the share of programs with a planted deviation
-    family: str = ""  # "bruck": only that base algorithm (the rotations' proof path)
+    family: str = ""  # only that base algorithm: bruck, roots, rabenseifner, bruck_alltoall (benchmarks/soundness.py)
     templates: float = 0.08  # the share written by fuzz_templates.random_template, as is
 
 
@@ -141,7 +142,11 @@ def make_program(seed: int, index: int, options: Options = Options()) -> Generat
         kind = "pow2" if name == "recursive_doubling" else "a2a" if "alltoall" in name else "any"
         kind = "even" if name == "swing_even" else kind
         return Generated(name, text, (), f"template:{name}", kind, fixed, ("template",), None)
-    only = {"bruck": soundness_programs.bruck, "roots": soundness_rooted.rooted}.get(options.family)
+    only = {"bruck": soundness_programs.bruck, "roots": soundness_families.rooted,
+            "rabenseifner": soundness_families.rabenseifner,
+            "bruck_alltoall": soundness_families.bruck_alltoall}.get(options.family)  # fmt: skip
+    if only is None and rng.random() < options.extra:
+        only = rng.choice(soundness_families.EXTRA)
     return soundness_programs.generate(rng, rng.random() < options.planted, only)
 
 

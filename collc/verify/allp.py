@@ -388,27 +388,32 @@ def _lane_obligations(zz: _Z3, model: Model, r: Any, c: Any, c_range: Any) -> li
 
 
 def _slots(zz: _Z3, model: Model) -> list[Any]:
-    """The proof's claim is for p x chunks <= 2^28 (the slots an instance may have): where the chunk count is
-    a * p + b for every p (z3 proves it, linear), that bounds p by the largest root of a p^2 + b p <= 2^28."""
+    """The proof's claim is for p x chunks <= 2^28 (the slots an instance may have): the largest p whose
+    instance fits, P, found by evaluating the chunk count, bounds p once z3 proves that every p above P (up
+    to 2^28) has more slots; none when it does not."""
     z3 = zz.z3
-    try:
-        n1, n2 = evaluate(model.nchunks, {"p": 1}), evaluate(model.nchunks, {"p": 2})
-    except (ArithmeticError, ValueError, KeyError):  # not computable there: no bound beyond p's own
+
+    def fits(p: int) -> bool:
+        try:
+            return p * evaluate(model.nchunks, {"p": p}) <= _P_LIMIT
+        except (ArithmeticError, ValueError, KeyError):
+            return True  # not computable there: no bound from it
+
+    if fits(_P_LIMIT):
         return []
-    a, b = n2 - n1, 2 * n1 - n2
+    top = 1
+    while fits(top * 2):
+        top *= 2
+    for step in (1 << k for k in range(top.bit_length(), -1, -1)):
+        if top + step < _P_LIMIT and fits(top + step):
+            top += step
     solver = _solver(z3, zz.bits)
     solver.set("timeout", 10_000)
-    solver.add(*zz.domain(), zz.term(model.nchunks, {"p": zz.p}) != zz.const(a) * zz.p + zz.const(b))
-    if solver.check() != z3.unsat or a < 0 or b < 0 or a + b == 0:
+    p, nch = zz.p, zz.term(model.nchunks, {"p": zz.p})
+    solver.add(*zz.domain(), p > zz.const(top), nch >= 0, nch <= zz.const(_P_LIMIT), p * nch <= zz.const(_P_LIMIT))
+    if solver.check() != z3.unsat:
         return []
-    hi = 1
-    while a * (hi * 2) ** 2 + b * hi * 2 <= _P_LIMIT:
-        hi *= 2
-    top = hi
-    for step in (1 << k for k in range(hi.bit_length(), -1, -1)):  # the largest p with a p^2 + b p <= 2^28
-        if a * (top + step) ** 2 + b * (top + step) <= _P_LIMIT:
-            top += step
-    return [zz.p <= zz.const(top)]
+    return [p <= zz.const(top)]
 
 
 def _set_terms(chunks: Any) -> tuple[Any, ...]:

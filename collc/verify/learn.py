@@ -206,7 +206,13 @@ def atoms(bits: bool, k: int, root: int | None = None, pairs: bool = False) -> l
         folded = ("bin", "&", j, ("bin", "-", _POW2_FLOOR, ("num", 1)))  # j's rank after folding onto 2^L
         for x, y in ((r, j), (r, unit), (j, unit), (r, folded)):
             for sh in (i, ("bin", "+", i, ("num", 1)), ("bin", "-", ("log2p",), i)):
-                atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))
+                atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))  # the high bits agree
+            for sh in (i, ("bin", "-", ("log2p",), i)):  # the low bits agree (recursive halving, from the top)
+                low = ("bin", "-", ("bin", "<<", ("num", 1), sh), ("num", 1))
+                atoms.append(("cmp", "==", ("bin", "&", ("bin", "^", x, y), low), zero))
+        for y in (j, folded):  # y agrees with r below the highest bit where c leaves r (halving: what r kept)
+            xy = ("bin", "^", r, y)
+            atoms.append(("cmp", "<", ("bin", "^", r, unit), ("bin", "&", xy, ("un", "-", xy))))
         for x, y in ((r, j), (r, unit)):  # Swing's contribution sets
             for sh in (i, ("bin", "+", i, ("num", 1))):
                 atoms.append(("cmp", "<", swing_distance(x, y), ("bin", "<<", ("num", 1), sh)))

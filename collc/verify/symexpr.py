@@ -223,6 +223,8 @@ class Expressions:
         a, b = self.expr(node.left, env), self.expr(node.right, env)
         if node.op == "..":
             return ("range", self.integer(a, "a range bound"), self.integer(b, "a range bound"))
+        if is_set(a) and is_set(b) and node.op in ("-", "&", "|"):
+            return self.set_op(node.op, a, b)
         if is_set(a) or is_set(b):
             raise Refusal(f"set arithmetic ({node.op!r})", node.span)
         a, b = self.integer(a, f"an operand of {node.op!r}"), self.integer(b, f"an operand of {node.op!r}")
@@ -245,6 +247,7 @@ class Expressions:
         if node.op not in ARITH:
             raise Refusal(f"the operator {node.op!r}", node.span)
         if node.op in ("//", "%", "mod") and not is_num(b) and b != ("var", "p"):
+            self.note(b)  # the divisor is computed too (the model below keeps only its exponent)
             e = log2_of(b)
             if e is None:
                 raise Refusal(f"{node.op!r} by a symbol other than p or a power of two", node.span)
@@ -252,6 +255,30 @@ class Expressions:
                 return ("bin", ">>", a, e)
             return ("bin", "&", a, ("bin", "-", ("bin", "<<", num(1), e), num(1)))
         return binop(node.op, a, b)
+
+    def set_op(self, op: str, a: Term, b: Term) -> Term:
+        """``a - b``, ``a & b``, ``a | b`` of two sets as a set by condition over a range that holds the result:
+        membership is exact.  The elaborator makes bitsets of both (a range's elements must then be in 0 ..
+        MAX_SET_ELEMENT - 1 unless it is empty), which the model notes."""
+        for x in (a, b):
+            if x[0] == "range":
+                inside = conj(cmp(">=", x[1], num(0)), cmp("<=", x[2], num(MAX_SET_ELEMENT)))
+                self.note(("holds", disj(cmp("<=", x[2], x[1]), inside)))
+            else:
+                self.note(x)
+        self.bound += 1
+        v = ("var", f"set#{self.bound}")
+        inside_a, inside_b = member(v, a), member(v, b)
+        if op == "|":
+            lo, hi = _bounds(a), _bounds(b)
+            if lo is None or hi is None:
+                raise Refusal("a union of sets given by a condition and listed elements", None)
+            span = (ite(cmp("<=", lo[0], hi[0]), lo[0], hi[0]), ite(cmp(">=", lo[1], hi[1]), lo[1], hi[1]))
+            return ("where", v[1], *span, disj(inside_a, inside_b))
+        bounds = _bounds(a)
+        if bounds is None:
+            raise Refusal(f"set arithmetic ({op!r}) on listed elements", None)
+        return ("where", v[1], *bounds, conj(inside_a, neg(inside_b) if op == "-" else inside_b))
 
     def _UnaryOp(self, node: ast.UnaryOp, env: Mapping[str, Any]) -> Any:
         a = self.expr(node.operand, env)
@@ -465,6 +492,15 @@ class Expressions:
         check = ("holds", disj(cmp("<=", hi, lo), fits))
         (self.inner if self.in_loop else self.outer).append((self.guard, check))
         return ("range", binop("+", lo, k), binop("+", hi, k))
+
+
+def _bounds(s: Term) -> tuple[Term, Term] | None:
+    """lo, hi with every element of the set ``s`` in lo .. hi (a range's or a comprehension's own)."""
+    if s[0] == "range":
+        return s[1], s[2]
+    if s[0] == "where":
+        return s[2], s[3]
+    return None
 
 
 def _element_checks(v: Any) -> list[Term]:

@@ -306,6 +306,10 @@ def log2_of(t: Term) -> Term | None:
     """e where t is 2^e written as ``1 << e`` (times a power of two), else None."""
     if t[0] == "bin" and t[1] == "<<" and t[2] == num(1):
         return t[3]
+    if t[0] == "bin" and t[1] == ">>":  # (2^a) >> b is 2^(a - b) where a >= b: the shift by a - b says so
+        a = log2_of(t[2])
+        if a is not None:
+            return binop("-", a, t[3])
     if t[0] == "bin" and t[1] == "*":
         for x, y in ((t[2], t[3]), (t[3], t[2])):
             if is_num(x) and x[1] >= 1 and x[1] & (x[1] - 1) == 0:
