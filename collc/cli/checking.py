@@ -114,10 +114,11 @@ def check(
     """Verify a schedule, or every instance of a range: matching, deadlock, data flow, postcondition,
     compression points and their error bound.  ``--ranks all`` proves the program for every p, or finds the
     smallest p where it fails, or says up to which p it checked and why there is no proof.  FILE may also be an
-    MSCCL-IR XML plan (msccl-tools, TACCL, collc export), checked as the runtimes run it (docs/plans.md)."""
+    MSCCL-IR XML plan (msccl-tools, TACCL, collc export) or an MSCCL++ execution plan (JSON), checked as the
+    runtimes run it (docs/plans.md)."""
     if is_plan(file):
         if p is not None or params or dims is not None or codecs:
-            raise click.UsageError("an MSCCL-IR plan is one instance: -p, --param, --dims and --codec do not apply")
+            raise click.UsageError("a plan is one instance: -p, --param, --dims and --codec do not apply")
         check_plan_file(file, as_json, shown)
     try:
         if p is not None and p.strip().lower() == "all":
