@@ -600,6 +600,7 @@ def prove(
     atoms = learn.atoms(bits, ct.unit, ct.root, ct.pairs)
     zz = _Z3(bits, model.pow2)
     states: dict[int, list[np.ndarray]] = {}
+    found: int | None = None  # the last instance z3 found an obligation false at
     for _round in range(_ROUNDS):
         for p in data_p:
             if clock.out():
@@ -621,9 +622,9 @@ def prove(
                 invs.append(learn.dnf(atoms, learn.simplest(atoms, truth, terms)))
                 continue
             split = learn.split(atoms, truth, labels, learn.splits(ct), env)  # one formula per stripe of the chunks
-            if split is None:
+            if split is None:  # (after an instance z3 found: the program may be wrong there, which is checked)
                 return Proof(False, "", f"no invariant of the learned form fits step loop {idx + 1}",
-                             loop.span, ())  # fmt: skip
+                             loop.span, (), counterexample=found)  # fmt: skip
             invs.append(split)
         texts = tuple(_show(t) for t in invs)
         note(f"invariants from p in {data_p}: " + "; ".join(texts))
@@ -660,12 +661,13 @@ def prove(
             note(f"not proved ({what}) at p={pv}: learning from p={pv} too")
             data_p.append(pv)
             data_p.sort()
+            found = pv
             continue
         about = " for the learned invariant" if "invariant" in what or "postcondition" in what else ""
         why = (f"z3 could not decide it in {timeout_ms // 1000} s (--solver-time)" if res != z3.sat
                else f"it fails at p={pv}{about}")  # fmt: skip
         return Proof(False, "", f"{what}: {why}", span, texts, counterexample=pv if res == z3.sat else None)
-    return Proof(False, "", "the learned invariants were not inductive", model.span, ())
+    return Proof(False, "", "the learned invariants were not inductive", model.span, (), counterexample=found)
 
 
 class _Clock:
