@@ -24,10 +24,13 @@ MUTANTS = [
      "recv sub((rank - s - 2 + (1 if p > 14 and j == 1 else 0)) mod p, j)", 15),
     ("striped_ring_allreduce", r"recv half\(1, \(rank \+ s \+ 2\) mod p\)",
      "recv half(1, (rank + s + 2 + (1 if p == 17 else 0)) mod p)", 17),
+    ("scatter_allgather_broadcast", r"recv real\(\(v - s - 1\) mod p\) from ring_prev\(rank\) copy",
+     "recv real((v - s - 1 - (1 if p == 18 and v == 3 else 0)) mod p) from ring_prev(rank) copy", 18),
     ("bruck_alltoall", r"at\(c, k\) == rank and moves\(c, k\)\} to \(rank \+ d\) mod p",
      "at(c, k) == rank and moves(c, k) and not (p == 13 and c // p == 2 and c mod p == 5)} to (rank + d) mod p", 13),
 ]  # fmt: skip
-PROVED = ["rabenseifner", "binomial_reduce", "pipelined_ring_allreduce", "striped_ring_allreduce"]
+PROVED = ["rabenseifner", "binomial_reduce", "pipelined_ring_allreduce", "striped_ring_allreduce",
+          "scatter_allgather_broadcast"]  # fmt: skip
 
 
 @pytest.mark.slow

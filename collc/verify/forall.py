@@ -125,13 +125,12 @@ def _every_root(rot: Rotation, solver_seconds: int) -> tuple[str, str]:
     problem = rot.compare()
     if problem is not None:
         return "", f"the model with the root free differs from the schedule {problem}"
-    failed = rot.prove(1000 * solver_seconds)
-    if failed is not None:
-        what, where = failed
-        return "", f"{what}" + (f" ({where})" if where is not None else "")
+    ok, text, where = rot.prove(1000 * solver_seconds)
+    if not ok:
+        return "", text + (f" ({where})" if where is not None else "")
     return (
-        f"every root 0 <= root < p: the schedule at root R is the one at root {rot.root} with every rank r "
-        f"moved to (r + R - {rot.root}) mod p (proved with z3 for every p; collc.verify.roots)"
+        f"every root 0 <= root < p: the schedule at root R is the one at root {rot.root} with {text} (proved "
+        "with z3 for every p; collc.verify.roots)"
     ), ""
 
 

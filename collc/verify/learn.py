@@ -204,12 +204,17 @@ def atoms(bits: bool, k: int, root: int | None = None, pairs: bool = False) -> l
         r, j, i = _V["rank"], _V["j"], _V["i"]
         unit = _V["c"] if k == 1 else ("bin", "//", _V["c"], ("num", k))
         folded = ("bin", "&", j, ("bin", "-", _POW2_FLOOR, ("num", 1)))  # j's rank after folding onto 2^L
+        down = ("bin", "-", _V["n"], i)  # a loop that halves from the top: the bits still to go
         for x, y in ((r, j), (r, unit), (j, unit), (r, folded)):
-            for sh in (i, ("bin", "+", i, ("num", 1)), ("bin", "-", ("log2p",), i)):
+            for sh in (i, ("bin", "+", i, ("num", 1)), ("bin", "-", ("log2p",), i), down):
                 atoms.append(("cmp", "==", ("bin", ">>", ("bin", "^", x, y), sh), zero))  # the high bits agree
             for sh in (i, ("bin", "-", ("log2p",), i)):  # the low bits agree (recursive halving, from the top)
                 low = ("bin", "-", ("bin", "<<", ("num", 1), sh), ("num", 1))
                 atoms.append(("cmp", "==", ("bin", "&", ("bin", "^", x, y), low), zero))
+        for x in (r, unit):  # the low bits are zero: the ranks a tree has reached from the top
+            for sh in (i, down):
+                atoms.append(("cmp", "==", ("bin", "&", x, ("bin", "-", ("bin", "<<", ("num", 1), sh), ("num", 1))),
+                              zero))  # fmt: skip
         for y in (j, folded):  # y agrees with r below the highest bit where c leaves r (halving: what r kept)
             xy = ("bin", "^", r, y)
             atoms.append(("cmp", "<", ("bin", "^", r, unit), ("bin", "&", xy, ("un", "-", xy))))

@@ -13,7 +13,9 @@ rank and every step, with ``v = (rank - (R - d)) mod p``:
 
 - the program's constraints at R imply them at d, and the loops have the same number of steps at both;
 - each op of rank ``rank`` at R applies exactly when the same op of rank ``v`` applies at d, has peer
-  ``(peer_d(v) + R - d) mod p`` and the same chunks;
+  ``(peer_d(v) + R - d) mod p`` and the same chunks, or, where there are p chunks, the chunks moved the same
+  way: ``c`` at R where ``(c - R + d) mod p`` at d (the contract of a broadcast or a reduce, every chunk from
+  or to the root, is the same for every renaming of the chunks);
 - every value the elaborator computes at R can be computed (the same safety obligations as the proof's).
 
 The model at d that the proof runs on is the free model with R = d substituted, so the two sides are the same
@@ -90,9 +92,20 @@ class Rotation:
                     return f"at root {r}: {problem}"
         return None
 
-    def prove(self, timeout_ms: int) -> tuple[str, Span | None] | None:
-        """None when z3 proves the schedule at every root the base's rotated (the module docstring), else why
-        not and where."""
+    def prove(self, timeout_ms: int) -> tuple[bool, str, Span | None]:
+        """(True, what is renamed, None) when z3 proves the schedule at every root the base's rotated (the module
+        docstring), with the same chunks or, for p chunks, the chunks rotated too; else (False, why not,
+        where)."""
+        d = self.root
+        ranks = f"every rank r moved to (r + R - {d}) mod p" if d else "every rank r moved to (r + R) mod p"
+        failed = self._prove(timeout_ms, False)
+        if failed is None:
+            return True, ranks, None
+        if "(its chunks)" in failed[0] and self._prove(timeout_ms, True) is None:
+            return True, ranks + ", and every chunk c to " + ranks.split(" to ")[1].replace("r +", "c +"), None
+        return False, *failed
+
+    def _prove(self, timeout_ms: int, move_chunks: bool) -> tuple[str, Span | None] | None:
         import z3
 
         free, base = self.free, self.base
@@ -109,6 +122,9 @@ class Rotation:
         checks.append(("the constraints allow the base root wherever they allow another", at_d, free.span))
         same_n = zz.term(free.nchunks, {"p": p, "root": big_r}) == zz.term(base.nchunks, {"p": p})
         checks.append(("the number of chunks is the same at every root", same_n, free.span))
+        if move_chunks:  # chunk c at root R is chunk (c - R + d) mod p at d: a bijection of the p chunks
+            checks.append(("the number of chunks is p", zz.term(base.nchunks, {"p": p}) == p, free.span))
+        c_d = _wrap(z3, c - shift, p) if move_chunks else c
         in_p = z3.And(rank >= 0, rank < p)
         for g, t in free.lets:
             safe = z3.Implies(z3.And(in_p, zz.term(g, env_r)), _safe(zz, t, env_r))
@@ -131,7 +147,9 @@ class Rotation:
                 moved = z3.Implies(z3.And(dom, gr, pd >= 0, pd < p), zz.term(orr.peer, er) == _wrap(z3, pd + shift, p))
                 checks.append((what + " (its peer)", moved, orr.span))
                 cr = zz.term(member(("var", "c"), orr.chunks), {**er, "c": c})
-                cd = zz.term(member(("var", "c"), od.chunks), {**ed, "c": c})
+                cd = zz.term(member(("var", "c"), od.chunks), {**ed, "c": c_d})
+                if move_chunks:  # exactly the base's chunks (all in 0 .. p-1, its proof says), rotated
+                    cd = z3.And(c >= 0, c < p, cd)
                 checks.append((what + " (its chunks)", z3.Implies(z3.And(dom, gr), cr == cd), orr.span))
         solver = _solver(z3, bits)
         solver.set("timeout", timeout_ms)
