@@ -67,6 +67,8 @@ CASES: list[tuple[str, str, dict[str, int]]] = [
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
     ("bruck_alltoall", "bruck_alltoall", {"p": 5}),
+    ("scatter_allgather_broadcast", "scatter_allgather_broadcast", {"p": 6, "root": 4}),
+    ("double_binary_tree_allreduce", "double_binary_tree_allreduce", {"p": 7}),
     ("pairwise_reduce_scatter", "pairwise_reduce_scatter", {"p": 5}),
     ("direct_allgather", "direct_allgather", {"p": 3}),
     ("recursive_doubling_allgather", "recursive_doubling_allgather", {"p": 8}),

@@ -67,6 +67,8 @@ CASES: list[tuple[str, str, dict[str, int]]] = [  # every example without compre
     ("binomial_reduce", "binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", "pairwise_alltoall", {"p": 4}),
     ("bruck_alltoall", "bruck_alltoall", {"p": 5}),
+    ("scatter_allgather_broadcast", "scatter_allgather_broadcast", {"p": 6, "root": 4}),
+    ("double_binary_tree_allreduce", "double_binary_tree_allreduce", {"p": 7}),
     ("pipelined_ring_allreduce", "pipelined_ring_allreduce", {"p": 4, "k": 2}),
     ("striped_ring_allreduce", "striped_ring_allreduce", {"p": 4}),
     ("weighted_striped_ring_allreduce", "weighted_striped_ring_allreduce", {"p": 4, "share": 70}),
@@ -304,7 +306,10 @@ def test_allreduce_full(built: dict[str, Built], driver: Path, case: str) -> Non
     assert_passed(run_driver(driver, built[case], "--split", "--dup"))
 
 
-@pytest.mark.parametrize("case", ["swing_lat", "rabenseifner", "recursive_doubling", "recursive_doubling_any"])
+@pytest.mark.parametrize(
+    "case",
+    ["swing_lat", "rabenseifner", "recursive_doubling", "recursive_doubling_any", "double_binary_tree_allreduce"],
+)
 def test_allreduce_quick(built: dict[str, Built], driver: Path, case: str) -> None:
     assert_passed(run_driver(driver, built[case], "--quick"))
 
@@ -312,7 +317,7 @@ def test_allreduce_quick(built: dict[str, Built], driver: Path, case: str) -> No
 @pytest.mark.parametrize(
     "case",
     ["ring_allgather_k3", "bruck_allgather", "ring_reduce_scatter", "binomial_broadcast", "binomial_reduce",
-     "pairwise_alltoall", "bruck_alltoall"],
+     "pairwise_alltoall", "bruck_alltoall", "scatter_allgather_broadcast"],
 )  # fmt: skip
 def test_other_collectives(built: dict[str, Built], driver: Path, case: str) -> None:
     proc = run_driver(driver, built[case], "--split", "--dup", env={"COLLC_SHIM_LOG": "1"})
