@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from collc.cli.common import EXIT_INPUT, EXIT_OK, EXIT_WRONG
 from collc.diagnostics import CollError
 from collc.frontend import mscclpp_plan
-from collc.frontend.msccl_plan import read_plan
+from collc.frontend.msccl_plan import Plan, read_plan
+from collc.frontend.plan_ir import plan_to_schedule
 from collc.verify import mscclpp_plans
+from collc.verify.check import check
 from collc.verify.plans import PlanReport, check_plan
 
 __all__ = ["check_plan_file", "is_plan"]
@@ -122,9 +124,80 @@ def _check_mscclpp(file: str, as_json: bool, shown: int) -> NoReturn:
     sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
 
 
+# Kinds of findings of the plan check about what a schedule does not model.  A plan that converts satisfies every
+# rule of the format that `plan_to_schedule` needs, so its structure findings are the runtimes' limits, and its
+# deadlocks come from their connections' bounded buffering (a plan whose steps wait for each other in a cycle is not
+# converted).  Where these are all the plan check finds, collc's verifier finding the schedule correct is no
+# disagreement.
+_NOT_MODELLED = frozenset({"structure", "deadlock"})
+
+
+def _ir_checks(plan: Plan, report: PlanReport) -> list[dict[str, Any]]:
+    """The plan as a schedule of collc's IR (`collc.frontend.plan_ir`), checked by collc's verifier, in each mode
+    the plan runs: one entry per mode (``status`` correct, wrong or not converted)."""
+    out: list[dict[str, Any]] = []
+    for mode in report.modes or ("",):
+        start = time.monotonic()
+        entry: dict[str, Any] = {"mode": mode}
+        mine = [f for f in report.findings if f.mode in ("", mode)]
+        try:
+            if not mode:
+                raise CollError("the plan says it runs neither in place nor out of place")
+            schedule = plan_to_schedule(plan, mode)
+        except CollError as err:
+            entry.update(status="not converted", reason=str(err))
+        else:
+            result = check(schedule)
+            found = [
+                {"code": f.code, "message": f.message, "file": f.span.file, "line": f.span.line}
+                for f in result.findings
+            ]
+            entry.update(status="correct" if result.ok else "wrong", steps=len(schedule.steps), findings=found)
+            if result.ok == (not mine):
+                entry["agrees"] = True
+            else:
+                entry["agrees"] = False
+                entry["explained"] = result.ok and all(f.kind in _NOT_MODELLED for f in mine)
+        entry["seconds"] = round(time.monotonic() - start, 3)
+        out.append(entry)
+    return out
+
+
+def _ir_text(entries: list[dict[str, Any]], shown: int) -> str:
+    lines = []
+    for e in entries:
+        mode = f", {e['mode']}" if len(entries) > 1 else ""
+        if e["status"] == "not converted":
+            where = f" ({e['mode']})" if mode else ""
+            lines.append(f"  not converted to collc's IR{where}: {e['reason']}")
+            continue
+        head = f"  collc's verifier on the plan as a schedule ({e['steps']} steps{mode}): "
+        if e["status"] == "correct":
+            lines.append(head + "correct")
+        else:
+            lines.append(head + f"WRONG ({len(e['findings'])} finding(s))")
+            for f in e["findings"][:shown]:
+                lines.append(f"    error[{f['code']}] {f['file']}:{f['line']}: {f['message']}")
+            if len(e["findings"]) > shown:
+                lines.append(f"    ... and {len(e['findings']) - shown} more (--show N)")
+        if e.get("explained"):
+            lines.append(
+                f"  (the plan check's findings{mode} are about the runtimes' limits or their connections' bounded "
+                "buffering, which a schedule does not model; the verdict is WRONG)"
+            )
+        elif e.get("agrees") is False:
+            said = "correct" if e["status"] == "correct" else "WRONG"
+            other = "WRONG" if said == "correct" else "correct"
+            lines.append(
+                f"  the two checks disagree{mode}: the plan check finds the plan {other}, collc's verifier finds "
+                f"its schedule {said}; the verdict is WRONG"
+            )
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def check_plan_file(file: str, as_json: bool, shown: int) -> NoReturn:
-    """Reads, checks and reports the plan (MSCCL++ JSON by its .json suffix, otherwise MSCCL-IR XML); exits 0
-    (correct), 1 (findings) or 2 (unreadable)."""
+    """Reads, checks and reports the plan (MSCCL++ JSON by its .json suffix, otherwise MSCCL-IR XML), also as a
+    schedule checked by collc's verifier; exits 0 (correct), 1 (findings of either check) or 2 (unreadable)."""
     if file.lower().endswith(".json"):
         _check_mscclpp(file, as_json, shown)
     start = time.monotonic()
@@ -134,13 +207,15 @@ def check_plan_file(file: str, as_json: bool, shown: int) -> NoReturn:
         _unreadable(err, as_json)
     report = check_plan(plan)
     seconds = time.monotonic() - start
+    ir = _ir_checks(plan, report)
+    ok = report.ok and all(e["status"] != "wrong" for e in ir)
     if as_json:
         findings = [{"kind": f.kind, "message": f.message, "line": f.line, "mode": f.mode} for f in report.findings]
         print(
             json.dumps(
                 {
-                    "ok": report.ok,
-                    "status": "correct" if report.ok else "wrong",
+                    "ok": ok,
+                    "status": "correct" if ok else "wrong",
                     "file": file,
                     "name": plan.name,
                     "collective": plan.coll,
@@ -152,9 +227,10 @@ def check_plan_file(file: str, as_json: bool, shown: int) -> NoReturn:
                     "slots": report.slots,
                     "findings": findings,
                     "seconds": round(seconds, 3),
+                    "ir": ir,
                 }
             )
         )
     else:
-        sys.stdout.write(_text(report, seconds, shown))
-    sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
+        sys.stdout.write(_text(report, seconds, shown) + _ir_text(ir, shown))
+    sys.exit(EXIT_OK if ok else EXIT_WRONG)
