@@ -43,6 +43,7 @@ __all__ = ["Proof", "prove", "sample_sizes"]
 
 _ROUNDS = 3  # learn, prove, add the counterexample's instance, again
 _MAX_P_DATA = 48  # largest instance whose states are learned from
+_MAX_TRUTH = 1 << 30  # bytes of the atoms' truth at the (p, i, r, c, j) points learned from, at most
 _BITS = 64
 _P_LIMIT = MAX_SLOTS  # p x chunks <= 2^28: no instance of any program has more ranks
 _COMPUTABLE = "a value can be computed (62 bits, shift counts in 0..62, exact '/', set elements in 0..2^26)"
@@ -416,6 +417,15 @@ def _slots(zz: _Z3, model: Model) -> list[Any]:
     return [p <= zz.const(top)]
 
 
+def _points(model: Model, sizes: Sequence[int]) -> int:
+    """The (p, i, r, c, j) points `learn.data` makes of the states of these p."""
+    out = 0
+    for p in sizes:
+        steps = sum(evaluate(loop.count, {"p": p}) + 1 for loop in model.loops)
+        out += steps * p * p * evaluate(model.nchunks, {"p": p})
+    return out
+
+
 def _set_terms(chunks: Any) -> tuple[Any, ...]:
     if chunks[0] == "range":
         return (chunks[1], chunks[2])
@@ -657,6 +667,7 @@ def prove(
             return Proof(True, how, "", None, texts)
         what, span, pv, res = failed
         retry = pv is not None and pv <= _MAX_P_DATA and pv not in data_p and pv in sample_sizes(model, pv)
+        retry = retry and len(atoms) * _points(model, [*data_p, pv]) <= _MAX_TRUTH  # (alltoall: p^3 points a step)
         if res == z3.sat and retry:
             note(f"not proved ({what}) at p={pv}: learning from p={pv} too")
             data_p.append(pv)
