@@ -52,7 +52,9 @@ def main() -> int:
             continue
         seconds = time.monotonic() - start
         if result.status == "proved":
-            status, why = "PROVED", "every p" + (", every root" if result.every else "")
+            root = dict(result.fixed).get("root")
+            roots = ", every root" if result.every else f", root {root}" if root is not None else ""
+            status, why = "PROVED", "every p" + roots
         elif result.failure is not None and result.failure.status == "error":  # no instance to check: refused
             status, why = "refused", f"{result.how}; {result.failure.error}"
         elif result.status == "counterexample":
