@@ -95,3 +95,31 @@ def test_a_rotation_that_fails_beyond_the_compared_instances_is_found(tmp_path: 
     assert result.status == "proved" and result.fixed == (("root", 0),) and not result.every
     assert check_instance(program, {"p": 12, "root": 0}).status == "ok"
     assert check_instance(program, {"p": 12, "root": 3}).status != "ok"
+
+
+@pytest.mark.slow
+def test_chunks_that_move_with_the_root_are_proved_for_every_root() -> None:
+    """Van de Geijn's broadcast keeps virtual block v on rank v: at root R every chunk moves with the ranks."""
+    program = load_program(EXAMPLES / "scatter_allgather_broadcast.coll")
+    result = check_all_p(program, {}, bound=4, solver_seconds=300)
+    assert result.status == "proved" and "every chunk c to (c + R) mod p" in result.every, result.how
+    for p, root in ((13, 5), (24, 23), (31, 1)):
+        assert check_instance(program, {"p": p, "root": root}).status == "ok"
+
+
+@pytest.mark.slow
+def test_chunks_that_move_in_one_phase_only_are_not_proved_for_every_root(tmp_path: Path) -> None:
+    """The allgather forwards chunk (v - s) mod p, not real((v - s) mod p): the same at root 0, a chunk the rank
+    does not hold elsewhere; neither renaming fits, and the per-p checker finds the other roots wrong."""
+    text = (EXAMPLES / "scatter_allgather_broadcast.coll").read_text()
+    text = text.replace("send real((v - s) mod p) to", "send (v - s) mod p to")
+    text = text.replace("recv real((v - s - 1) mod p) from", "recv (v - s - 1) mod p from")
+    path = tmp_path / "unmoved.coll"
+    path.write_text(text)
+    program = load_program(path)
+    rot = rotation(program, {})
+    assert rot is not None and rot.compare() is None
+    ok, why, _ = rot.prove(300_000)
+    assert not ok and "its chunks" in why
+    assert check_instance(program, {"p": 9, "root": 0}).status == "ok"
+    assert check_instance(program, {"p": 9, "root": 4}).status != "ok"

@@ -101,9 +101,13 @@ class Rotation:
         failed = self._prove(timeout_ms, False)
         if failed is None:
             return True, ranks, None
-        if "(its chunks)" in failed[0] and self._prove(timeout_ms, True) is None:
+        if "(its chunks)" not in failed[0]:
+            return False, *failed
+        # every other obligation holds (the chunks' come last): the chunks renamed too, if there are p of them
+        moved = self._prove(timeout_ms, True)
+        if moved is None:
             return True, ranks + ", and every chunk c to " + ranks.split(" to ")[1].replace("r +", "c +"), None
-        return False, *failed
+        return False, *moved
 
     def _prove(self, timeout_ms: int, move_chunks: bool) -> tuple[str, Span | None] | None:
         import z3
@@ -118,12 +122,13 @@ class Rotation:
         env_d = {"p": p, "rank": v}
         domain = [*zz.domain(), big_r >= 0, big_r < p, *(zz.term(t, {"p": p, "root": big_r}) for t in free.constraints)]
         checks: list[tuple[str, Any, Span | None]] = []
+        chunk_checks: list[tuple[str, Any, Span | None]] = []  # last, in every loop's order
         at_d = z3.And(True, *(zz.term(t, {"p": p}) for t in base.constraints))
         checks.append(("the constraints allow the base root wherever they allow another", at_d, free.span))
         same_n = zz.term(free.nchunks, {"p": p, "root": big_r}) == zz.term(base.nchunks, {"p": p})
         checks.append(("the number of chunks is the same at every root", same_n, free.span))
-        if move_chunks:  # chunk c at root R is chunk (c - R + d) mod p at d: a bijection of the p chunks
-            checks.append(("the number of chunks is p", zz.term(base.nchunks, {"p": p}) == p, free.span))
+        # moving the chunks, chunk c at root R is chunk (c - R + d) mod p at d: a bijection of the p chunks
+        p_chunks = ("the number of chunks is p", zz.term(base.nchunks, {"p": p}) == p, free.span)
         c_d = _wrap(z3, c - shift, p) if move_chunks else c
         in_p = z3.And(rank >= 0, rank < p)
         for g, t in free.lets:
@@ -146,11 +151,27 @@ class Rotation:
                 pd = zz.term(od.peer, ed)  # in 0 .. p-1 where the op applies: the proof at the base root says so
                 moved = z3.Implies(z3.And(dom, gr, pd >= 0, pd < p), zz.term(orr.peer, er) == _wrap(z3, pd + shift, p))
                 checks.append((what + " (its peer)", moved, orr.span))
+            for orr, od in zip(lr.ops, ld.ops, strict=True):
+                gr = zz.term(orr.guard, er)
+                what = f"the {orr.kind} at root R is the base root's {orr.kind} of the rank moved by R"
+                runs = (_run(orr.chunks), _run(od.chunks)) if move_chunks else (None, None)
+                if runs[0] is not None and runs[1] is not None:  # two runs of residues: starts and lengths
+                    (a_r, l_r), (a_d, l_d) = runs
+                    diff = zz.term(a_r, er) - zz.term(a_d, ed) - shift
+                    starts = z3.Or(*(diff == zz.const(k) * p for k in range(-4, 5)))
+                    n_r, n_d = zz.term(l_r, er), zz.term(l_d, ed)
+                    lengths = z3.Or(n_r == n_d, z3.And(n_r >= p, n_d >= p), z3.And(n_r <= 0, n_d <= 0))
+                    same = z3.Implies(z3.And(dom, gr), z3.And(starts, lengths))
+                    chunk_checks.append((what + " (its chunks)", same, orr.span))
+                    continue
                 cr = zz.term(member(("var", "c"), orr.chunks), {**er, "c": c})
                 cd = zz.term(member(("var", "c"), od.chunks), {**ed, "c": c_d})
                 if move_chunks:  # exactly the base's chunks (all in 0 .. p-1, its proof says), rotated
                     cd = z3.And(c >= 0, c < p, cd)
-                checks.append((what + " (its chunks)", z3.Implies(z3.And(dom, gr), cr == cd), orr.span))
+                chunk_checks.append((what + " (its chunks)", z3.Implies(z3.And(dom, gr), cr == cd), orr.span))
+        if move_chunks:  # the others held with the chunks unmoved (`prove`)
+            checks = [p_chunks]
+        checks += chunk_checks
         solver = _solver(z3, bits)
         solver.set("timeout", timeout_ms)
         solver.add(*domain)
@@ -160,6 +181,38 @@ class Rotation:
         what, span, pv, res = failed
         why = f"it fails at p={pv}" if res == z3.sat else f"z3 could not decide it in {timeout_ms // 1000} s"
         return f"{what}: {why}", span
+
+
+def _run(chunks: Any) -> tuple[Any, Any] | None:
+    """(A, L) where ``chunks`` is the run of L residues mod p from A, ``{c for c in 0 .. p if (c - A) mod p < L}``
+    (a rotation, `collc.verify.symexpr`): the set moved by k is the run from A + k, so two such sets are each
+    other moved when their starts differ by k modulo p and their lengths agree (or both are empty, or both all
+    of 0 .. p-1).  None for other sets."""
+    if chunks[0] != "where" or chunks[2] != ("num", 0) or chunks[3] != ("var", "p"):
+        return None
+    cond, x = chunks[4], ("var", chunks[1])
+    if cond[0] != "cmp" or cond[1] != "<" or cond[2][0] != "bin" or cond[2][1] != "mod" or cond[2][3] != ("var", "p"):
+        return None
+    diff = cond[2][2]
+    if not _plus_once(diff, x) or _mentions(cond[3], x):
+        return None
+    return ("un", "-", substitute(diff, x[1], ("num", 0))), cond[3]  # diff = x - A
+
+
+def _plus_once(t: Any, x: Any) -> bool:
+    """``t`` is x plus terms free of x: x once, reached through '+' and the left side of '-'."""
+    if t == x:
+        return True
+    if not isinstance(t, tuple) or t[0] != "bin" or t[1] not in ("+", "-"):
+        return False
+    left, right = _mentions(t[2], x), _mentions(t[3], x)
+    if left and not right:
+        return _plus_once(t[2], x)
+    return t[1] == "+" and right and not left and _plus_once(t[3], x)
+
+
+def _mentions(t: Any, x: Any) -> bool:
+    return t == x or (isinstance(t, tuple) and any(_mentions(y, x) for y in t[1:]))
 
 
 def _wrap(z3: Any, x: Any, p: Any) -> Any:
