@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 from collc.cli.common import EXIT_INPUT, EXIT_OK, EXIT_WRONG
 from collc.diagnostics import CollError
-from collc.frontend import mscclpp_plan
+from collc.frontend import mscclpp_ir, mscclpp_plan
 from collc.frontend.msccl_plan import Plan, read_plan
 from collc.frontend.plan_ir import plan_to_schedule
 from collc.verify import mscclpp_plans
@@ -98,15 +98,17 @@ def _check_mscclpp(file: str, as_json: bool, shown: int) -> NoReturn:
         _unreadable(err, as_json)
     report = mscclpp_plans.check_plan(plan)
     seconds = time.monotonic() - start
+    ir = _mscclpp_ir_checks(plan, report)
+    ok = report.ok and all(e["status"] != "wrong" for e in ir)
     if not as_json:
-        sys.stdout.write(_mscclpp_text(report, seconds, shown))
-        sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
+        sys.stdout.write(_mscclpp_text(report, seconds, shown) + _ir_text(ir, shown, _MSCCLPP_UNMODELLED))
+        sys.exit(EXIT_OK if ok else EXIT_WRONG)
     findings = [
         {"kind": f.kind, "message": f.message, "line": f.line, "path": f.path, "mode": f.mode} for f in report.findings
     ]
     out = {
-        "ok": report.ok,
-        "status": "correct" if report.ok else "wrong",
+        "ok": ok,
+        "status": "correct" if ok else "wrong",
         "file": file,
         "format": "mscclpp",
         "name": plan.name,
@@ -119,9 +121,45 @@ def _check_mscclpp(file: str, as_json: bool, shown: int) -> NoReturn:
         "ops": report.ops,
         "findings": findings,
         "seconds": round(seconds, 3),
+        "ir": ir,
     }
     print(json.dumps(out))
-    sys.exit(EXIT_OK if report.ok else EXIT_WRONG)
+    sys.exit(EXIT_OK if ok else EXIT_WRONG)
+
+
+# Kinds of findings of the MSCCL++ plan check about what a schedule does not model.  `mscclpp_ir.plan_to_schedule`
+# orders a threadblock's ops in program order, a port transfer at its put and relaxed signals and packets like the
+# others, and refuses every race left under that order, every deadlock and every op the executor runs other than
+# it says; so on a plan it converts, the plan check's races are between a threadblock's threads, port transfers and
+# their flushes, relaxed orderings or the end of a kernel, its structure findings are the executor's limits, and
+# its unmatched semaphores change no data.
+_MSCCLPP_NOT_MODELLED = frozenset({"structure", "race", "unmatched"})
+_MSCCLPP_UNMODELLED = (
+    "about the threads of a threadblock between nops, port transfers until a signal or flush, relaxed signals and "
+    "packets, the end of each GPU's kernel, signal counts or the executor's limits"
+)
+
+
+def _mscclpp_ir_checks(plan: mscclpp_plan.MscclppPlan, report: mscclpp_plans.MscclppReport) -> list[dict[str, Any]]:
+    """The MSCCL++ plan as a schedule of collc's IR (`collc.frontend.mscclpp_ir`), checked by collc's verifier: one
+    entry, in the plan's mode (``status`` correct, wrong or not converted)."""
+    start = time.monotonic()
+    entry: dict[str, Any] = {"mode": report.mode}
+    try:
+        schedule = mscclpp_ir.plan_to_schedule(plan)
+    except CollError as err:
+        entry.update(status="not converted", reason=str(err))
+    else:
+        result = check(schedule)
+        found = [
+            {"code": f.code, "message": f.message, "file": f.span.file, "line": f.span.line} for f in result.findings
+        ]
+        entry.update(status="correct" if result.ok else "wrong", steps=len(schedule.steps), findings=found)
+        entry["agrees"] = result.ok == report.ok
+        if not entry["agrees"]:
+            entry["explained"] = result.ok and all(f.kind in _MSCCLPP_NOT_MODELLED for f in report.findings)
+    entry["seconds"] = round(time.monotonic() - start, 3)
+    return [entry]
 
 
 # Kinds of findings of the plan check about what a schedule does not model.  A plan that converts satisfies every
@@ -163,7 +201,10 @@ def _ir_checks(plan: Plan, report: PlanReport) -> list[dict[str, Any]]:
     return out
 
 
-def _ir_text(entries: list[dict[str, Any]], shown: int) -> str:
+_UNMODELLED = "about the runtimes' limits or their connections' bounded buffering"
+
+
+def _ir_text(entries: list[dict[str, Any]], shown: int, unmodelled: str = _UNMODELLED) -> str:
     lines = []
     for e in entries:
         mode = f", {e['mode']}" if len(entries) > 1 else ""
@@ -182,8 +223,8 @@ def _ir_text(entries: list[dict[str, Any]], shown: int) -> str:
                 lines.append(f"    ... and {len(e['findings']) - shown} more (--show N)")
         if e.get("explained"):
             lines.append(
-                f"  (the plan check's findings{mode} are about the runtimes' limits or their connections' bounded "
-                "buffering, which a schedule does not model; the verdict is WRONG)"
+                f"  (the plan check's findings{mode} are {unmodelled}, which a schedule does not model; the verdict "
+                "is WRONG)"
             )
         elif e.get("agrees") is False:
             said = "correct" if e["status"] == "correct" else "WRONG"
