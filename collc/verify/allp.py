@@ -19,6 +19,8 @@ source all symbolic:
   of the same chunks and every send by a receive (and, for rooted or gathered data, a send's slot holds
   its data).
 
+An alltoall's chunk src * p + dst is the pair (src, dst) (`_pair_set`); ops in lanes must touch disjoint
+chunks of a rank (`_lane_obligations`), which makes every overlap of their steps compute what lockstep does.
 Integers are unbounded, except where the program uses bit operations: there the proof is over 64-bit
 integers with p < 2^31 (every size an MPI communicator can have).  A learned invariant that is not
 inductive is refined with the instance z3 reports; when no proof is found the caller falls back to

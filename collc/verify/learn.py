@@ -2,11 +2,14 @@
 
 `states` runs a symbolic model at a concrete p exactly: for every step loop, which ranks' contributions each
 slot (rank r, chunk c) holds before each iteration and after the last.  `atoms` lists the comparisons an
-invariant may be made of (differences of r, c, j modulo p, the iteration and p; for power-of-two p or bit
-operations, bit tests, the folding onto the largest power of two, and Swing's negabinary distances); `learn`
+invariant may be made of (differences of r, c, j modulo p, the iteration and p; for k * p chunks the stripe
+c mod p, c < p; for an alltoall the pair (src, dst) of a chunk; for power-of-two p or bit operations, bit
+tests of high and low bits, the folding onto the largest power of two, a rank's subtree below its lowest set
+bit, a value's lowest bits, and Swing's negabinary distances); `learn`
 finds a short disjunction of conjunctions of them that is true exactly at the points where slot (r, c) holds
 rank j's contribution after i iterations, and `simplest` trades each atom for the smallest one true at the
-same points.  What is learned is only a guess: `collc.verify.allp` proves it, or refines it, or gives up.
+same points; `split` learns one formula per stripe where no single one fits.  What is learned is only a
+guess: `collc.verify.allp` proves it, or refines it, or gives up.
 """
 
 from __future__ import annotations
