@@ -17,7 +17,9 @@ from pathlib import Path
 
 from collc.diagnostics import CollError
 
-__all__ = ["COLLECTIVES", "STEP_TYPES", "Plan", "PlanGpu", "PlanStep", "PlanTb", "parse_plan", "read_plan"]
+__all__ = [
+    "COLLECTIVES", "STEP_TYPES", "Plan", "PlanGpu", "PlanStep", "PlanTb", "buffers_fit", "parse_plan", "read_plan",
+]  # fmt: skip
 
 STEP_TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 """Send, receive, receive-copy-send, receive-reduce-send, receive-reduce-copy, receive-reduce-copy-send,
@@ -26,6 +28,18 @@ local copy, local reduce, no operation."""
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 BUFFERS = ("i", "o", "s")
+
+
+def buffers_fit(coll: str, p: int, i: int, o: int) -> bool:
+    """Whether input and output buffers of ``i`` and ``o`` chunks per GPU fit collective ``coll`` (MSCCL's name
+    for it) on ``p`` GPUs: one buffer's chunks are p times the other's where the collective gathers or scatters,
+    and an alltoall's are p blocks."""
+    return {
+        "allreduce": i == o,
+        "allgather": o == p * i,
+        "reducescatter": i == p * o,
+        "alltoall": i == o and i % p == 0,
+    }[coll]
 
 
 @dataclass(frozen=True, slots=True)

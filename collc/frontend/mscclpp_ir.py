@@ -59,7 +59,8 @@ import numpy as np
 
 from collc.collectives import EVERY, chunk_origin, layout_error
 from collc.diagnostics import CollError
-from collc.frontend.mscclpp_plan import Chunks, MscclppPlan, PlanGpu, PlanOp, PlanTb
+from collc.frontend.msccl_plan import buffers_fit
+from collc.frontend.mscclpp_plan import Chunks, MscclppPlan, PlanGpu, PlanOp, PlanTb, RunStep, run_steps
 from collc.frontend.plan_ir import COLLECTIVES, _components, _merge, _Nothing, _Pending, _twice, _Version, _Write
 from collc.ir import Action, ChunkSet, Op, OpKind, Schedule, Span, Step
 
@@ -77,15 +78,6 @@ Value = tuple[int, ...] | None  # sorted contributions (gpu * nchunks + chunk), 
 Event = tuple[int, int]  # (threadblock over the plan, position in its run)
 Content = _Version | _Pending | _Nothing
 _NOTHING = _Nothing("which nothing wrote: collc's IR has no value for it")
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    """One op of a threadblock's run (a pipeline's ops once per iteration ``it``; -1 outside pipelines)."""
-
-    op: PlanOp
-    it: int
-    label: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,18 +110,6 @@ class _Message:
 def _refuse(plan: MscclppPlan, path: str, message: str, line: int | None = None) -> CollError:
     line = plan.line(path) if line is None else line
     return CollError(f"{plan.file}:{line}: {path + ': ' if path else ''}{message}", Span(plan.file, line, 1, line, 1))
-
-
-def _run(tb: PlanTb, iterations: int) -> list[_Step]:
-    out = []
-    for k, op in enumerate(tb.ops):
-        if op.pipeline is None:
-            out.append(_Step(op, -1, f"op {k} ({op.name})"))
-            continue
-        for it in range(iterations):
-            for j, inner in enumerate(op.pipeline[2]):
-                out.append(_Step(inner, it, f"op {k}.{j} ({inner.name}, iteration {it + 1} of {iterations})"))
-    return out
 
 
 class _Layout:
@@ -182,13 +162,7 @@ def _structure(plan: MscclppPlan, lay: _Layout) -> None:
     if plan.collective == "alltoall" and plan.inplace:
         raise _refuse(plan, "", "an alltoall in place: its output would name other chunks than the input it overlaps")
     i, o = lay.i, lay.o
-    fits = {
-        "allreduce": i == o,
-        "allgather": o == p * i,
-        "reducescatter": i == p * o,
-        "alltoall": i == o and i % p == 0,
-    }
-    problem = None if fits[plan.collective] and i + o else f"do not fit a {plan.collective} on {p} GPUs"
+    problem = None if buffers_fit(plan.collective, p, i, o) and i + o else f"do not fit a {plan.collective} on {p} GPUs"
     problem = problem or layout_error(lay.collective, p, lay.n)
     if problem:
         sizes = f"input_chunks={g0.input_chunks}, output_chunks={g0.output_chunks}"
@@ -200,7 +174,7 @@ def _structure(plan: MscclppPlan, lay: _Layout) -> None:
                           "every rank the same chunks")  # fmt: skip
         barriers: dict[int, list[tuple[int, int]]] = {}
         for tb in g.tbs:
-            for st in _run(tb, 1):
+            for st in run_steps(tb, 1):
                 op, here = st.op, f"gpu {g.id}, threadblock {tb.id}, {st.label}"
                 if op.notes:
                     raise _refuse(plan, op.path, f"{here}: {op.notes[0]}: collc's IR would mean what the op says")
@@ -229,7 +203,7 @@ class _Converter:
         self.lay = lay = _Layout(plan, self.parts)
         _structure(plan, lay)
         self.tbs: list[tuple[PlanGpu, PlanTb]] = [(g, tb) for g in plan.gpus for tb in g.tbs]
-        self.runs = [_run(tb, self.iterations) for _, tb in self.tbs]
+        self.runs = [run_steps(tb, self.iterations) for _, tb in self.tbs]
         self.messages: list[_Message] = []
         self.content: dict[Loc, Content] = {}
         self.values: dict[Loc, Value] = {}
@@ -263,7 +237,7 @@ class _Converter:
         assert c is not None
         return c
 
-    def locs(self, c: Chunks, st: _Step) -> list[Loc]:
+    def locs(self, c: Chunks, st: RunStep) -> list[Loc]:
         """The locations of an operand: its chunks' parts, the op's share of them in a group or an iteration."""
         lo, n = c.index * self.parts, c.size * self.parts
         part, of = st.op.group
@@ -467,7 +441,7 @@ class _Converter:
         else:
             self.store(at, _Version(c, self.commit(at[0], c, msg, j, Action.COPY, None, False, ctx)), m.values[j])
 
-    def run_op(self, g: int, st: _Step, ctx: _Ctx, eid: int) -> None:
+    def run_op(self, g: int, st: RunStep, ctx: _Ctx, eid: int) -> None:
         """One op's accesses, messages, versions and values."""
         op, name = st.op, st.op.name
         if name not in PUTS | LOCAL_COPIES | REDUCES | {"get"}:

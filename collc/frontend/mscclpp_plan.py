@@ -48,8 +48,10 @@ __all__ = [
     "PlanGpu",
     "PlanOp",
     "PlanTb",
+    "RunStep",
     "parse_plan",
     "read_plan",
+    "run_steps",
 ]
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -142,6 +144,28 @@ class PlanTb:
     channels: dict[str, tuple[int, ...]]  # type -> the GPU's channel ids, in the threadblock's order
     refs: dict[str, tuple[int, ...]]  # access type -> the GPU's remote buffer ids, in the threadblock's order
     path: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep:
+    """One op of a threadblock's run: a pipeline's ops once per iteration ``it`` (-1 outside pipelines)."""
+
+    op: PlanOp
+    it: int
+    label: str  # "op k (name)", "op k.j (name, iteration i of n)"
+
+
+def run_steps(tb: PlanTb, iterations: int) -> list[RunStep]:
+    """The ops ``tb`` runs, in order, with each pipeline's ops repeated ``iterations`` times."""
+    out = []
+    for k, op in enumerate(tb.ops):
+        if op.pipeline is None:
+            out.append(RunStep(op, -1, f"op {k} ({op.name})"))
+            continue
+        for it in range(iterations):
+            for j, inner in enumerate(op.pipeline[2]):
+                out.append(RunStep(inner, it, f"op {k}.{j} ({inner.name}, iteration {it + 1} of {iterations})"))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,7 +72,7 @@ import numpy as np
 
 from collc.collectives import EVERY, chunk_origin, layout_error
 from collc.diagnostics import CollError
-from collc.frontend.msccl_plan import Plan, PlanGpu, PlanStep, PlanTb
+from collc.frontend.msccl_plan import Plan, PlanGpu, PlanStep, PlanTb, buffers_fit
 from collc.ir import Action, ChunkSet, Collective, Op, OpKind, Schedule, Span, Step
 
 __all__ = ["MODES", "plan_to_schedule"]
@@ -207,14 +207,10 @@ def _structure(plan: Plan, mode: str) -> None:
         raise _refuse(plan, 1, "the plan has no GPUs")
     p, g0 = plan.ngpus, plan.gpus[0]
     i, o = g0.i_chunks, g0.o_chunks
-    fits = {
-        "allreduce": i == o,
-        "allgather": o == p * i,
-        "reducescatter": i == p * o,
-        "alltoall": i == o and i % p == 0,
-    }
     n = {"allgather": o, "alltoall": p * i}.get(plan.coll, i)
-    problem = None if fits[plan.coll] else f"i_chunks={i}, o_chunks={o} do not fit a {plan.coll} on {p} GPUs"
+    problem = (
+        None if buffers_fit(plan.coll, p, i, o) else f"i_chunks={i}, o_chunks={o} do not fit a {plan.coll} on {p} GPUs"
+    )
     problem = problem or layout_error(COLLECTIVES[plan.coll], p, n)
     if problem:
         raise _refuse(plan, g0.line, f"gpu 0: {problem}")

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collc.frontend.mscclpp_plan import Chunks, MscclppPlan, PlanGpu, PlanOp, PlanTb
+from collc.frontend.mscclpp_plan import Chunks, MscclppPlan, PlanGpu, PlanOp, PlanTb, RunStep, run_steps
 
 __all__ = ["LIMITS", "MscclppFinding", "MscclppReport", "check_plan"]
 
@@ -99,13 +99,6 @@ class MscclppReport:
         return "in place" if self.plan.inplace else "out of place"
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    op: PlanOp
-    it: int  # pipeline iteration, or -1
-    label: str
-
-
 def _port_op(op: PlanOp) -> bool:
     return op.channel_type == "port" and op.name in ("put", "pws", "pwsf", "ppkt", "rppkt")
 
@@ -116,18 +109,6 @@ def _lanes(op: PlanOp) -> set[int] | None:
         return None
     n = op.flushes if op.name == "flush" else len(op.semaphores) or len(op.channels)
     return set(range(n))
-
-
-def _steps(tb: PlanTb, iterations: int) -> list[_Step]:
-    out = []
-    for k, op in enumerate(tb.ops):
-        if op.pipeline is None:
-            out.append(_Step(op, -1, f"op {k} ({op.name})"))
-            continue
-        for it in range(iterations):
-            for j, inner in enumerate(op.pipeline[2]):
-                out.append(_Step(inner, it, f"op {k}.{j} ({inner.name}, iteration {it + 1} of {iterations})"))
-    return out
 
 
 def _walk(plan: MscclppPlan) -> Iterator[tuple[PlanGpu, PlanTb, PlanOp]]:
@@ -181,7 +162,7 @@ def _structure(plan: MscclppPlan) -> list[MscclppFinding]:
                         f"executor takes at most {LIMITS['channels']} of a type",
                         tb.path,
                     )
-            for step in _steps(tb, 1):
+            for step in run_steps(tb, 1):
                 op, here = step.op, f"gpu {g.id}, threadblock {tb.id}, {step.label}"
                 for message in op.notes:
                     note(f"{here}: {message}", op.path)
@@ -222,7 +203,7 @@ def _structure(plan: MscclppPlan) -> list[MscclppFinding]:
 class _State:
     """One threadblock during the run."""
 
-    def __init__(self, g: PlanGpu, tb: PlanTb, t: int, steps: list[_Step], width: int) -> None:
+    def __init__(self, g: PlanGpu, tb: PlanTb, t: int, steps: list[RunStep], width: int) -> None:
         self.g, self.tb, self.t, self.steps = g, tb, t, steps
         self.pos = 0
         self.S = np.zeros((2, width), dtype=np.int32)  # what all threads know: release/acquire edges, all edges
@@ -269,7 +250,7 @@ class _Run:
                 for ch in op.channels:
                     self.proxy.setdefault((g.id, ch.index), len(self.states) + len(self.proxy))
         width = len(self.states) + len(self.proxy)
-        self.tbs = [_State(g, tb, t, _steps(tb, self.iterations), width) for t, (g, tb) in enumerate(self.states)]
+        self.tbs = [_State(g, tb, t, run_steps(tb, self.iterations), width) for t, (g, tb) in enumerate(self.states)]
         self.puts: dict[int, list[tuple[int, int]]] = {c: [] for c in self.proxy.values()}
         self.count: dict[tuple, int] = {}  # signals and releases per semaphore
         self.taken: dict[tuple, int] = {}  # waits and acquires per semaphore
@@ -301,7 +282,7 @@ class _Run:
                 return (gpu, "i", gpu * g.output_chunks * self.parts + part)
         return (gpu, buf, part)
 
-    def parts_of(self, c: Chunks, step: _Step) -> list[Loc]:
+    def parts_of(self, c: Chunks, step: RunStep) -> list[Loc]:
         lo, n = c.index * self.parts, c.size * self.parts
         part, of = step.op.group
         lo, n = lo + part * n // of, n // of
@@ -391,7 +372,7 @@ class _Run:
             self.reads.setdefault(key, []).append(eid)
 
     def read(
-        self, c: Chunks, step: _Step, kind: str, eid: int, clock: np.ndarray, what: str, path: str
+        self, c: Chunks, step: RunStep, kind: str, eid: int, clock: np.ndarray, what: str, path: str
     ) -> tuple[list[Value], np.ndarray | None]:
         values, seen = [], None
         for key in self.parts_of(c, step):
@@ -406,7 +387,7 @@ class _Run:
         return values, seen
 
     def write(
-        self, c: Chunks, step: _Step, values: list[Value], eid: int, clock: np.ndarray, what: str, path: str
+        self, c: Chunks, step: RunStep, values: list[Value], eid: int, clock: np.ndarray, what: str, path: str
     ) -> None:
         for key, v in zip(self.parts_of(c, step), values, strict=True):
             if key[1] == "i" and not self.plan.inplace:
@@ -428,7 +409,7 @@ class _Run:
         waits = op.name in ("wait", "rlxwait")
         return [(c.kind, c.peer, g, c.nth) if waits else (c.kind, g, c.peer, c.nth) for c in op.channels]
 
-    def ready(self, st: _State, step: _Step) -> bool:
+    def ready(self, st: _State, step: RunStep) -> bool:
         op = step.op
         if op.name in ("wait", "rlxwait", "sem_acquire"):
             need: dict[tuple, int] = {}
@@ -460,7 +441,7 @@ class _Run:
                     st.pos += 1
                     moved = True
 
-    def execute(self, st: _State, step: _Step) -> None:
+    def execute(self, st: _State, step: RunStep) -> None:
         op = step.op
         what = f"gpu {st.g.id}, threadblock {st.tb.id}, {step.label}"
         eid = self.event(st.t, st.pos, what, op.path)
@@ -493,7 +474,7 @@ class _Run:
             for k in range(op.flushes):
                 self.flush(st, k, op.channels[k].index)
 
-    def data(self, st: _State, step: _Step, eid: int, what: str) -> None:
+    def data(self, st: _State, step: RunStep, eid: int, what: str) -> None:
         """A data op on all threads: ordered after what all threads know (the last nop)."""
         op, clock = step.op, st.S
         got, seen = [], None
@@ -520,7 +501,7 @@ class _Run:
             for k, c in enumerate(op.dst):
                 self.write(c, step, got[0 if op.name == "rppkt" else k], eid, clock, what, op.path)
 
-    def transfer(self, st: _State, step: _Step, k: int, src: Chunks, what: str) -> None:
+    def transfer(self, st: _State, step: RunStep, k: int, src: Chunks, what: str) -> None:
         """The proxy's copy for the k-th destination of a port put, issued by thread k."""
         op = step.op
         comp = self.proxy[(st.g.id, op.channels[k].index)]
@@ -552,7 +533,7 @@ class _Run:
             clock[:, comp] = np.maximum(clock[:, comp], m)
             st.lanes[k] = clock
 
-    def semaphore(self, st: _State, step: _Step, k: int, key: tuple, what: str) -> None:
+    def semaphore(self, st: _State, step: RunStep, k: int, key: tuple, what: str) -> None:
         op = step.op
         taking = op.name in ("wait", "rlxwait", "sem_acquire")
         prev = self.thread.get((st.t, key, taking))

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collc.frontend.msccl_plan import Plan, PlanGpu, PlanStep, PlanTb
+from collc.frontend.msccl_plan import Plan, PlanGpu, PlanStep, PlanTb, buffers_fit
 
 __all__ = ["PlanFinding", "PlanReport", "check_plan"]
 
@@ -93,13 +93,7 @@ def _layout(plan: Plan) -> list[PlanFinding]:
     p = plan.ngpus
     for g in plan.gpus:
         i, o = g.i_chunks, g.o_chunks
-        need = {
-            "allreduce": i == o,
-            "allgather": o == p * i,
-            "reducescatter": i == p * o,
-            "alltoall": i == o and i % p == 0,
-        }[plan.coll]
-        if not need:
+        if not buffers_fit(plan.coll, p, i, o):
             out.append(
                 PlanFinding(
                     "structure", f"gpu {g.id}: i_chunks={i}, o_chunks={o} do not fit a {plan.coll} on {p} GPUs", g.line
