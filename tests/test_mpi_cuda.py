@@ -383,8 +383,8 @@ def test_without_stream_memory_operations_calls_are_host_driven(
         # stream-ordered: the count's agreement at the start of the call waits for it
         ("ipc", "stop:1:1", "comparing the count, dtype and op of the ranks: not every rank answered within 2 s"),
         # stream-ordered, rank 1 enqueued its part and stopped before its GPU work ran (on the stand-in, its host
-        # runs it): the others' wait for the call names it
-        ("ipc", "late:1:1", "(stream-ordered): no progress for 2 s (COLLC_TIMEOUT), still receiving from rank 1 ("),
+        # runs it): each other rank's wait for the call names the ring predecessor it still receives from (below)
+        ("ipc", "late:1:1", "(stream-ordered): no progress for 2 s (COLLC_TIMEOUT), still receiving from rank "),
     ],
 )
 def test_stopped_rank_ends_every_rank(
@@ -397,6 +397,9 @@ def test_stopped_rank_ends_every_rank(
         mock_run(mock, b, tmp_path, aware, counts=[1000], fault=fault, warmup=1, env={"COLLC_TIMEOUT": "2"})
     text = str(info.value)
     assert said in text and "a rank died, stopped" in text, text
+    if fault.startswith("late"):  # which rank times out first is a race; each names its own ring predecessor
+        waits = re.findall(r"rank (\d) \(stream-ordered\): no progress .*? still receiving from rank (\d) \(", text)
+        assert waits and all(int(q) == (int(r) - 1) % 4 and r != "1" for r, q in waits), text
     assert time.monotonic() - start < 50
 
 
