@@ -617,6 +617,6 @@ def _worst_bounds(schedule: Schedule) -> tuple[float, float] | None:
 def _mpi_count_error(schedule: Schedule, count: int) -> str | None:
     """Counts MPI's API cannot express for the collective (a per-rank block must be whole)."""
     coll, p = schedule.collective, schedule.nranks
-    if coll in (Collective.ALLGATHER, Collective.REDUCE_SCATTER) and count % p:
+    if coll.rank_blocks and count % p:
         return f"{coll.value} over MPI needs an element count divisible by p={p} (equal blocks per rank), got {count}"
     return None

@@ -23,7 +23,9 @@ the contribution of ``origin[c]`` otherwise.
 Chunk space (see docs/ir-json.md): allreduce, reduce, broadcast,
 reduce-scatter: ``nchunks`` pieces of the vector, reduce-scatter leaving rank
 r owning ``[r*k, (r+1)*k)`` with ``k = nchunks / p``; allgather: rank r
-contributes ``[r*k, (r+1)*k)``; alltoall: chunk ``(src*p + dst)*k + j``.
+contributes ``[r*k, (r+1)*k)``; alltoall: chunk ``(src*p + dst)*k + j``;
+gather: rank r contributes ``[r*k, (r+1)*k)`` and the root must hold them all;
+scatter: the root holds every chunk and rank r must end with ``[r*k, (r+1)*k)``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def layout_error(collective: Collective, nranks: int, nchunks: int) -> str | Non
         return f"the number of ranks must be at least 1, got {nranks}"
     if nchunks < 1:
         return f"the number of chunks must be at least 1, got {nchunks}"
-    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER) and nchunks % nranks:
+    if collective.rank_blocks and nchunks % nranks:
         return (
             f"{collective.value} needs a number of chunks divisible by p "
             f"(each rank owns nchunks/p chunks); got nchunks={nchunks}, p={nranks}"
@@ -60,7 +62,7 @@ def chunks_per_rank(collective: Collective, nranks: int, nchunks: int) -> int:
     """k: chunks per owned block (allgather, reduce-scatter) or per (src, dst) pair (alltoall)."""
     if collective is Collective.ALLTOALL:
         return nchunks // (nranks * nranks)
-    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+    if collective.rank_blocks:
         return nchunks // nranks
     return nchunks
 
@@ -75,11 +77,11 @@ def chunk_origin(collective: Collective, nranks: int, nchunks: int, root: int | 
     """``origin[c]`` for every chunk (see the module docstring)."""
     k = chunks_per_rank(collective, nranks, nchunks)
     ids = np.arange(nchunks, dtype=np.int64)
-    if collective is Collective.ALLGATHER:
+    if collective in (Collective.ALLGATHER, Collective.GATHER):
         return ids // k
     if collective is Collective.ALLTOALL:
         return ids // (nranks * k)
-    if collective is Collective.BROADCAST:
+    if collective in (Collective.BROADCAST, Collective.SCATTER):
         return np.full(nchunks, _root(root), dtype=np.int64)
     return np.full(nchunks, EVERY, dtype=np.int64)
 
@@ -88,11 +90,11 @@ def chunk_dest(collective: Collective, nranks: int, nchunks: int, root: int | No
     """``dest[c]`` for every chunk (see the module docstring)."""
     k = chunks_per_rank(collective, nranks, nchunks)
     ids = np.arange(nchunks, dtype=np.int64)
-    if collective is Collective.REDUCE_SCATTER:
+    if collective in (Collective.REDUCE_SCATTER, Collective.SCATTER):
         return ids // k
     if collective is Collective.ALLTOALL:
         return (ids // k) % nranks
-    if collective is Collective.REDUCE:
+    if collective in (Collective.REDUCE, Collective.GATHER):
         return np.full(nchunks, _root(root), dtype=np.int64)
     return np.full(nchunks, EVERY, dtype=np.int64)
 
@@ -217,7 +219,7 @@ def element_groups(collective: Collective, nranks: int, count: int) -> int:
     """
     if collective is Collective.ALLTOALL:
         return nranks * nranks
-    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER) and count % nranks == 0:
+    if collective.rank_blocks and count % nranks == 0:
         return nranks
     return 1
 
@@ -236,6 +238,6 @@ def busbw_factor(collective: Collective, nranks: int) -> float:
     p = nranks
     if collective is Collective.ALLREDUCE:
         return 2 * (p - 1) / p
-    if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL):
+    if collective.rank_blocks or collective is Collective.ALLTOALL:
         return (p - 1) / p
     return 1.0

@@ -56,10 +56,17 @@ class Collective(str, Enum):
     BROADCAST = "broadcast"
     REDUCE = "reduce"
     ALLTOALL = "alltoall"
+    GATHER = "gather"
+    SCATTER = "scatter"
 
     @property
     def has_root(self) -> bool:
-        return self in (Collective.BROADCAST, Collective.REDUCE)
+        return self in (Collective.BROADCAST, Collective.REDUCE, Collective.GATHER, Collective.SCATTER)
+
+    @property
+    def rank_blocks(self) -> bool:
+        """Whether each rank contributes or receives its own block of ``nchunks / p`` chunks."""
+        return self in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.GATHER, Collective.SCATTER)
 
     @property
     def reduces(self) -> bool:

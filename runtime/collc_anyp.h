@@ -544,10 +544,9 @@ static inline void collc_av_check_instance(struct collc_av *X, enum collc_collec
     if ((int64_t)X->p * n > COLLC_AV_MAX_SLOTS)
         collc_av_fail(X, chunks_at, "%d ranks x %lld chunks make %lld (rank, chunk) slots, beyond the limit of %lld",
                       X->p, (long long)n, (long long)(X->p * n), (long long)COLLC_AV_MAX_SLOTS);
-    if ((coll == COLLC_COLL_ALLGATHER || coll == COLLC_COLL_REDUCE_SCATTER) && n % X->p)
+    if (collc_rank_blocks(coll) && n % X->p)
         collc_av_fail(X, chunks_at, "%s needs a number of chunks divisible by p (each rank owns nchunks/p chunks); got "
-                      "nchunks=%lld, p=%d", coll == COLLC_COLL_ALLGATHER ? "allgather" : "reduce_scatter",
-                      (long long)n, X->p);
+                      "nchunks=%lld, p=%d", collc_collective_name(coll), (long long)n, X->p);
     if (coll == COLLC_COLL_ALLTOALL && n % ((int64_t)X->p * X->p))
         collc_av_fail(X, chunks_at, "alltoall needs a number of chunks divisible by p*p (chunk (src*p + dst)*k + j); "
                       "got nchunks=%lld, p=%d", (long long)n, X->p);
@@ -558,7 +557,9 @@ static inline void collc_av_check_instance(struct collc_av *X, enum collc_collec
 /* The root's check, after the chunk weights (the elaborator's order). */
 static inline void collc_av_check_root(struct collc_av *X, enum collc_collective coll, cv root, int64_t root_at)
 {
-    if (coll != COLLC_COLL_BROADCAST && coll != COLLC_COLL_REDUCE) return;
+    if (coll != COLLC_COLL_BROADCAST && coll != COLLC_COLL_REDUCE && coll != COLLC_COLL_GATHER &&
+        coll != COLLC_COLL_SCATTER)
+        return;
     if (root.kind != CV_INT || root.a < 0 || root.a >= X->p)
         collc_av_fail(X, root_at, "root=%lld must be a rank in 0..%d", (long long)root.a, X->p - 1);
     X->root = (int)root.a;

@@ -13,6 +13,13 @@
  *                         the schedule never sends them anything, else a copy
  *   alltoall              work = the chunk segments the rank touches; the send
  *                         blocks are copied in, the receive blocks out
+ *   gather                root: work = recvbuf (sendbuf copied into block `rank`);
+ *                         other ranks: collc's own p blocks, their sendbuf copied in
+ *   scatter               work = collc's own p blocks (the root's sendbuf copied in);
+ *                         block `rank` is then copied to recvbuf
+ *
+ * A gather's block is the root's receive arguments and the others' send arguments, a scatter's the root's
+ * send arguments and the others' receive arguments: MPI ignores the rest.
  *
  * Where the tables say which runs still hold the input (sched->input_copy), the
  * allreduce, reduce-scatter, reduce and allgather (of a dense send type) copy
@@ -370,6 +377,110 @@ static inline int collc_alltoall(const struct collc_sched *s, const char *entry,
     }
     if (ref != NULL) {
         if (err == MPI_SUCCESS) collc_compare_moved(&c, recvbuf, recvcount * p, ref, c.n * p);
+        free(ref);
+    }
+    return err;
+}
+
+/* The calling rank in `comm`, or -1 where it cannot be asked (collc_check_call then names the reason). */
+static inline int collc_rank_or_none(MPI_Comm comm)
+{
+    int ready = 0, finalized = 0, inter = 1, rank = -1;
+    PMPI_Initialized(&ready);
+    if (ready) PMPI_Finalized(&finalized);
+    if (ready && !finalized && comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
+        PMPI_Comm_rank(comm, &rank);
+    return rank;
+}
+
+/* The root's other arguments must hold as many bytes as a block (MPI: the same type signature). */
+static inline void collc_root_bytes(const struct collc_call *c, MPI_Count count, MPI_Datatype dt, MPI_Count block,
+                                    const char *which)
+{
+    MPI_Count bytes = dt == MPI_DATATYPE_NULL ? -1 : count * collc_type_size(dt);
+    if (bytes != block)
+        collc_fatal(c, "the root's %s arguments hold %lld bytes per block and the blocks %lld: MPI requires their "
+                    "type signatures to match", which, (long long)bytes, (long long)block);
+}
+
+static inline int collc_gather(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                               const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                               MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    const int at_root = collc_rank_or_none(comm) == root;
+    const int in_place = sendbuf == MPI_IN_PLACE;
+    struct collc_call c = collc_call_of(s, entry, mode, comm, at_root ? recvcount : sendcount,
+                                        at_root ? recvtype : sendtype, MPI_OP_NULL, root,
+                                        (at_root ? recvcount : sendcount) * s->nranks);
+    struct collc_ctx ctx;
+    char *ref = NULL, *mine = NULL, *work;
+    MPI_Count block;
+    int err;
+    if (collc_admit(&c) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Gather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    if (in_place && !at_root) collc_fatal(&c, "MPI_IN_PLACE as the send buffer of a rank that is not the root");
+    block = c.n * c.usize; /* bytes of one rank's block */
+    if (at_root && !in_place) collc_root_bytes(&c, sendcount, sendtype, block, "send");
+    if (c.n == 0) return MPI_SUCCESS;
+    if (at_root) mine = (char *)recvbuf + c.rank * recvcount * c.dt_extent;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, c.n * c.size);
+        COLLC_PMPI(Gather)(in_place ? mine : sendbuf, in_place ? recvcount : sendcount,
+                           in_place ? recvtype : sendtype, ref, c.n, c.unit, root, comm);
+    }
+    work = at_root && c.dense ? (char *)recvbuf : NULL;
+    err = collc_execute(&c, &ctx, c.n * c.size, work, c.n * c.size, &work);
+    if (err == MPI_SUCCESS) {
+        char *to = work + c.rank * block;
+        if (in_place) err = collc_pack(mine, recvcount, recvtype, c.dense, to, block);
+        else err = collc_pack(sendbuf, sendcount, sendtype, collc_dense(sendtype), to, block);
+        if (err == MPI_SUCCESS) err = c.sched->run(&ctx);
+        if (err == MPI_SUCCESS && at_root)
+            err = collc_unpack(work, block * c.size, recvbuf, recvcount * c.size, recvtype, c.dense);
+    }
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS && at_root) collc_compare_moved(&c, recvbuf, recvcount * c.size, ref, c.n * c.size);
+        free(ref);
+    }
+    return err;
+}
+
+static inline int collc_scatter(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    const int at_root = collc_rank_or_none(comm) == root;
+    const int in_place = recvbuf == MPI_IN_PLACE;
+    struct collc_call c = collc_call_of(s, entry, mode, comm, at_root ? sendcount : recvcount,
+                                        at_root ? sendtype : recvtype, MPI_OP_NULL, root,
+                                        (at_root ? sendcount : recvcount) * s->nranks);
+    struct collc_ctx ctx;
+    char *ref = NULL, *work = NULL;
+    MPI_Count block;
+    int err;
+    if (collc_admit(&c) != COLLC_FITS)
+        return COLLC_UNFIT(mode, Scatter, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    if (in_place && !at_root) collc_fatal(&c, "MPI_IN_PLACE as the receive buffer of a rank that is not the root");
+    block = c.n * c.usize; /* bytes of one rank's block */
+    if (at_root && !in_place) collc_root_bytes(&c, recvcount, recvtype, block, "receive");
+    if (c.n == 0) return MPI_SUCCESS;
+    if (collc_env.check && !in_place) {
+        ref = collc_check_buffer(&c, c.n);
+        COLLC_PMPI(Scatter)(sendbuf, sendcount, sendtype, ref, c.n, c.unit, root, comm);
+    } else if (collc_env.check) { /* the root in place: its block stays where it is */
+        COLLC_PMPI(Scatter)(sendbuf, sendcount, sendtype, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm);
+    }
+    err = collc_execute(&c, &ctx, c.n * c.size, NULL, c.n * c.size, &work);
+    if (err == MPI_SUCCESS) {
+        if (at_root) err = collc_pack(sendbuf, sendcount * c.size, sendtype, c.dense, work, block * c.size);
+        if (err == MPI_SUCCESS) err = c.sched->run(&ctx);
+        if (err == MPI_SUCCESS && !in_place)
+            err = collc_unpack(work + c.rank * block, block, recvbuf, recvcount, recvtype, collc_dense(recvtype));
+    }
+    if (ref != NULL) {
+        struct collc_call rc = c; /* the result is in the receive datatype, also at the root */
+        rc.dt = recvtype, rc.dense = collc_dense(recvtype);
+        if (err == MPI_SUCCESS) collc_compare_moved(&rc, recvbuf, recvcount, ref, c.n);
         free(ref);
     }
     return err;

@@ -91,7 +91,9 @@ enum collc_cuda_collective {
     COLLC_CUDA_COLL_REDUCE_SCATTER,
     COLLC_CUDA_COLL_BROADCAST,
     COLLC_CUDA_COLL_REDUCE,
-    COLLC_CUDA_COLL_ALLTOALL
+    COLLC_CUDA_COLL_ALLTOALL,
+    COLLC_CUDA_COLL_GATHER,
+    COLLC_CUDA_COLL_SCATTER
 };
 
 /* Where a message lands, what the receiver does with a run, and how the run travels. */
@@ -245,7 +247,8 @@ static inline struct collc_cuda_layout collc_cuda_layout_of(const struct collc_c
     int groups = 1;
     if (s->collective == COLLC_CUDA_COLL_ALLTOALL)
         groups = s->nranks * s->nranks;
-    else if ((s->collective == COLLC_CUDA_COLL_ALLGATHER || s->collective == COLLC_CUDA_COLL_REDUCE_SCATTER) &&
+    else if ((s->collective == COLLC_CUDA_COLL_ALLGATHER || s->collective == COLLC_CUDA_COLL_REDUCE_SCATTER ||
+              s->collective == COLLC_CUDA_COLL_GATHER || s->collective == COLLC_CUDA_COLL_SCATTER) &&
              count % s->nranks == 0)
         groups = s->nranks;
     l.group_chunks = s->nchunks / groups;

@@ -78,8 +78,25 @@ enum collc_collective {
     COLLC_COLL_REDUCE_SCATTER,
     COLLC_COLL_BROADCAST,
     COLLC_COLL_REDUCE,
-    COLLC_COLL_ALLTOALL
+    COLLC_COLL_ALLTOALL,
+    COLLC_COLL_GATHER,
+    COLLC_COLL_SCATTER
 };
+
+/* The collective's name in collc's terms. */
+static inline const char *collc_collective_name(enum collc_collective coll)
+{
+    static const char *const names[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                        "reduce",    "alltoall",  "gather",         "scatter"};
+    return names[coll];
+}
+
+/* Whether each rank contributes or receives its own block of nchunks / p chunks (collc.ir.Collective.rank_blocks). */
+static inline int collc_rank_blocks(enum collc_collective coll)
+{
+    return coll == COLLC_COLL_ALLGATHER || coll == COLLC_COLL_REDUCE_SCATTER || coll == COLLC_COLL_GATHER ||
+           coll == COLLC_COLL_SCATTER;
+}
 
 /* What a message row is. */
 enum collc_kind {
@@ -164,8 +181,9 @@ struct collc_sched {
                                                         float32 and float64 data */
     int bound_scales;                                /* the bound grows with |x| (relative codecs, casts) */
     MPI_Count (*zscratch)(const struct collc_ctx *ctx); /* scratch bytes of the rank's busiest step */
-    /* A second schedule for small calls (NULL: none): calls whose count times type size is below
-       small_below bytes run it instead (COLLC_SMALL_BYTES overrides the threshold). */
+    /* A schedule for smaller calls (NULL: none): calls whose count times type size is below small_below bytes
+       run it instead, or the one its own .small names when they are below that one's threshold too (a chain of
+       bands, collc tune; COLLC_SMALL_BYTES and COLLC_BAND_BYTES override the thresholds, collc_shim.h). */
     const struct collc_sched *small;
     MPI_Count small_below;
     /* The same algorithm at other rank counts (none: nsizes 0): a call runs the one of its communicator's size. */
@@ -262,7 +280,7 @@ static inline struct collc_layout collc_layout_of(enum collc_collective coll, in
     int groups = 1;
     if (coll == COLLC_COLL_ALLTOALL)
         groups = p * p;
-    else if ((coll == COLLC_COLL_ALLGATHER || coll == COLLC_COLL_REDUCE_SCATTER) && count % p == 0)
+    else if (collc_rank_blocks(coll) && count % p == 0)
         groups = p;
     l.group_chunks = nchunks / groups;
     l.group_elems = collc_logical_count(coll, p, count) / groups;

@@ -129,11 +129,15 @@ struct collc_call {
     struct collc_fields fields; /* when holes */
 };
 
+#define COLLC_MAX_BANDS 32 /* the most thresholds COLLC_BAND_BYTES lists */
+
 static struct {
     int read, log, check, compress, exact, exact_set, noted_bound;
     int steps; /* COLLC_ISSUE=steps: issue step by step, not by dataflow */
     double timeout;
     MPI_Count small_below; /* COLLC_SMALL_BYTES; -1 when unset */
+    MPI_Count bands[COLLC_MAX_BANDS]; /* COLLC_BAND_BYTES: the thresholds, ascending */
+    int nbands, noted_bands;          /* how many (0: unset or ignored); whether a mismatch was noted */
     MPI_Count piece;       /* COLLC_PIECE_BYTES, else its default (collc_exec.h) */
     int noted[COLLC_NREASONS];
 } collc_env;
@@ -151,15 +155,13 @@ static inline int collc_flag(const char *name)
     return value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
 }
 
-/* A byte count from the environment: digits with an optional K, M or G (powers of 1024, "KiB" accepted too);
- * -1 when unset, or (with a note) when it is not one. */
-static inline MPI_Count collc_bytes_setting(const char *name)
+/* A byte count: digits with an optional K, M or G (powers of 1024, "KiB" accepted too) up to `stop` (a character
+ * that ends it, or '\0'); -1 when it is not one.  *rest is set past it. */
+static inline MPI_Count collc_bytes_text(const char *value, char stop, const char **rest)
 {
-    const char *value = getenv(name);
     char *end = NULL;
     long long n;
     MPI_Count scale = 1;
-    if (value == NULL || value[0] == '\0') return -1;
     n = strtoll(value, &end, 10);
     if (end != value && n >= 0) {
         if (*end == 'K' || *end == 'k') scale = (MPI_Count)1 << 10;
@@ -167,10 +169,59 @@ static inline MPI_Count collc_bytes_setting(const char *name)
         else if (*end == 'G' || *end == 'g') scale = (MPI_Count)1 << 30;
         if (scale > 1) end += (end[1] == 'i' && (end[2] == 'B' || end[2] == 'b')) ? 3 : 1;
         else if (*end == 'B' || *end == 'b') end += 1;
-        if (*end == '\0' && n <= (long long)(INT64_MAX / scale)) return (MPI_Count)n * scale;
+        *rest = end;
+        if ((*end == '\0' || *end == stop) && n <= (long long)(INT64_MAX / scale)) return (MPI_Count)n * scale;
     }
+    return -1;
+}
+
+/* A byte count from the environment (collc_bytes_text); -1 when unset, or (with a note) when it is not one. */
+static inline MPI_Count collc_bytes_setting(const char *name)
+{
+    const char *value = getenv(name), *rest = NULL;
+    MPI_Count bytes;
+    if (value == NULL || value[0] == '\0') return -1;
+    bytes = collc_bytes_text(value, '\0', &rest);
+    if (bytes >= 0) return bytes;
     fprintf(stderr, "collc: %s=%s is not a byte count like 65536 or 64KiB; ignored\n", name, value);
     return -1;
+}
+
+/* COLLC_BAND_BYTES=T1,T2,...: byte counts, ascending, into collc_env.bands; a list that is not one is noted and
+ * ignored (nbands 0). */
+static inline void collc_read_bands(void)
+{
+    const char *value = getenv("COLLC_BAND_BYTES"), *at = value, *rest = NULL;
+    int n = 0;
+    if (value == NULL || value[0] == '\0') return;
+    for (;;) {
+        MPI_Count bytes = collc_bytes_text(at, ',', &rest);
+        if (bytes < 0 || n == COLLC_MAX_BANDS || (n > 0 && bytes <= collc_env.bands[n - 1])) {
+            fprintf(stderr, "collc: COLLC_BAND_BYTES=%s is not a list of at most %d ascending byte counts like "
+                            "4KiB,1MiB; ignored\n", value, COLLC_MAX_BANDS);
+            collc_env.nbands = 0;
+            return;
+        }
+        collc_env.bands[n++] = bytes;
+        collc_env.nbands = n;
+        if (*rest == '\0') return;
+        at = rest + 1;
+    }
+}
+
+/* The threshold of link `depth` (0: the main schedule's) of a chain of `links` bands below the main schedule:
+ * calls of fewer bytes go down it.  COLLC_BAND_BYTES's entry when it lists one per link, else COLLC_SMALL_BYTES
+ * for the last link (the smallest band's), else the compiled one. */
+static inline MPI_Count collc_band_below(const struct collc_sched *s, int links, int depth)
+{
+    if (collc_env.nbands == links) return collc_env.bands[links - 1 - depth];
+    if (collc_env.nbands > 0 && !collc_env.noted_bands) {
+        collc_env.noted_bands = 1;
+        fprintf(stderr, "collc: COLLC_BAND_BYTES lists %d thresholds, the library has %d; ignored\n",
+                collc_env.nbands, links);
+    }
+    if (collc_env.small_below >= 0 && depth == links - 1) return collc_env.small_below;
+    return s->small_below;
 }
 
 static inline void collc_read_env(void)
@@ -199,6 +250,7 @@ static inline void collc_read_env(void)
         collc_env.timeout = value;
     }
     collc_env.small_below = collc_bytes_setting("COLLC_SMALL_BYTES");
+    collc_read_bands();
     {
         MPI_Count piece = collc_bytes_setting("COLLC_PIECE_BYTES");
         collc_env.piece = piece >= 0 ? piece : COLLC_PIECE_BYTES;
@@ -406,9 +458,11 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
     if (c->count < 0) return collc_reason_set(COLLC_COUNT, "a negative count");
     if (c->dt == MPI_DATATYPE_NULL) return collc_reason_set(COLLC_DATATYPE, "datatype MPI_DATATYPE_NULL");
     c->type_size = collc_type_size(c->dt);
-    if (s->small != NULL) { /* a small call runs the small-message schedule: bytes of the signature */
-        MPI_Count below = collc_env.small_below >= 0 ? collc_env.small_below : s->small_below;
-        if (c->count * c->type_size < below) c->sched = s = s->small;
+    if (s->small != NULL) { /* a small call runs a smaller band's schedule: bytes of the signature */
+        const MPI_Count bytes = c->count * c->type_size;
+        int links = 0, depth = 0;
+        for (const struct collc_sched *t = s; t->small != NULL; t = t->small) links++;
+        while (s->small != NULL && bytes < collc_band_below(s, links, depth)) c->sched = s = s->small, depth++;
     }
     PMPI_Type_get_extent(c->dt, &lb, &c->dt_extent);
     if (c->op == MPI_OP_NULL) { /* data movement: the signature's bytes, whatever the layout */
@@ -446,7 +500,7 @@ static inline enum collc_reason collc_check_call(struct collc_call *c)
     }
     /* the logical space at this communicator's size, in work elements */
     c->elems = c->n;
-    if (s->collective == COLLC_COLL_ALLGATHER || s->collective == COLLC_COLL_REDUCE_SCATTER)
+    if (collc_rank_blocks(s->collective))
         c->elems = c->n * c->size;
     else if (s->collective == COLLC_COLL_ALLTOALL)
         c->elems = c->n * c->size * c->size;

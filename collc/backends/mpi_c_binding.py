@@ -27,6 +27,8 @@ _API = {
     "broadcast": "bcast",
     "reduce": "reduce",
     "alltoall": "alltoall",
+    "gather": "gather",
+    "scatter": "scatter",
 }
 
 
@@ -93,3 +95,11 @@ class Library:
     def alltoall(self, send: np.ndarray, recv: np.ndarray) -> None:
         count = recv.size // self.size
         self._check(self.fn(_ptr(send), _ptr(recv), ctypes.c_int64(count), self._dtype(recv), self.comm))
+
+    def gather(self, send: np.ndarray, recv: np.ndarray | None, root: int) -> None:
+        self._check(self.fn(_ptr(send), _ptr(recv), ctypes.c_int64(send.size), self._dtype(send), ctypes.c_int(root),
+                            self.comm))  # fmt: skip
+
+    def scatter(self, send: np.ndarray | None, recv: np.ndarray, root: int) -> None:
+        self._check(self.fn(_ptr(send), _ptr(recv), ctypes.c_int64(recv.size), self._dtype(recv), ctypes.c_int(root),
+                            self.comm))  # fmt: skip

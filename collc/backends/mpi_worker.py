@@ -203,6 +203,12 @@ def _call(
         impl.broadcast(buf, root)
     elif coll is Collective.REDUCE:
         impl.reduce(inputs, buf if rank == root else None, op, root)
+    elif coll is Collective.GATHER:
+        m = buf.size // p
+        impl.gather(inputs[rank * m : (rank + 1) * m], buf if rank == root else None, root)
+    elif coll is Collective.SCATTER:
+        m = buf.size // p
+        impl.scatter(inputs if rank == root else None, buf[rank * m : (rank + 1) * m], root)
     elif coll is Collective.ALLTOALL:
         count = buf.size // p
         m = count // p

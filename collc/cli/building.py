@@ -583,7 +583,7 @@ def _check_transport(target: str, transport: str) -> None:
 
 
 def _needs_blocks(s: Schedule) -> bool:
-    return s.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL)
+    return s.collective.rank_blocks or s.collective is Collective.ALLTOALL
 
 
 def _row(s: Schedule, result: local.RunResult) -> dict[str, Any]:

@@ -223,12 +223,12 @@ def _obligations(
         init = j == r
         full = z3.BoolVal(True)
     else:
-        origin = zz.const(ct.root) if model.collective is Collective.BROADCAST else unit
+        origin = zz.const(ct.root) if model.collective in (Collective.BROADCAST, Collective.SCATTER) else unit
         init = z3.And(j == origin, r == origin)
         full = j == origin
-    if model.collective is Collective.REDUCE_SCATTER:
+    if model.collective in (Collective.REDUCE_SCATTER, Collective.SCATTER):
         required = r == unit
-    elif model.collective is Collective.REDUCE:
+    elif model.collective in (Collective.REDUCE, Collective.GATHER):
         required = r == zz.const(ct.root or 0)
     elif ct.pairs:
         required = r == c[1]
@@ -239,7 +239,7 @@ def _obligations(
     out.append(("the number of chunks is at least 1", nch >= 1, model.span))
     if ct.pairs:
         out.append(("the number of chunks is p * p", nch == p * p, model.span))
-    if model.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+    if model.collective.rank_blocks:
         out.append((f"the number of chunks is {ct.k} * p", nch == kk * p, model.span))
     for g, t in model.lets:  # values outside steps: the elaborator computes each where its guard holds
         env_g = {"p": p, "rank": r}

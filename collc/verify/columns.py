@@ -26,19 +26,19 @@ def layout(collective: Collective, p: int, n: int, root: int | None, ids: np.nda
     k = chunks_per_rank(collective, p, n)
     ids = np.asarray(ids, dtype=np.int64)
     every = np.full(ids.shape, EVERY, dtype=np.int64)
-    if collective is Collective.ALLGATHER:
+    if collective in (Collective.ALLGATHER, Collective.GATHER):
         origin = ids // k
     elif collective is Collective.ALLTOALL:
         origin = ids // (p * k)
-    elif collective is Collective.BROADCAST:
+    elif collective in (Collective.BROADCAST, Collective.SCATTER):
         origin = np.full(ids.shape, _root(root), dtype=np.int64)
     else:
         origin = every
-    if collective is Collective.REDUCE_SCATTER:
+    if collective in (Collective.REDUCE_SCATTER, Collective.SCATTER):
         dest = ids // k
     elif collective is Collective.ALLTOALL:
         dest = (ids // k) % p
-    elif collective is Collective.REDUCE:
+    elif collective in (Collective.REDUCE, Collective.GATHER):
         dest = np.full(ids.shape, _root(root), dtype=np.int64)
     else:
         dest = every

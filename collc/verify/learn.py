@@ -47,7 +47,7 @@ def contract(model: Model) -> Contract:
     multiple = len(ks) == 1 and float(next(iter(ks))).is_integer() and next(iter(ks)) >= 1
     unit = int(next(iter(ks))) if multiple else 1
     k = 1
-    if model.collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+    if model.collective.rank_blocks:
         if not multiple:
             raise Refusal("a chunk count that is not a fixed multiple of p", model.span)
         k = unit
@@ -71,7 +71,7 @@ def initial(ct: Contract, col: Collective, p: int, nchunks: int) -> np.ndarray:
         if ct.reduction:
             state[np.arange(p), c, np.arange(p)] = True
         else:
-            origin = ct.root if col is Collective.BROADCAST else c // (p if ct.pairs else ct.k)
+            origin = ct.root if col in (Collective.BROADCAST, Collective.SCATTER) else c // (p if ct.pairs else ct.k)
             if origin is not None and origin < p:
                 state[origin, c, origin] = True
     return state

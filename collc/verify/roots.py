@@ -15,7 +15,8 @@ rank and every step, with ``v = (rank - (R - d)) mod p``:
 - each op of rank ``rank`` at R applies exactly when the same op of rank ``v`` applies at d, has peer
   ``(peer_d(v) + R - d) mod p`` and the same chunks, or, where there are p chunks, the chunks moved the same
   way: ``c`` at R where ``(c - R + d) mod p`` at d (the contract of a broadcast or a reduce, every chunk from
-  or to the root, is the same for every renaming of the chunks);
+  or to the root, is the same for every renaming of the chunks; a gather's or a scatter's chunk c belongs to
+  rank c, so there the chunks must move with the ranks, and there must be p of them);
 - every value the elaborator computes at R can be computed (the same safety obligations as the proof's).
 
 The model at d that the proof runs on is the free model with R = d substituted, so the two sides are the same
@@ -98,11 +99,13 @@ class Rotation:
         where)."""
         d = self.root
         ranks = f"every rank r moved to (r + R - {d}) mod p" if d else "every rank r moved to (r + R) mod p"
-        failed = self._prove(timeout_ms, False)
-        if failed is None:
-            return True, ranks, None
-        if "(its chunks)" not in failed[0]:
-            return False, *failed
+        if not self.free.collective.rank_blocks:
+            failed = self._prove(timeout_ms, False)
+            if failed is None:
+                return True, ranks, None
+            if "(its chunks)" not in failed[0]:
+                return False, *failed
+        # a gather's or a scatter's chunks belong to ranks: only the chunks moved with the ranks keep the contract
         # every other obligation holds (the chunks' come last): the chunks renamed too, if there are p of them
         moved = self._prove(timeout_ms, True)
         if moved is None:

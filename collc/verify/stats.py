@@ -38,6 +38,10 @@ def bandwidth_bound(collective: Collective, p: int) -> float:
         return 2 * (p - 1) / p
     if collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL):
         return (p - 1) / p
+    if collective is Collective.SCATTER:  # the root sends every block but its own
+        return (p - 1) / p
+    if collective is Collective.GATHER:  # every other rank sends its own block
+        return 1 / p
     return 1.0
 
 

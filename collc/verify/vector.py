@@ -129,9 +129,9 @@ def _initial(
         fp[:] = h[:, None]
         return fp, None, np.ones((p, n), dtype=count_dtype(p)), np.full(n, -1, dtype=np.int64)
     held = np.zeros((p, n), dtype=bool)
-    if col is Collective.ALLGATHER:
+    if col in (Collective.ALLGATHER, Collective.GATHER):
         origin = np.arange(n, dtype=np.int64) // (n // p)
-    elif col is Collective.BROADCAST and schedule.root is not None:
+    elif col in (Collective.BROADCAST, Collective.SCATTER) and schedule.root is not None:
         origin = np.full(n, schedule.root, dtype=np.int64)
     else:
         raise Refusal(f"the {col.value} contract", None)
@@ -165,15 +165,15 @@ def _postcondition(
             return bool((count[index] == want).all())
         return held is not None and bool(held[index].all())  # no reduce ran: one contribution where held
 
-    unit = n // p if col is Collective.REDUCE_SCATTER else 0
+    unit = n // p if col in (Collective.REDUCE_SCATTER, Collective.SCATTER) else 0
     block = max(1, _BLOCK_ELEMENTS // max(n, 1))
     for a in range(0, p, block):
         b = min(p, a + block)
-        if col is Collective.REDUCE_SCATTER:
+        if col in (Collective.REDUCE_SCATTER, Collective.SCATTER):
             rows = np.arange(a, b)
             cols = rows[:, None] * unit + np.arange(unit)[None, :]
             ok = holds((rows[:, None], cols), expected[cols])
-        elif col is Collective.REDUCE:
+        elif col in (Collective.REDUCE, Collective.GATHER):
             root = schedule.root or 0
             ok = not a <= root < b or holds(root, expected)
         else:
