@@ -25,7 +25,10 @@ reduce-scatter: ``nchunks`` pieces of the vector, reduce-scatter leaving rank
 r owning ``[r*k, (r+1)*k)`` with ``k = nchunks / p``; allgather: rank r
 contributes ``[r*k, (r+1)*k)``; alltoall: chunk ``(src*p + dst)*k + j``;
 gather: rank r contributes ``[r*k, (r+1)*k)`` and the root must hold them all;
-scatter: the root holds every chunk and rank r must end with ``[r*k, (r+1)*k)``.
+scatter: the root holds every chunk and rank r must end with ``[r*k, (r+1)*k)``;
+scan and exscan: ``nchunks`` pieces of the vector, every rank contributing to each, where rank r must end
+with the reduction of ranks ``0 .. r`` (scan) or ``0 .. r-1`` (exscan, rank 0 exempt): `contributors`;
+barrier: an allgather of one flag block per rank, so that no rank leaves before every rank has come.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def chunk_origin(collective: Collective, nranks: int, nchunks: int, root: int | 
     """``origin[c]`` for every chunk (see the module docstring)."""
     k = chunks_per_rank(collective, nranks, nchunks)
     ids = np.arange(nchunks, dtype=np.int64)
-    if collective in (Collective.ALLGATHER, Collective.GATHER):
+    if collective in (Collective.ALLGATHER, Collective.GATHER, Collective.BARRIER):
         return ids // k
     if collective is Collective.ALLTOALL:
         return ids // (nranks * k)
@@ -97,6 +100,13 @@ def chunk_dest(collective: Collective, nranks: int, nchunks: int, root: int | No
     if collective in (Collective.REDUCE, Collective.GATHER):
         return np.full(nchunks, _root(root), dtype=np.int64)
     return np.full(nchunks, EVERY, dtype=np.int64)
+
+
+def contributors(collective: Collective, nranks: int, rank: int) -> int:
+    """How many ranks, from rank 0 on, a reducing collective's ``rank`` must hold the contributions of at the
+    end: all of them, or ``rank + 1`` (scan), or ``rank`` (exscan, where 0 means rank 0 need hold nothing)."""
+    prefix = collective.prefix
+    return nranks if prefix is None else rank + prefix
 
 
 def _root(root: int | None) -> int:

@@ -58,6 +58,9 @@ class Collective(str, Enum):
     ALLTOALL = "alltoall"
     GATHER = "gather"
     SCATTER = "scatter"
+    SCAN = "scan"
+    EXSCAN = "exscan"
+    BARRIER = "barrier"
 
     @property
     def has_root(self) -> bool:
@@ -66,11 +69,21 @@ class Collective(str, Enum):
     @property
     def rank_blocks(self) -> bool:
         """Whether each rank contributes or receives its own block of ``nchunks / p`` chunks."""
-        return self in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.GATHER, Collective.SCATTER)
+        return self in (
+            Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.GATHER, Collective.SCATTER, Collective.BARRIER
+        )  # fmt: skip
+
+    @property
+    def prefix(self) -> int | None:
+        """Scans: rank r must hold the reduction of ranks ``0 .. r + prefix - 1`` (1: inclusive, 0: exclusive,
+        where rank 0 is exempt); None for every other collective."""
+        return 1 if self is Collective.SCAN else 0 if self is Collective.EXSCAN else None
 
     @property
     def reduces(self) -> bool:
-        return self in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)
+        return self in (
+            Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE, Collective.SCAN, Collective.EXSCAN
+        )  # fmt: skip
 
 
 class OpKind(str, Enum):

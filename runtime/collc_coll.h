@@ -17,6 +17,10 @@
  *                         other ranks: collc's own p blocks, their sendbuf copied in
  *   scatter               work = collc's own p blocks (the root's sendbuf copied in);
  *                         block `rank` is then copied to recvbuf
+ *   scan, exscan          work = recvbuf (sendbuf copied in), as allreduce; an exscan
+ *                         leaves rank 0's recvbuf undefined, as MPI does
+ *   barrier               work = collc's own p flag bytes, the rank's own set: every
+ *                         flag must have arrived when the schedule ends
  *
  * A gather's block is the root's receive arguments and the others' send arguments, a scatter's the root's
  * send arguments and the others' receive arguments: MPI ignores the rest.
@@ -482,6 +486,61 @@ static inline int collc_scatter(const struct collc_sched *s, const char *entry, 
         rc.dt = recvtype, rc.dense = collc_dense(recvtype);
         if (err == MPI_SUCCESS) collc_compare_moved(&rc, recvbuf, recvcount, ref, c.n);
         free(ref);
+    }
+    return err;
+}
+
+/* MPI_Scan (exclusive 0) and MPI_Exscan (exclusive 1). */
+static inline int collc_scan(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                             const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
+                             MPI_Comm comm, int exclusive)
+{
+    struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, op, -1, count);
+    struct collc_ctx ctx;
+    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    char *ref = NULL, *work;
+    double scale = 0;
+    int err;
+    if (collc_admit(&c) != COLLC_FITS)
+        return exclusive ? COLLC_UNFIT(mode, Exscan, sendbuf, recvbuf, count, dt, op, comm)
+                         : COLLC_UNFIT(mode, Scan, sendbuf, recvbuf, count, dt, op, comm);
+    if (count == 0) return MPI_SUCCESS;
+    if (collc_env.check) {
+        ref = collc_check_buffer(&c, count);
+        if (exclusive) COLLC_PMPI(Exscan)(in, ref, count, dt, op, comm);
+        else COLLC_PMPI(Scan)(in, ref, count, dt, op, comm);
+        scale = collc_check_scale(&c, comm, in, count);
+    }
+    work = c.holes ? NULL : (char *)recvbuf;
+    err = collc_execute(&c, &ctx, count, work, count, &work);
+    if (err == MPI_SUCCESS) {
+        if (work != in) collc_take_input(&ctx, (const char *)in, (size_t)(count * c.extent));
+        err = c.sched->run(&ctx);
+        collc_input_copy(&ctx);
+        if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
+    }
+    if (ref != NULL) {
+        if (err == MPI_SUCCESS && !(exclusive && c.rank == 0))
+            collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
+        free(ref);
+    }
+    return err;
+}
+
+static inline int collc_barrier(const struct collc_sched *s, const char *entry, enum collc_mode mode, MPI_Comm comm)
+{
+    struct collc_call c = collc_call_of(s, entry, mode, comm, 1, MPI_BYTE, MPI_OP_NULL, -1, s->nranks);
+    struct collc_ctx ctx;
+    char *work = NULL;
+    int err;
+    if (collc_admit(&c) != COLLC_FITS) return mode == COLLC_API ? COLLC_ERR_UNSUPPORTED : PMPI_Barrier(comm);
+    err = collc_execute(&c, &ctx, c.size, NULL, c.size, &work);
+    if (err == MPI_SUCCESS) {
+        memset(work, 0, (size_t)c.size);
+        work[c.rank] = 1;
+        err = c.sched->run(&ctx);
+        for (int r = 0; r < c.size && err == MPI_SUCCESS; r++)
+            if (work[r] != 1) collc_fatal(&c, "the barrier ended without the flag of rank %d", r);
     }
     return err;
 }

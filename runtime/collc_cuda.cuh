@@ -93,7 +93,10 @@ enum collc_cuda_collective {
     COLLC_CUDA_COLL_REDUCE,
     COLLC_CUDA_COLL_ALLTOALL,
     COLLC_CUDA_COLL_GATHER,
-    COLLC_CUDA_COLL_SCATTER
+    COLLC_CUDA_COLL_SCATTER,
+    COLLC_CUDA_COLL_SCAN,
+    COLLC_CUDA_COLL_EXSCAN,
+    COLLC_CUDA_COLL_BARRIER
 };
 
 /* Where a message lands, what the receiver does with a run, and how the run travels. */
@@ -248,7 +251,8 @@ static inline struct collc_cuda_layout collc_cuda_layout_of(const struct collc_c
     if (s->collective == COLLC_CUDA_COLL_ALLTOALL)
         groups = s->nranks * s->nranks;
     else if ((s->collective == COLLC_CUDA_COLL_ALLGATHER || s->collective == COLLC_CUDA_COLL_REDUCE_SCATTER ||
-              s->collective == COLLC_CUDA_COLL_GATHER || s->collective == COLLC_CUDA_COLL_SCATTER) &&
+              s->collective == COLLC_CUDA_COLL_GATHER || s->collective == COLLC_CUDA_COLL_SCATTER ||
+              s->collective == COLLC_CUDA_COLL_BARRIER) &&
              count % s->nranks == 0)
         groups = s->nranks;
     l.group_chunks = s->nchunks / groups;

@@ -247,7 +247,25 @@ def expected(schedule: Schedule, inputs: np.ndarray, op: str) -> tuple[np.ndarra
     single = np.flatnonzero(~every)
     if single.size:
         values[single] = inputs[origin[single], single].astype(out_dtype)
+    prefix = schedule.collective.prefix
+    if prefix is not None:  # a scan: rank r's result reduces ranks 0 .. r + prefix - 1 (exscan: rank 0 none)
+        return _scan_expected(ufunc, inputs, out_dtype, floating and op in ("sum", "prod"), prefix)
     return np.broadcast_to(values, (p, logical)), _holds(dest, p)
+
+
+def _scan_expected(
+    ufunc: np.ufunc, inputs: np.ndarray, out_dtype: np.dtype, wide: bool, prefix: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`expected` of a scan (prefix 1) or an exscan (prefix 0, whose rank 0 must hold nothing)."""
+    p, logical = inputs.shape
+    inclusive = ufunc.accumulate(inputs.astype(np.float64) if wide else inputs, axis=0).astype(out_dtype)
+    mask = np.ones((p, logical), dtype=bool)
+    if prefix:
+        return inclusive, mask
+    values = np.zeros((p, logical), dtype=out_dtype)
+    values[1:] = inclusive[:-1]
+    mask[0] = False
+    return values, mask
 
 
 def _gamma(n: int, eps: float) -> float:

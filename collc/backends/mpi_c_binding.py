@@ -29,6 +29,9 @@ _API = {
     "alltoall": "alltoall",
     "gather": "gather",
     "scatter": "scatter",
+    "scan": "scan",
+    "exscan": "exscan",
+    "barrier": "barrier",
 }
 
 
@@ -103,3 +106,12 @@ class Library:
     def scatter(self, send: np.ndarray | None, recv: np.ndarray, root: int) -> None:
         self._check(self.fn(_ptr(send), _ptr(recv), ctypes.c_int64(recv.size), self._dtype(recv), ctypes.c_int(root),
                             self.comm))  # fmt: skip
+
+    def scan(self, send: np.ndarray | None, recv: np.ndarray, op: str) -> None:
+        self.allreduce(send, recv, op)  # the same arguments
+
+    def exscan(self, send: np.ndarray | None, recv: np.ndarray, op: str) -> None:
+        self.allreduce(send, recv, op)
+
+    def barrier(self) -> None:
+        self._check(self.fn(self.comm))

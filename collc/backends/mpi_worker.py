@@ -105,8 +105,9 @@ def input_row(spec: dict[str, Any], count: int, rank: int, origin: np.ndarray) -
     return row
 
 
-def expected_row(spec: dict[str, Any], count: int, origin: np.ndarray) -> np.ndarray:
-    """The collective's result for every element, from every rank's regenerated input (float64 for floats)."""
+def expected_row(spec: dict[str, Any], count: int, origin: np.ndarray, upto: int | None = None) -> np.ndarray:
+    """The collective's result for every element, from every rank's regenerated input (float64 for floats);
+    ``upto``: reduce ranks ``0 .. upto - 1`` only (scans, `collectives.contributors`)."""
     dt = local.DTYPES[spec["dtype"]]
     floating = not np.issubdtype(dt, np.integer)
     out_dtype = np.dtype(np.float64) if floating else dt
@@ -114,7 +115,7 @@ def expected_row(spec: dict[str, Any], count: int, origin: np.ndarray) -> np.nda
     result = np.zeros(origin.size, dtype=out_dtype)
     every = origin == EVERY
     with np.errstate(all="ignore"):
-        for r in range(spec["nranks"]):
+        for r in range(spec["nranks"] if upto is None else upto):
             row = input_row(spec, count, r, origin)
             if every.any():
                 part = row[every].astype(out_dtype)
@@ -203,6 +204,13 @@ def _call(
         impl.broadcast(buf, root)
     elif coll is Collective.REDUCE:
         impl.reduce(inputs, buf if rank == root else None, op, root)
+    elif coll in (Collective.SCAN, Collective.EXSCAN):
+        out = np.empty_like(buf)
+        getattr(impl, coll.value)(inputs, out, op)
+        if coll is Collective.SCAN or rank > 0:
+            buf[...] = out
+    elif coll is Collective.BARRIER:
+        impl.barrier()
     elif coll is Collective.GATHER:
         m = buf.size // p
         impl.gather(inputs[rank * m : (rank + 1) * m], buf if rank == root else None, root)
@@ -217,6 +225,22 @@ def _call(
         for i in range(p):
             at = (i * p + rank) * m
             buf[at : at + m] = recv[i * m : (i + 1) * m]
+
+
+def _barrier_wrong(impl: Any, comm: Any, rank: int, p: int) -> int:
+    """1 when this rank left the barrier before the last rank came to it, else 0: the last rank comes 50 ms
+    late (the ranks share one clock on one host)."""
+    import time
+
+    from mpi4py import MPI
+
+    comm.Barrier()
+    if rank == p - 1:
+        time.sleep(0.05)
+    came = MPI.Wtime()
+    impl.barrier()
+    left = MPI.Wtime()
+    return int(left < max(comm.allgather(came)))
 
 
 def run_size(spec: dict[str, Any], impl: Any, comm: Any, count: int) -> dict[str, Any]:
@@ -242,9 +266,13 @@ def run_size(spec: dict[str, Any], impl: Any, comm: Any, count: int) -> dict[str
         np.save(Path(spec["dump_dir"]) / f"rank{rank}_count{count}.npy", buf)
     wrong = -1
     figures: dict[str, Any] = {"wire_bytes": int(getattr(impl, "wire_bytes", -1))}
-    if spec["check"]:
-        expected = expected_row(spec, count, origin)
+    if spec["check"] and coll is Collective.BARRIER:
+        wrong = _barrier_wrong(impl, comm, rank, p)
+    elif spec["check"]:
+        expected = expected_row(spec, count, origin, collectives.contributors(coll, p, rank))
         mask = (dest == EVERY) | (dest == rank)
+        if coll.prefix == 0 and rank == 0:
+            mask[:] = False  # an exscan's rank 0 receives nothing
         if spec.get("error_bounds") is not None:
             wrong, worst, bound = judge_row(spec, count, rank, buf, expected, mask)
             figures.update(max_abs_error=worst, error_bound=bound)

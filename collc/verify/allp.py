@@ -221,7 +221,8 @@ def _obligations(
     unit = c[0] if ct.pairs else c / kk if ct.k > 1 else c
     if ct.reduction:
         init = j == r
-        full = z3.BoolVal(True)
+        prefix = model.collective.prefix  # scans: rank r holds ranks 0 .. r + prefix - 1
+        full = z3.BoolVal(True) if prefix is None else j < r + prefix
     else:
         origin = zz.const(ct.root) if model.collective in (Collective.BROADCAST, Collective.SCATTER) else unit
         init = z3.And(j == origin, r == origin)
@@ -230,6 +231,8 @@ def _obligations(
         required = r == unit
     elif model.collective in (Collective.REDUCE, Collective.GATHER):
         required = r == zz.const(ct.root or 0)
+    elif model.collective is Collective.EXSCAN:
+        required = r >= 1
     elif ct.pairs:
         required = r == c[1]
     else:

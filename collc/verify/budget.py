@@ -411,5 +411,5 @@ def plan(
 
 def _slot_bytes(collective: Collective, reduces: bool) -> int:
     """The step-formula path's state per slot: a fingerprint, a count (reductions), a held flag (copies)."""
-    reducing = collective in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)
+    reducing = collective.reduces
     return 12 if reducing else 13 if reduces else 9

@@ -470,6 +470,14 @@ class _Fingerprint:
     def _wrong_columns(self, lo: int, origin: np.ndarray, dest: np.ndarray, total: np.uint64) -> np.ndarray:
         """Which of the state's columns lo, lo + 1, ... (chunks of ``origin`` and ``dest``) fail."""
         p = self.s.nranks
+        prefix = self.s.collective.prefix
+        if prefix is not None:  # a scan: rank r holds ranks 0 .. r + prefix - 1, each once (exscan: not rank 0)
+            first = 1 - prefix
+            upto = np.cumsum(self.h, dtype=np.uint64)
+            sums = upto if prefix else np.concatenate([np.zeros(1, dtype=np.uint64), upto[:-1]])
+            want_r = (np.arange(p) + prefix).astype(count_dtype(p))
+            index = (slice(first, None), slice(lo, lo + origin.size))
+            return self._wrong(index, sums[first:, None], want_r[first:, None]).any(axis=0)
         every_origin = origin == EVERY
         expected = np.where(every_origin, total, self.h[np.maximum(origin, 0)])
         # every rank's contribution once, or the origin's once: a count of at least one also says "held"
@@ -527,6 +535,9 @@ def check(
     problem = layout_error(schedule.collective, p, n)
     if problem is not None:
         out.add(Finding("layout", problem, schedule.span, None, None, None, None, None))
+    elif schedule.collective.prefix is not None and schedule.compresses():
+        msg = f"{schedule.collective.value} with compression points: collc bounds their error for other collectives"
+        out.add(Finding("layout", msg, schedule.span, None, None, None, None, None))
     elif schedule.collective.has_root and (schedule.root is None or not 0 <= schedule.root < p):
         msg = f"{schedule.collective.value} needs a root in 0..{p - 1}, got {schedule.root}"
         out.add(Finding("root-out-of-range", msg, schedule.span, None, None, None, None, None))

@@ -26,7 +26,7 @@ def layout(collective: Collective, p: int, n: int, root: int | None, ids: np.nda
     k = chunks_per_rank(collective, p, n)
     ids = np.asarray(ids, dtype=np.int64)
     every = np.full(ids.shape, EVERY, dtype=np.int64)
-    if collective in (Collective.ALLGATHER, Collective.GATHER):
+    if collective in (Collective.ALLGATHER, Collective.GATHER, Collective.BARRIER):
         origin = ids // k
     elif collective is Collective.ALLTOALL:
         origin = ids // (p * k)

@@ -61,7 +61,7 @@ def contract(model: Model) -> Contract:
         if model.root is None or model.root[0] != "num":
             raise Refusal("a root that is not a fixed number", model.span)
         root = model.root[1]
-    reduction = col in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)
+    reduction = col.reduces
     return Contract(k, unit, reduction, root)
 
 

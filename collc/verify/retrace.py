@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collc.collectives import EVERY
+from collc.collectives import EVERY, contributors
 from collc.ir import Action, Op, OpKind, Schedule, Span
 from collc.verify.findings import Collector, Finding, chunks_word, fmt, fmt_ids
 from collc.verify.matching import merge_pairs
@@ -77,17 +77,20 @@ def trace(
             elif sets[d] and not sets[d] & bits:  # a copy over disjoint data (or over data, of nothing)
                 losses.append((index, d, op, sets[d], bits))
             sets[d], extras[d], dup[d] = bits, extra, event
-    want = ((1 << p) - 1) if origin == EVERY else 1 << origin
+    def want(r: int) -> int:  # the contributions rank r must hold (scans: ranks 0 .. r + prefix - 1)
+        return ((1 << contributors(schedule.collective, p, r)) - 1) if origin == EVERY else 1 << origin
+
     required = range(p) if dest == EVERY else [dest]
-    failing = [r for r in required if sets[r] != want or extras[r] is not None]
+    if schedule.collective.prefix == 0:
+        required = range(1, p)  # an exscan's rank 0 holds nothing it must
+    failing = [r for r in required if sets[r] != want(r) or extras[r] is not None]
     if not failing:
         return
-    expected = counts_of(p, want, None)
     doubled = [r for r in failing if extras[r] is not None]
     short = [r for r in failing if extras[r] is None]
-    exp_text = format_counts(expected)
     if doubled:
         r = doubled[0]
+        exp_text = format_counts(counts_of(p, want(r), None))
         final = format_counts(counts_of(p, sets[r], extras[r]))
         others = "1 other rank also ends" if len(doubled) == 2 else f"{len(doubled) - 1} other ranks also end"
         more = f"; {others} with it counted twice" if len(doubled) > 1 else ""
@@ -102,6 +105,8 @@ def trace(
         out.add(Finding("double-count", msg, op.span, st, rank, chunk, exp_text, final))
     if short:
         r = short[0]
+        expected = counts_of(p, want(r), None)
+        exp_text = format_counts(expected)
         row = counts_of(p, sets[r], extras[r])
         actual = format_counts(row)
         missing = np.flatnonzero((expected > 0) & (row == 0))

@@ -129,7 +129,7 @@ def _initial(
         fp[:] = h[:, None]
         return fp, None, np.ones((p, n), dtype=count_dtype(p)), np.full(n, -1, dtype=np.int64)
     held = np.zeros((p, n), dtype=bool)
-    if col in (Collective.ALLGATHER, Collective.GATHER):
+    if col in (Collective.ALLGATHER, Collective.GATHER, Collective.BARRIER):
         origin = np.arange(n, dtype=np.int64) // (n // p)
     elif col in (Collective.BROADCAST, Collective.SCATTER) and schedule.root is not None:
         origin = np.full(n, schedule.root, dtype=np.int64)

@@ -2,8 +2,8 @@
  *
  *   mpiexec -n P ./driver COLLECTIVE [--root R] [--quick] [--split] [--dup] [--api SYMBOL]
  *
- * COLLECTIVE is allreduce, allgather, reduce_scatter_block, bcast, reduce or
- * alltoall.  The driver calls the standard MPI entry points (MPI_X and, with
+ * COLLECTIVE is allreduce, allgather, reduce_scatter_block, bcast, reduce,
+ * alltoall, gather, scatter, scan, exscan or barrier.  The driver calls the standard MPI entry points (MPI_X and, with
  * MPI-4, MPI_X_c, alternately), so that a library preloaded with LD_PRELOAD
  * is what runs.  Inputs are a deterministic function of (rank, index), small
  * integers, so that every floating-point result is exact in any order of
@@ -417,6 +417,121 @@ static void case_alltoall(MPI_Comm comm, enum ty t, enum op o, long long count, 
     free(recv);
 }
 
+static void case_gather(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    int p, rank, err, root = root_of(comm);
+    char *send = alloc(count, t), *recv;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &rank);
+    inplace = inplace && rank == root; /* MPI_IN_PLACE is for the root only */
+    recv = alloc(count * p, t);
+    for (long long i = 0; i < count; i++) put(inplace ? recv : send, (inplace ? rank * count : 0) + i, t,
+                                              value(o, t, rank, i));
+#if MPI_VERSION >= 4
+    if (g_variant == 1)
+        err = MPI_Gather_c(inplace ? MPI_IN_PLACE : send, count, mpi_type(t), recv, count, mpi_type(t), root, comm);
+    else
+#endif
+        err = MPI_Gather(inplace ? MPI_IN_PLACE : send, (int)count, mpi_type(t), recv, (int)count, mpi_type(t), root,
+                         comm);
+    if (err != MPI_SUCCESS)
+        fail(comm, t, o, count, inplace, "returned %d", err);
+    else if (rank == root)
+        CHECK_ELEMENTS(recv, count * p, count * p, value(o, t, (int)(i / count), i % count));
+    free(send);
+    free(recv);
+}
+
+static void case_scatter(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    int p, rank, err, root = root_of(comm);
+    char *send, *recv = alloc(count, t);
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &rank);
+    inplace = inplace && rank == root; /* MPI_IN_PLACE is for the root only */
+    send = alloc(count * p, t);
+    for (long long i = 0; i < count * p; i++) put(send, i, t, rank == root ? value(o, t, (int)(i / count), i % count)
+                                                                          : -1);
+#if MPI_VERSION >= 4
+    if (g_variant == 1)
+        err = MPI_Scatter_c(send, count, mpi_type(t), inplace ? MPI_IN_PLACE : recv, count, mpi_type(t), root, comm);
+    else
+#endif
+        err = MPI_Scatter(send, (int)count, mpi_type(t), inplace ? MPI_IN_PLACE : recv, (int)count, mpi_type(t), root,
+                          comm);
+    if (err != MPI_SUCCESS)
+        fail(comm, t, o, count, inplace, "returned %d", err);
+    else if (inplace) /* the root's block stays in sendbuf, and so does every block */
+        CHECK_ELEMENTS(send, count * p, count * p, value(o, t, (int)(i / count), i % count));
+    else
+        CHECK_ELEMENTS(recv, count, count, value(o, t, rank, i));
+    free(send);
+    free(recv);
+}
+
+/* MPI_Scan (exclusive 0) or MPI_Exscan (exclusive 1): rank r's result folds ranks 0 .. r (or r - 1). */
+static void scan_case(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace, int exclusive)
+{
+    int rank, err;
+    char *send = alloc(count, t), *recv = alloc(count, t);
+    MPI_Comm_rank(comm, &rank);
+    for (long long i = 0; i < count; i++) put(inplace ? recv : send, i, t, value(o, t, rank, i));
+    if (exclusive) {
+#if MPI_VERSION >= 4
+        if (g_variant == 1)
+            err = MPI_Exscan_c(inplace ? MPI_IN_PLACE : send, recv, count, mpi_type(t), mpi_op(o), comm);
+        else
+#endif
+            err = MPI_Exscan(inplace ? MPI_IN_PLACE : send, recv, (int)count, mpi_type(t), mpi_op(o), comm);
+    } else {
+#if MPI_VERSION >= 4
+        if (g_variant == 1)
+            err = MPI_Scan_c(inplace ? MPI_IN_PLACE : send, recv, count, mpi_type(t), mpi_op(o), comm);
+        else
+#endif
+            err = MPI_Scan(inplace ? MPI_IN_PLACE : send, recv, (int)count, mpi_type(t), mpi_op(o), comm);
+    }
+    if (err != MPI_SUCCESS)
+        fail(comm, t, o, count, inplace, "returned %d", err);
+    else if (!exclusive || rank > 0) /* an exscan's rank 0 receives nothing defined */
+        CHECK_ELEMENTS(recv, count, count, reduced(o, t, rank + 1 - exclusive, i));
+    free(send);
+    free(recv);
+}
+
+static void case_scan(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    scan_case(comm, t, o, count, inplace, 0);
+}
+
+static void case_exscan(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    scan_case(comm, t, o, count, inplace, 1);
+}
+
+/* MPI_Barrier: one rank (a different one each case) comes 20 ms late; no rank may leave before it came.  The
+ * ranks share one clock on one host. */
+static void case_barrier(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    int p, rank, err;
+    double came, left, last = 0;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &rank);
+    PMPI_Barrier(comm);
+    if (rank == (int)(g_cases % p)) {
+        double until = MPI_Wtime() + 0.02;
+        while (MPI_Wtime() < until) {}
+    }
+    came = MPI_Wtime();
+    err = MPI_Barrier(comm);
+    left = MPI_Wtime();
+    PMPI_Allreduce(&came, &last, 1, MPI_DOUBLE, MPI_MAX, comm);
+    if (err != MPI_SUCCESS)
+        fail(comm, t, o, count, inplace, "returned %d", err);
+    else if (left < last)
+        fail(comm, t, o, count, inplace, "left the barrier %.6f s before the last rank came to it", last - left);
+}
+
 /* ---------------------------------------------------------------------------
  * The matrix
  * ------------------------------------------------------------------------- */
@@ -448,6 +563,7 @@ static void run_matrix(case_fn fn, int reduces, MPI_Comm comm, int quick)
                 for (int inplace = 0; inplace < 2; inplace++)
                     run_case(fn, comm, types[ti], o, counts[ci], inplace);
         }
+    if (fn == case_barrier) return; /* no data: its cases are the runs above */
     if (reduces) {
         for (int inplace = 0; inplace < 2; inplace++) {
             run_case(fn, comm, T_DOUBLE_INT, O_MAXLOC, 1000, inplace);
@@ -507,6 +623,11 @@ int main(int argc, char **argv)
     else if (!strcmp(g_coll, "bcast")) fn = case_bcast, reduces = 0;
     else if (!strcmp(g_coll, "reduce")) fn = case_reduce;
     else if (!strcmp(g_coll, "alltoall")) fn = case_alltoall, reduces = 0;
+    else if (!strcmp(g_coll, "gather")) fn = case_gather, reduces = 0;
+    else if (!strcmp(g_coll, "scatter")) fn = case_scatter, reduces = 0;
+    else if (!strcmp(g_coll, "scan")) fn = case_scan;
+    else if (!strcmp(g_coll, "exscan")) fn = case_exscan;
+    else if (!strcmp(g_coll, "barrier")) fn = case_barrier, reduces = 0;
     else {
         fprintf(stderr, "driver: unknown collective %s\n", g_coll);
         MPI_Abort(MPI_COMM_WORLD, 2);
