@@ -80,14 +80,18 @@ enum collc_collective {
     COLLC_COLL_REDUCE,
     COLLC_COLL_ALLTOALL,
     COLLC_COLL_GATHER,
-    COLLC_COLL_SCATTER
+    COLLC_COLL_SCATTER,
+    COLLC_COLL_SCAN,
+    COLLC_COLL_EXSCAN,
+    COLLC_COLL_BARRIER
 };
 
 /* The collective's name in collc's terms. */
 static inline const char *collc_collective_name(enum collc_collective coll)
 {
-    static const char *const names[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
-                                        "reduce",    "alltoall",  "gather",         "scatter"};
+    static const char *const names[] = {"allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
+                                        "alltoall",  "gather",    "scatter",        "scan",      "exscan",
+                                        "barrier"};
     return names[coll];
 }
 
@@ -95,7 +99,7 @@ static inline const char *collc_collective_name(enum collc_collective coll)
 static inline int collc_rank_blocks(enum collc_collective coll)
 {
     return coll == COLLC_COLL_ALLGATHER || coll == COLLC_COLL_REDUCE_SCATTER || coll == COLLC_COLL_GATHER ||
-           coll == COLLC_COLL_SCATTER;
+           coll == COLLC_COLL_SCATTER || coll == COLLC_COLL_BARRIER;
 }
 
 /* What a message row is. */
