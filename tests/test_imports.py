@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("elaboration", ("elaborate",)),
     ("verification", ("verify",)),  # above elaboration: a sweep elaborates the instances it checks
     ("the API", ("api", "")),  # "": collc/__init__.py, which re-exports the API
-    ("tools on the API", ("report", "goodput", "testing", "torch", "netemu")),
+    ("tools on the API", ("report", "goodput", "testing", "torch", "netemu", "tune")),
     ("the CLI", ("cli",)),
 )
 """The layers, lowest first: (name, the parts of collc in it: ``x`` is ``collc.x`` and what lies under it)."""

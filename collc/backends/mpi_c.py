@@ -46,6 +46,15 @@ from collc.backends.csource import (
     runs_text,
     write_sources,
 )
+from collc.backends.mpi_c_dispatch import (
+    Band,
+    band_stem,
+    bands_of,
+    check_bands,
+    small_problem,
+    small_source,
+    table_lines,
+)
 from collc.backends.mpitools import mpicc
 from collc.backends.order import mixed_orders
 from collc.codecs import parse_codec
@@ -63,6 +72,7 @@ __all__ = [
     "MPI_NAMES",
     "SANITIZE_FLAGS",
     "SMALL_BELOW",
+    "Band",
     "SizeVariant",
     "build",
     "compressed_bound",
@@ -123,6 +133,11 @@ MPI_NAMES: dict[Collective, str] = {
     Collective.BROADCAST: "MPI_Bcast",
     Collective.REDUCE: "MPI_Reduce",
     Collective.ALLTOALL: "MPI_Alltoall",
+    Collective.GATHER: "MPI_Gather",
+    Collective.SCATTER: "MPI_Scatter",
+    Collective.SCAN: "MPI_Scan",
+    Collective.EXSCAN: "MPI_Exscan",
+    Collective.BARRIER: "MPI_Barrier",
 }
 """The MPI collective each schedule's library interposes."""
 
@@ -137,6 +152,11 @@ API_NAMES: dict[Collective, str] = {
     Collective.BROADCAST: "bcast",
     Collective.REDUCE: "reduce",
     Collective.ALLTOALL: "alltoall",
+    Collective.GATHER: "gather",
+    Collective.SCATTER: "scatter",
+    Collective.SCAN: "scan",
+    Collective.EXSCAN: "exscan",
+    Collective.BARRIER: "barrier",
 }
 
 _KIND = {"send": "COLLC_SEND", "recv": "COLLC_RECV", "direct": "COLLC_RECV_DIRECT"}
@@ -252,6 +272,8 @@ class Plan:
     small_name: str = ""  # the small-message schedule's symbol; "" without one
     small_file: str = ""  # ... and the .coll file it came from
     small_below: int = 0  # calls of fewer bytes run it
+    small_chained: bool = False  # ... and it has a smaller band of its own (mpi_c_dispatch)
+    bands: tuple[str, ...] = ()  # more than one band: the main file's table of them, a line per schedule
     part_name: str = ""  # this schedule as a part of another library (another p, small calls): its symbol
     part_of: str = ""  # ... that library's identifier
     part_note: str = ""  # ... and what the part is, for the file's header
@@ -513,37 +535,16 @@ def library_path(out_dir: Path, schedule: Schedule) -> Path:
     return Path(out_dir) / f"libcollc_{c_ident(schedule.algorithm)}.so"
 
 
-def small_source(schedule: Schedule) -> str:
-    """The C file of the small-message schedule in ``schedule``'s library."""
-    return f"collc_{c_ident(schedule.algorithm)}_small.c"
-
-
-def small_problem(schedule: Schedule, small: Schedule) -> str | None:
-    """Why ``small`` cannot be the small-message schedule of ``schedule``'s library, or None."""
-    if small.collective is not schedule.collective:
-        got, want = small.collective.value, schedule.collective.value
-        return f"the small-message schedule {small.algorithm} is {got}, not {want}"
-    if schedule.collective is Collective.ALLTOALL:
-        return "alltoall libraries take no small-message schedule"
-    if small.nranks != schedule.nranks:
-        return f"the small-message schedule {small.algorithm} is for p={small.nranks}, not p={schedule.nranks}"
-    if small.root != schedule.root:
-        return f"the small-message schedule {small.algorithm} has root {small.root}, not {schedule.root}"
-    if small.codecs:
-        return f"the small-message schedule {small.algorithm} has compression points (it must be exact)"
-    if small.algorithm == schedule.algorithm:
-        return f"the small-message schedule is {schedule.algorithm} itself"
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class SizeVariant:
     """Another rank count in a library: a verified schedule of the same algorithm for that p, the worst-case error
-    bound it needs with compression points (`plan`), and its small-message schedule, if any."""
+    bound it needs with compression points (`plan`), and its small-message schedule, if any (below `generate`'s
+    ``small_below``), or its bands of schedules for smaller calls (`Band`, smallest first; not both)."""
 
     schedule: Schedule
     error_bound: tuple[float, float] | None = None
     small: Schedule | None = None
+    bands: tuple[Band, ...] = ()
 
 
 def _variant_problem(first: Schedule, other: Schedule, seen: set[int]) -> str | None:
@@ -561,6 +562,7 @@ def generate(
     error_bound: tuple[float, float] | None = None,
     small: Schedule | None = None,
     small_below: int = SMALL_BELOW,
+    bands: Sequence[Band] = (),
     sizes: Sequence[SizeVariant] = (),
     exact: bool = False,
 ) -> list[Path]:
@@ -570,6 +572,9 @@ def generate(
     codec the C runtime lacks (zfp) is a CollError at the first op naming it.  With
     ``small`` (a verified schedule of the same collective and p), calls whose count times
     type size is below ``small_below`` bytes run it instead (`COLLC_SMALL_BYTES` overrides).
+    ``bands`` generalises it to several (`Band`, smallest calls first, thresholds ascending;
+    `collc.backends.mpi_c_dispatch`): a call runs the first band whose threshold it is below,
+    ``schedule`` when it is below none (`COLLC_BAND_BYTES` overrides the thresholds).
     ``sizes`` adds the same algorithm at other rank counts: the library runs a call on the
     schedule of its communicator's size (files ``collc_<algorithm>_p<N>.c``).
     ``exact`` makes the interposed calls hand floating-point ``MPI_SUM`` and ``MPI_PROD``, whose last bits depend
@@ -581,18 +586,16 @@ def generate(
         raise CollError(f"the small-message threshold must be at least 0 bytes, got {small_below}")
     ident = c_ident(schedule.algorithm)
     h_name = source_names(schedule)[1]
-    variants = [SizeVariant(schedule, error_bound, small), *sizes]
+    variants = [SizeVariant(schedule, error_bound, None, bands_of(small, small_below, bands)), *sizes]
     seen: set[int] = set()
     for v in variants:
         problem = _variant_problem(schedule, v.schedule, seen)
         if problem is not None:
             raise CollError(problem, v.schedule.span)
         seen.add(v.schedule.nranks)
-        problem = small_problem(v.schedule, v.small) if v.small is not None else None
-        if problem is not None:
-            raise CollError(problem, v.small.span if v.small is not None else None)
+        check_bands(v.schedule, _bands(v, small_below))
     stems = [f"collc_{ident}"] + [f"collc_{ident}_p{v.schedule.nranks}" for v in sizes]
-    sources = tuple(f for stem, v in zip(stems, variants, strict=True) for f in _files(stem, v))
+    sources = tuple(f for stem, v in zip(stems, variants, strict=True) for f in _files(stem, v, small_below))
     parts: list[tuple[str, Plan]] = []
     first: Plan | None = None
     for k, (stem, v) in enumerate(zip(stems, variants, strict=True)):
@@ -605,17 +608,13 @@ def generate(
                 "part_note": f"The p={p} schedule of libcollc_{ident}.so: it has no entry points of its own; "
                 f"collc_{ident}.c runs it on communicators of {p} ranks.",
             }
-        if v.small is not None:
-            small_stem = f"{stem}_small"
-            extra |= {
-                "small_name": f"{small_stem}_schedule",
-                "small_file": Sources(v.small.source).label(v.small.source),
-                "small_below": small_below,
-            }
-            note = f"The small-message schedule of libcollc_{ident}.so{f' at p={p}' if sizes else ''}: it has no "
-            note += f"entry points of its own; collc_{ident}.c runs it for calls below its threshold."
-            part = plan(v.small, None, part_name=f"{small_stem}_schedule", part_of=ident, part_note=note)
-            parts.append((f"{small_stem}.c", dataclasses.replace(part, file_name=f"{small_stem}.c")))
+        at = f" at p={p}" if sizes else ""
+        chain = _bands(v, small_below)
+        band_parts = _band_parts(ident, stem, at, chain)
+        if chain:
+            extra |= _link(stem, chain, len(chain))
+            if len(chain) > 1:
+                extra["bands"] = table_lines(stem, v.schedule, chain)
         if k == 0:
             extra |= {
                 "sources": sources,
@@ -624,17 +623,52 @@ def generate(
                 "exact": exact,
             }
             first = plan(v.schedule, v.error_bound, **extra)
-            parts.insert(0, (f"{stem}.c", first))
+            parts[:0] = [(f"{stem}.c", first), *band_parts]
         else:
-            parts.append((f"{stem}.c", plan(v.schedule, v.error_bound, **extra)))
+            parts += [(f"{stem}.c", plan(v.schedule, v.error_bound, **extra)), *band_parts]
     assert first is not None
     pieces = [(name, "collc.c.j2", data) for name, data in parts]
     pieces += [(h_name, "collc.h.j2", first), ("Makefile", "Makefile.j2", first)]
     return write_sources(out_dir, _environment(), [(n, t, {"plan": d}) for n, t, d in pieces], RUNTIME_HEADERS)
 
 
-def _files(stem: str, v: SizeVariant) -> tuple[str, ...]:
-    return (f"{stem}.c", f"{stem}_small.c") if v.small is not None else (f"{stem}.c",)
+def _bands(v: SizeVariant, small_below: int) -> tuple[Band, ...]:
+    return bands_of(v.small, small_below, v.bands)
+
+
+def _link(stem: str, chain: Sequence[Band], k: int) -> dict[str, Any]:
+    """The `Plan` fields of the schedule above band ``k - 1`` of ``chain``: its link to that band."""
+    below = chain[k - 1]
+    return {
+        "small_name": f"{band_stem(stem, k - 1, len(chain))}_schedule",
+        "small_file": Sources(below.schedule.source).label(below.schedule.source),
+        "small_below": below.below,
+        "small_chained": k > 1,
+    }
+
+
+def _band_parts(ident: str, stem: str, at: str, chain: Sequence[Band]) -> list[tuple[str, Plan]]:
+    """The files of the bands of the library part ``stem`` (``at``: its rank count, for the notes) and their
+    plans, smallest calls first."""
+    parts = []
+    for k, band in enumerate(chain):
+        band_name = band_stem(stem, k, len(chain))
+        if len(chain) == 1:
+            note = f"The small-message schedule of libcollc_{ident}.so{at}: it has no entry points of its own; "
+            note += f"collc_{ident}.c runs it for calls below its threshold."
+        else:
+            low = f"of {chain[k - 1].below} bytes up to" if k > 0 else "below"
+            note = f"Band {k} of libcollc_{ident}.so{at}: it has no entry points of its own; collc_{ident}.c runs "
+            note += f"it for calls {low} {band.below} bytes (count times type size)."
+        extra = _link(stem, chain, k) if k > 0 else {}
+        part = plan(band.schedule, None, part_name=f"{band_name}_schedule", part_of=ident, part_note=note, **extra)
+        parts.append((f"{band_name}.c", dataclasses.replace(part, file_name=f"{band_name}.c")))
+    return parts
+
+
+def _files(stem: str, v: SizeVariant, small_below: int) -> tuple[str, ...]:
+    chain = _bands(v, small_below)
+    return (f"{stem}.c", *(f"{band_stem(stem, k, len(chain))}.c" for k in range(len(chain))))
 
 
 def _library_sources(out_dir: Path, main: Path) -> list[Path]:

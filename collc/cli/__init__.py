@@ -3,7 +3,7 @@
 The `main` group lives in `collc.cli.common`; each module here adds its commands to it.
 """
 
-from collc.cli import building, catalog, checking, interop, pictures, simulation
+from collc.cli import building, catalog, checking, interop, pictures, simulation, tune
 from collc.cli.common import EXIT_INPUT, EXIT_OK, EXIT_WRONG, main, parse_size, parse_sizes
 
 __all__ = [
@@ -19,4 +19,5 @@ __all__ = [
     "parse_sizes",
     "pictures",
     "simulation",
+    "tune",
 ]
