@@ -55,6 +55,11 @@ HEAVY = ("pipelined_ring_allreduce", "striped_ring_allreduce", "weighted_striped
          "bruck_alltoall")  # fmt: skip
 
 
+# Examples for powers of two only (their constraints say so).
+POW2_ONLY = ("recursive_doubling", "swing_bw_pow2", "recursive_doubling_allgather", "bine_allreduce", "bine_allgather",
+             "bine_reduce_scatter", "bine_alltoall")  # fmt: skip
+
+
 def _verify_range(name: str, ps: range) -> list[int]:
     alg = collc.load(EXAMPLES / f"{name}.coll")
     verified = []
@@ -73,7 +78,7 @@ def test_example_verifies_for_every_allowed_p(name: str) -> None:
     top = 33 if name in HEAVY else 65
     verified = _verify_range(name, range(2, top))
     assert verified, f"{name} allows no p in 2..{top - 1}"
-    if name in ("recursive_doubling", "swing_bw_pow2", "recursive_doubling_allgather"):  # powers of two only
+    if name in POW2_ONLY:
         assert verified == [2, 4, 8, 16, 32, 64]
     else:
         assert verified == list(range(2, top))
@@ -195,6 +200,12 @@ MUTANTS = [
     ("pairwise_reduce_scatter", r"recv rank from \(rank - s\) mod p reduce", "recv rank from (rank - s) mod p copy", 5),
     ("direct_allgather", r"recv \(rank - s\) mod p from", "recv (rank + s) mod p from", 5),
     ("recursive_doubling_allgather", r"recv window\(rank \^ \(1 << s\), s\)", "recv window(rank, s)", 8),
+    ("binomial_gather", r"elif v % \(2 \* d\) == 0 and v \+ d < p:", "elif v % (2 * d) == 0 and v + d < p - 1:", 6,
+     r"send \{"),
+    ("binomial_scatter", r"let d = 1 << \(ceil_log2\(p\) - 1 - s\)", "let d = 1 << s", 6, r"send \{"),
+    ("hillis_steele_scan", r"recv 0 from rank - d reduce", "recv 0 from rank - d copy", 4),
+    ("hillis_steele_exscan", r"recv 0 from rank - 1 copy", "recv 0 from rank - 1 reduce", 4),
+    ("dissemination_barrier", r"mod p < \(1 << s\)\}", "mod p < (1 << s) and c != 0}", 4, r"recv seen"),
 ]  # fmt: skip
 
 

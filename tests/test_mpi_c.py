@@ -77,6 +77,22 @@ CASES: list[tuple[str, str, dict[str, int]]] = [  # every example without compre
     ("hier_allgather", "hier_allgather", {"nodes": 2, "local": 3}),
     ("node_aware_allgather", "node_aware_allgather", {"nodes": 3, "local": 2}),
     ("node_aware_reduce_scatter", "node_aware_reduce_scatter", {"nodes": 2, "local": 3}),
+    ("binomial_gather", "binomial_gather", {"p": 5, "root": 3}),
+    ("binomial_scatter", "binomial_scatter", {"p": 6, "root": 2}),
+    ("hillis_steele_scan", "hillis_steele_scan", {"p": 5}),
+    ("hillis_steele_exscan", "hillis_steele_exscan", {"p": 6}),
+    ("dissemination_barrier", "dissemination_barrier", {"p": 5}),
+    ("trivance_allreduce", "trivance_allreduce", {"p": 9}),
+    ("trivance_bw_allreduce", "trivance_bw_allreduce", {"p": 9}),
+    ("pat_allgather", "pat_allgather", {"p": 5}),
+    ("pat_reduce_scatter", "pat_reduce_scatter", {"p": 6}),
+    ("ibing_allreduce", "ibing_allreduce", {"p": 5}),
+    ("bine_allreduce", "bine_allreduce", {"p": 8}),
+    ("bine_allgather", "bine_allgather", {"p": 4}),
+    ("bine_reduce_scatter", "bine_reduce_scatter", {"p": 8}),
+    ("bine_alltoall", "bine_alltoall", {"p": 4}),
+    ("bine_broadcast", "bine_broadcast", {"p": 6, "root": 5}),
+    ("bine_reduce", "bine_reduce", {"p": 7, "root": 2}),
 ]
 
 DRIVER_NAMES = {
@@ -86,6 +102,11 @@ DRIVER_NAMES = {
     "broadcast": "bcast",
     "reduce": "reduce",
     "alltoall": "alltoall",
+    "gather": "gather",
+    "scatter": "scatter",
+    "scan": "scan",
+    "exscan": "exscan",
+    "barrier": "barrier",
 }
 
 
@@ -308,7 +329,8 @@ def test_allreduce_full(built: dict[str, Built], driver: Path, case: str) -> Non
 
 @pytest.mark.parametrize(
     "case",
-    ["swing_lat", "rabenseifner", "recursive_doubling", "recursive_doubling_any", "double_binary_tree_allreduce"],
+    ["swing_lat", "rabenseifner", "recursive_doubling", "recursive_doubling_any", "double_binary_tree_allreduce",
+     "trivance_allreduce", "trivance_bw_allreduce", "ibing_allreduce", "bine_allreduce"],
 )
 def test_allreduce_quick(built: dict[str, Built], driver: Path, case: str) -> None:
     assert_passed(run_driver(driver, built[case], "--quick"))
@@ -317,7 +339,9 @@ def test_allreduce_quick(built: dict[str, Built], driver: Path, case: str) -> No
 @pytest.mark.parametrize(
     "case",
     ["ring_allgather_k3", "bruck_allgather", "ring_reduce_scatter", "binomial_broadcast", "binomial_reduce",
-     "pairwise_alltoall", "bruck_alltoall", "scatter_allgather_broadcast"],
+     "pairwise_alltoall", "bruck_alltoall", "scatter_allgather_broadcast", "binomial_gather", "binomial_scatter",
+     "hillis_steele_scan", "hillis_steele_exscan", "dissemination_barrier", "pat_allgather", "pat_reduce_scatter",
+     "bine_allgather", "bine_reduce_scatter", "bine_alltoall", "bine_broadcast", "bine_reduce"],
 )  # fmt: skip
 def test_other_collectives(built: dict[str, Built], driver: Path, case: str) -> None:
     proc = run_driver(driver, built[case], "--split", "--dup", env={"COLLC_SHIM_LOG": "1"})
