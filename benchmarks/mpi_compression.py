@@ -51,7 +51,7 @@ from collc.cli import parse_sizes  # noqa: E402
 from collc.ir import ParamValue  # noqa: E402
 from collc.resources import data_dir  # noqa: E402
 from collc.simulate import NetworkModel, simulate  # noqa: E402
-from collc.topology import parse_topology  # noqa: E402
+from collc.topologies import parse_topology  # noqa: E402
 from collc.verify.compression import analyse  # noqa: E402
 
 CODECS = {"ebq": "ebq(eb=1e-3)", "fwq": "fwq(bits=8, block=32)"}

@@ -58,7 +58,7 @@ from collc.backends.mpitools import mpicc  # noqa: E402
 from collc.cli import parse_size, parse_sizes  # noqa: E402
 from collc.goodput import size_text as human  # noqa: E402
 from collc.simulate import NetworkModel, simulate  # noqa: E402
-from collc.topology import parse_topology  # noqa: E402
+from collc.topologies import parse_topology  # noqa: E402
 from collc.verify.compression import analyse  # noqa: E402
 
 DRIVER = ROOT / "benchmarks" / "data" / "coll_pmpi.c"

@@ -40,6 +40,9 @@ weights (``Schedule.chunk_weights``) has chunks in proportion to them, and its s
 summed exactly from `collc.collectives.element_offsets`, so that message bytes follow the weights
 in both executions.
 
+``simulate(..., traffic=True)`` and `traffic` also count the bytes a schedule moves, in all and over
+the topology's global links (`collc.traffic`).
+
 What is not modelled: packets, buffers and flow control (in lockstep a link shares its
 bandwidth fairly and instantly), reduction arithmetic, and overlap of a rank's codec work
 with its communication.
@@ -59,6 +62,8 @@ from collc.codecs import Codec, parse_codec
 from collc.collectives import count_error, element_offsets
 from collc.ir import Action, ChunkSet, Op, OpKind, Schedule
 from collc.topology import Topology
+from collc.topology_groups import global_link_mask
+from collc.traffic import Traffic, count_traffic
 
 __all__ = [
     "EXECUTIONS",
@@ -68,10 +73,12 @@ __all__ = [
     "SimRow",
     "Simulation",
     "StepFigures",
+    "Traffic",
     "congestion_deficiency",
     "link_message_counts",
     "simulate",
     "trace",
+    "traffic",
 ]
 
 STEP_OVERHEAD = 0.48e-6
@@ -143,6 +150,7 @@ class SimRow:
     time_s: float
     goodput_bytes_per_s: float  # size / time
     parts: tuple[float, ...] = ()  # the time split as PARTS: overhead, latency, transfer, codec
+    traffic: Traffic | None = None  # with simulate(..., traffic=True)
 
     def breakdown(self) -> dict[str, float]:
         """`parts` by name (lockstep: summed over steps; dataflow: along the critical path)."""
@@ -396,6 +404,9 @@ class _StepPlan:
     inv_bw: np.ndarray | None = None  # seconds per byte of each segment; None: every link alike
     chunk_time_max: float = 0.0  # with inv_bw: the most chunks x seconds per byte on one link
     events: eventsim.StepInput | None = None  # what dataflow execution reads
+    msg_kind: np.ndarray | None = None  # with traffic: the kind of every message
+    span: np.ndarray | None = None  # with traffic: the links in every interval
+    global_span: np.ndarray | None = None  # with traffic: the global links in every interval
 
     def max_load(self, per_kind: np.ndarray) -> float:
         """The most loaded link's load when a message of kind k weighs ``per_kind[k]``."""
@@ -424,7 +435,11 @@ def _plan_step(
     kind_count: np.ndarray,
     kind_codec: np.ndarray,
     bandwidths: np.ndarray | None,
+    global_prefix: np.ndarray | None = None,
+    traffic: bool = False,
 ) -> _StepPlan:
+    """Route one step.  With ``traffic``, also what `collc.traffic.count_traffic` reads; ``global_prefix`` is the
+    running count of global links (``global_prefix[i]``: those below link i), None where there are none."""
     m = msgs.src.size
     empty_i = np.zeros(0, np.int64)
     codec = (msgs.codec_rank, msgs.codec_set, msgs.codec_decode)
@@ -434,7 +449,7 @@ def _plan_step(
             none = np.zeros(0)
             events = eventsim.StepInput(empty_i, empty_i, empty_i, empty_i, empty_i, none, none, msgs.op_set)
         return _StepPlan(0, 0, empty_i, empty_i, empty_i, empty_i, np.zeros(0), 0, 0.0, True, *codec, 0.0, None, 0.0,
-                         events)  # fmt: skip
+                         events, empty_i if traffic else None, empty_i if traffic else None)  # fmt: skip
     iv = topology.route_intervals(msgs.src, msgs.dst, adaptive=model.adaptive)
     if bandwidths is None:
         latency = iv.hops * model.per_hop
@@ -462,6 +477,11 @@ def _plan_step(
         latency=float(iv.hops.max()) * model.per_hop if bandwidths is None else float(latency.max()),
         events=events,
     )
+    if traffic:
+        plan.msg_kind = msgs.kind
+        plan.span = (iv.hi - iv.lo).astype(np.float64)
+        if global_prefix is not None:
+            plan.global_span = (global_prefix[iv.hi] - global_prefix[iv.lo]).astype(np.float64)
     count = kind_count.astype(np.float64)
     plan.chunk_load_max = plan.max_load(count)
     if bandwidths is not None:
@@ -485,10 +505,18 @@ class _Prepared:
     plans: list[_StepPlan]
     bandwidths: np.ndarray | None  # per link; None: every link at the model's link_bandwidth
     graph: eventsim.EventGraph | None  # dataflow execution only
+    has_global: bool = False  # prepared with traffic on a topology with global links
 
 
-def _prepare(schedule: Schedule, topology: Topology, model: NetworkModel) -> _Prepared:
+def _prepare(schedule: Schedule, topology: Topology, model: NetworkModel, traffic: bool = False) -> _Prepared:
     _check_fit(schedule, topology)
+    global_prefix = None
+    has_global = False
+    if traffic:
+        mask = global_link_mask(topology)
+        has_global = mask is not None
+        if mask is not None:
+            global_prefix = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
     tables, steps = _flatten(schedule)
     nsets = len(tables.set_bits)
     set_count = np.fromiter((b.bit_count() for b in tables.set_bits), dtype=np.int64, count=nsets)
@@ -500,12 +528,12 @@ def _prepare(schedule: Schedule, topology: Topology, model: NetworkModel) -> _Pr
     bandwidths = topology.link_bandwidths(model.link_bandwidth)
     if bandwidths is not None:
         bandwidths = np.asarray(bandwidths, dtype=np.float64)
-    plans = [_plan_step(s, topology, model, kind_count, kind_codec, bandwidths) for s in steps]
+    plans = [_plan_step(s, topology, model, kind_count, kind_codec, bandwidths, global_prefix, traffic) for s in steps]
     graph = None
     if model.execution == "dataflow":
         links = bandwidths if bandwidths is not None else np.full(topology.num_links, model.link_bandwidth)
         graph = eventsim.build(schedule, [p.events for p in plans if p.events is not None], links)
-    return _Prepared(tables, set_count, set_low, kind_set, kind_codec, plans, bandwidths, graph)
+    return _Prepared(tables, set_count, set_low, kind_set, kind_codec, plans, bandwidths, graph, has_global)
 
 
 @dataclass
@@ -626,6 +654,7 @@ def simulate(
     model: NetworkModel | None = None,
     weights: Sequence[float] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    traffic: bool = False,
 ) -> Simulation:
     """The simulated time of ``schedule`` on ``topology`` for each vector size in bytes.
 
@@ -634,15 +663,17 @@ def simulate(
     send buffer for alltoall).  ``weights[i]`` (default 1) is how many steps
     ``schedule.steps[i]`` stands for.  A ValueError says what does not fit: the topology's
     node count, a size, the weights.  ``on_progress(done, total)``, when given, is called
-    after each size is simulated (``total``: the sizes).
+    after each size is simulated (``total``: the sizes).  With ``traffic``, every row also carries
+    the bytes the schedule moves at its size (`SimRow.traffic`, `Traffic`).
     """
     model = model if model is not None else NetworkModel()
     sizes = _counts(sizes_bytes, schedule, model.itemsize)
     w = _weights(schedule, weights)
     if model.execution == "dataflow" and (w != 1).any():
         raise ValueError("simulate: dataflow execution runs every step: the step weights must all be 1")
-    prep = _prepare(schedule, topology, model)
+    prep = _prepare(schedule, topology, model, traffic)
     nsteps = len(prep.plans)
+    counted: list[Traffic | None] = [None] * len(sizes)
     step_times = np.zeros((nsteps, len(sizes)))
     step_parts = np.zeros((nsteps, len(sizes), len(PARTS)))
     latency = np.array([p.latency for p in prep.plans])
@@ -656,6 +687,8 @@ def simulate(
             step_parts[i, j] = (model.step_overhead, latency[i], transfer, codec)
             t = model.step_overhead + latency[i] + transfer
             step_times[i, j] = t + codec if plan.codec_rank.size else t
+        if traffic:
+            counted[j] = count_traffic(prep, ev.kind_bytes, w, sizes[j][0])
         if prep.graph is not None:
             set_bytes = (ev.set_elems * model.itemsize).astype(np.float64)
             total, parts = eventsim.run(
@@ -668,8 +701,8 @@ def simulate(
         totals = w @ step_times if nsteps else np.zeros(len(sizes))
         row_parts = np.einsum("i,ijk->jk", w, step_parts) if nsteps else row_parts
     rows = tuple(
-        SimRow(size, float(t), size / float(t) if t > 0 else math.inf, tuple(float(x) for x in parts))
-        for (size, _), t, parts in zip(sizes, totals, row_parts, strict=True)
+        SimRow(size, float(t), size / float(t) if t > 0 else math.inf, tuple(float(x) for x in parts), tc)
+        for (size, _), t, parts, tc in zip(sizes, totals, row_parts, counted, strict=True)
     )
     figures = tuple(
         StepFigures(
@@ -741,3 +774,25 @@ def congestion_deficiency(
         shared += wi * _max_link_bytes(plan, ev, model.itemsize)
         alone += wi * float(ev.kind_bytes[plan.kinds].max())
     return float(shared / alone) if alone > 0 else 1.0
+
+
+def traffic(
+    schedule: Schedule,
+    topology: Topology,
+    sizes_bytes: Iterable[int],
+    model: NetworkModel | None = None,
+    weights: Sequence[float] | None = None,
+) -> tuple[Traffic, ...]:
+    """The bytes ``schedule`` moves on ``topology`` at each vector size (`Traffic`): sent, summed over
+    the links, and over the global links (None where the topology has none).  Routing follows
+    ``model.adaptive``; ``weights[i]`` (default 1) is how many steps ``schedule.steps[i]`` stands for,
+    as in `collc.simulate.simulate`.  A ValueError says what does not fit.  The times are not
+    computed (``simulate(..., traffic=True)`` gives both)."""
+    model = dataclasses.replace(model if model is not None else NetworkModel(), execution="lockstep")
+    sizes = _counts(sizes_bytes, schedule, model.itemsize)
+    w = _weights(schedule, weights)
+    prep = _prepare(schedule, topology, model, traffic=True)
+    return tuple(
+        count_traffic(prep, _evaluate_size(schedule, prep, count, model.itemsize).kind_bytes, w, size)
+        for size, count in sizes
+    )

@@ -33,6 +33,8 @@ Topologies (`parse_topology` reads their text form):
     level-2 switch, and so on.
 ``FullyConnected(p)`` (``full:16``)
     A direct link per ordered pair (index ``src*p + dst``), one hop.
+``Dragonfly`` (``dragonfly:h=4,g=8``) and ``TaperedFatTree`` (``fattree:256,radix=32,oversub=4``)
+    In `collc.topology_groups`, with their global links marked.
 
 ``adaptive=True`` is the flow-level stand-in for the minimal adaptive routing of the
 Swing paper's packet simulator: a flow is split evenly over minimal paths where there is
@@ -48,7 +50,6 @@ Routes never depend on message sizes, so a simulator routes each step once.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -63,7 +64,6 @@ __all__ = [
     "Topology",
     "Torus",
     "intervals_of",
-    "parse_topology",
 ]
 
 
@@ -577,57 +577,3 @@ class FullyConnected(_Named):
 
     def route_intervals(self, src: np.ndarray, dst: np.ndarray, adaptive: bool = False) -> Intervals:
         return intervals_of(self.route(src, dst, adaptive))
-
-
-# --------------------------------------------------------------------------
-# Text form
-# --------------------------------------------------------------------------
-
-TOPOLOGY_FORMS = "ring:P, torus:AxB[xC...], hyperx:AxB[x...], fattree:P[,radix=K], full:P"
-
-_TEXT = re.compile(r"\s*([A-Za-z_]+)\s*:\s*([^,]*?)\s*(?:,\s*(.*?)\s*)?")
-
-
-def _parse_size(kind: str, text: str, what: str) -> int:
-    if not re.fullmatch(r"\d+", text):
-        raise ValueError(f"{kind}: {what} must be a positive integer, got {text!r}")
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"{kind}: {what} must be at least 1, got {value}")
-    return value
-
-
-def _parse_dims(kind: str, text: str) -> tuple[int, ...]:
-    if not text:
-        raise ValueError(f"{kind}: missing dimensions (e.g. {kind}:8x8)")
-    return tuple(_parse_size(kind, part.strip(), "every dimension size") for part in text.split("x"))
-
-
-def parse_topology(text: str) -> Topology:
-    """A topology from its text form: ``ring:16``, ``torus:64x64``, ``torus:4x4x4``,
-    ``hyperx:8x8``, ``fattree:256`` (``fattree:256,radix=32``), ``full:16``."""
-    if not isinstance(text, str):
-        raise ValueError(f"a topology is text such as 'torus:8x8', got {text!r}")
-    match = _TEXT.fullmatch(text)
-    if match is None:
-        raise ValueError(f"bad topology {text!r}: expected one of {TOPOLOGY_FORMS}")
-    kind, body, options = match.group(1).lower(), match.group(2), match.group(3)
-    if options is not None and kind != "fattree":
-        raise ValueError(f"{kind}: takes no options, got {options!r} in {text!r}")
-    if kind == "ring":
-        return Torus((_parse_size(kind, body, "the number of nodes"),))
-    if kind == "torus":
-        return Torus(_parse_dims(kind, body))
-    if kind == "hyperx":
-        return HyperX(_parse_dims(kind, body))
-    if kind == "full":
-        return FullyConnected(_parse_size(kind, body, "the number of nodes"))
-    if kind == "fattree":
-        p = _parse_size(kind, body, "the number of nodes")
-        if options is None:
-            return FatTree(p)
-        opt = re.fullmatch(r"radix\s*=\s*(\S+)", options)
-        if opt is None:
-            raise ValueError(f"fattree: unknown option {options!r} (only radix=K)")
-        return FatTree(p, _parse_size(kind, opt.group(1), "the radix"))
-    raise ValueError(f"unknown topology kind {kind!r} in {text!r}: expected one of {TOPOLOGY_FORMS}")

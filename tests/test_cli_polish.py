@@ -22,7 +22,7 @@ from collc.backends.local_plan import BATCH_MAX_RUN, execute, plan
 from collc.cli import main
 from collc.cli.common import output_problem
 from collc.simulate import NetworkModel
-from collc.topology import parse_topology
+from collc.topologies import parse_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "torchrun" / "broken.coll"  # an allgather that stops a step early

@@ -25,7 +25,7 @@ from collc.cli import main
 from collc.cli import progress as cli_progress
 from collc.goodput import Entry, study
 from collc.simulate import NetworkModel, simulate
-from collc.topology import parse_topology
+from collc.topologies import parse_topology
 from collc.verify.check import check
 from collc.verify.sweep import sweep
 

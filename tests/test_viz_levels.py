@@ -23,7 +23,7 @@ from collc.cli import EXIT_INPUT, EXIT_OK
 from collc.hierarchy import Hierarchical, parse_node
 from collc.ir import OpKind, Schedule
 from collc.simulate import NetworkModel, simulate
-from collc.topology import parse_topology
+from collc.topologies import parse_topology
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_cli import EXAMPLES, cli

@@ -77,7 +77,7 @@ def network_of(topology_text: str | None, node_text: str | None, placement: str,
     """The topology of the options.  Without ``--topology`` (where it is optional) every pair of nodes
     has a link of its own: ``full:N``, N the ``nranks`` ranks over the ranks per node."""
     from collc.hierarchy import Hierarchical, parse_node
-    from collc.topology import parse_topology
+    from collc.topologies import parse_topology
 
     node = None
     if node_text is not None:

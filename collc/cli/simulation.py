@@ -19,7 +19,7 @@ from collc.cli.common import (
     write_failed,
 )
 from collc.cli.network import model_of, model_options, network_of, network_options
-from collc.cli.progress import progress_bar
+from collc.cli.progress import ProgressFn, progress_bar
 from collc.diagnostics import CollError
 from collc.ir import ParamValue
 from collc.viz import suffix_problem
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collc import goodput
     from collc.simulate import NetworkModel
     from collc.topology import Topology
+    from collc.traffic import Traffic
 
 
 @main.command()
@@ -61,6 +62,14 @@ if TYPE_CHECKING:
     "next to large ones do), linear otherwise.",
 )
 @click.option(
+    "--traffic",
+    "show_traffic",
+    is_flag=True,
+    help="Also give the bytes each curve puts on the topology's global links (a dragonfly's links between groups, "
+    "an oversubscribed fat tree's links above the leaf switches) and their share of the bytes sent: a third table, "
+    "or global_bytes and sent_bytes in the JSON rows.",
+)
+@click.option(
     "--no-check",
     is_flag=True,
     help="Simulate without verifying the programs first (each is checked at the simulated instance, as collc check "
@@ -86,6 +95,7 @@ def sim(
     as_json: bool,
     plot_path: str | None,
     yscale: str,
+    show_traffic: bool,
     no_check: bool,
 ) -> None:
     """Predict goodput on a network with the flow-level simulator (docs/simulate.md).
@@ -107,6 +117,16 @@ def sim(
         execution=execution,
     )
     byte_sizes = parse_sizes(sizes)
+    if show_traffic:
+        from collc.topology_groups import global_link_mask
+
+        if global_link_mask(topology) is None:
+            raise click.BadParameter(
+                f"{topology.spec} has no global links: --traffic counts the bytes on a dragonfly's links between "
+                "groups (dragonfly:h=H[,g=G]) or an oversubscribed fat tree's links above the leaves "
+                "(fattree:P,radix=K,oversub=X)",
+                param_hint="'--traffic'",
+            )
     try:
         parsed = [goodput.parse_entry(e) for e in entries]
     except ValueError as err:
@@ -127,11 +147,15 @@ def sim(
                 failures = goodput.verify(parsed, topology, extra, on_progress=bar.on_progress)
                 bar.stage("simulating", 0)
             result = goodput.study(parsed, topology, byte_sizes, model, extra, exact=exact, on_progress=bar.on_progress)
+            counted = None
+            if show_traffic:
+                bar.stage("counting traffic", sum(len(entry.files) for entry in parsed))
+                counted = _traffic(parsed, topology, byte_sizes, model, extra, exact, bar.on_progress)
         except CollError as err:
             fail_input(err, err.sources)
     for failure in failures:
         click.echo(failure.line(), err=True)
-    _print(result, topology, model, execution, link_bw, link_latency, hop_latency, routing, as_json)
+    _print(result, topology, model, execution, link_bw, link_latency, hop_latency, routing, as_json, counted)
     if plot_path is not None:
         try:
             goodput.plot(result, plot_path, yscale=yscale)
@@ -143,19 +167,78 @@ def sim(
             click.echo(f"# wrote {plot_path}")
 
 
+_Counted = dict[tuple[str, str], dict[int, "Traffic"]]
+"""The traffic of every (curve, program) at every size."""
+
+
+def _traffic(
+    entries: list[goodput.Entry], topology: Topology, sizes: list[int], model: NetworkModel,
+    extra: dict[str, ParamValue], exact: bool, on_progress: ProgressFn | None,
+) -> _Counted:  # fmt: skip
+    """The traffic of every program of the entries (elaborated again, as the study does)."""
+    from collc import goodput
+    from collc.simulate import traffic
+
+    out: _Counted = {}
+    done, total = 0, sum(len(entry.files) for entry in entries)
+    for entry in entries:
+        for path in entry.files:
+            schedule, weights = goodput.schedule_for(path, topology, extra, exact or model.execution == "dataflow")
+            try:
+                rows = traffic(schedule, topology, sizes, model, weights)
+            except ValueError as err:
+                raise CollError(f"{path}: {err}") from None
+            out[(entry.name or schedule.algorithm, schedule.algorithm)] = {t.size_bytes: t for t in rows}
+            done += 1
+            if on_progress is not None:
+                on_progress(done, total)
+    return out
+
+
+def _bytes_text(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n:.0f}B"
+
+
+def _traffic_text(result: goodput.Study, topology: Topology, counted: _Counted) -> str:
+    """The global-link bytes per size and curve (of the program that gave the curve's time), and their share."""
+    from collc import goodput
+
+    names = result.names()
+    width = max(18, *(len(n) + 2 for n in names))
+    network = getattr(topology, "network", topology)
+    what = getattr(network, "global_what", "global links")
+    lines = [
+        f"# bytes on global links ({what}), then the global bytes per byte sent:",
+        f"# {'size':>8}" + "".join(f"{n:>{width}}" for n in names),
+    ]
+    for size in result.sizes:
+        cells = []
+        for name in names:
+            t = counted[(name, result.point(name, size).variant)][size]
+            cells.append(f"{_bytes_text(t.global_bytes or 0.0)} {t.global_share or 0.0:.3f}")
+        lines.append(f"  {goodput.size_text(size):>8}" + "".join(f"{c:>{width}}" for c in cells))
+    return "\n".join(lines)
+
+
 def _print(
     result: goodput.Study, topology: Topology, model: NetworkModel, execution: str, link_bw: str, link_latency: str,
-    hop_latency: str, routing: str, as_json: bool,
+    hop_latency: str, routing: str, as_json: bool, counted: _Counted | None = None,
 ) -> None:  # fmt: skip
-    """The tables (or the JSON rows) of a study."""
+    """The tables (or the JSON rows) of a study, with the traffic where it was counted."""
     from collc import goodput
 
     if as_json:
-        rows = [
-            {"algorithm": p.algorithm, "variant": p.variant, "size_bytes": p.size_bytes,
-             "time_us": p.time_s * 1e6, "goodput_gbps": p.goodput_gbps}
-            for p in result.points
-        ]  # fmt: skip
+        rows: list[dict[str, object]] = []
+        for p in result.points:
+            row: dict[str, object] = {"algorithm": p.algorithm, "variant": p.variant, "size_bytes": p.size_bytes,
+                                      "time_us": p.time_s * 1e6, "goodput_gbps": p.goodput_gbps}  # fmt: skip
+            if counted is not None:
+                t = counted[(p.algorithm, p.variant)][p.size_bytes]
+                row.update(global_bytes=t.global_bytes, sent_bytes=t.sent_bytes)
+            rows.append(row)
         click.echo(json.dumps(rows, indent=1))
         return
     machines = getattr(topology, "machines", None)
@@ -169,6 +252,8 @@ def _print(
         sampled = "" if v.elaborated == v.steps else f" ({v.elaborated} elaborated, the others stood in for)"
         click.echo(f"# {v.entry}: {v.algorithm}, {v.steps} steps{sampled}, {v.seconds:.1f} s")
     click.echo(goodput.table_text(result))
+    if counted is not None:
+        click.echo(_traffic_text(result, topology, counted))
 
 
 def _extra_params(items: tuple[str, ...], files: list[str]) -> dict[str, ParamValue]:
