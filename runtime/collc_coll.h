@@ -240,43 +240,6 @@ static inline int collc_reduce_scatter_block(const struct collc_sched *s, const 
     return unfit ? COLLC_UNFIT(mode, Reduce_scatter_block, sendbuf, recvbuf, recvcount, dt, op, comm) : err;
 }
 
-/* MPI_Reduce_scatter (recvcounts: int, or MPI_Count for the _c entry point): with every receive count equal it is
- * MPI_Reduce_scatter_block (recvcounts is the same on every rank, so all ranks decide alike); other counts, and
- * calls that do not fit, go to PMPI. */
-static inline int collc_reduce_scatter(const struct collc_sched *s, const char *entry, enum collc_mode mode,
-                                       const void *sendbuf, void *recvbuf, const int *counts,
-                                       const MPI_Count *counts_c, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-    int ready = 0, finalized = 0, inter = 1, size = 0, unfit = 1, err = MPI_SUCCESS;
-    PMPI_Initialized(&ready);
-    if (ready) PMPI_Finalized(&finalized);
-    if (ready && !finalized && comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter &&
-        PMPI_Comm_size(comm, &size) == MPI_SUCCESS && size > 0) {
-        const MPI_Count count = counts_c != NULL ? counts_c[0] : counts[0];
-        int equal = 1;
-        for (int i = 1; i < size; i++) equal &= (counts_c != NULL ? counts_c[i] : counts[i]) == count;
-        if (equal) {
-            err = collc_rsb(s, entry, mode, sendbuf, recvbuf, count, dt, op, comm, &unfit);
-        } else {
-            collc_read_env();
-            if (collc_env.log) {
-                struct collc_call c = collc_call_of(s, entry, mode, comm, 0, dt, op, -1, 0);
-                char what[MPI_MAX_OBJECT_NAME + 256];
-                c.size = size;
-                PMPI_Comm_rank(comm, &c.rank);
-                c.count = counts_c != NULL ? counts_c[c.rank] : counts[c.rank];
-                collc_describe(&c, what, sizeof what);
-                fprintf(stderr, "collc: %s -> PMPI fallback (the receive counts differ)\n", what);
-            }
-        }
-    }
-    if (!unfit) return err;
-#if MPI_VERSION >= 4
-    if (counts_c != NULL) return PMPI_Reduce_scatter_c(sendbuf, recvbuf, counts_c, dt, op, comm);
-#endif
-    return PMPI_Reduce_scatter(sendbuf, recvbuf, counts, dt, op, comm);
-}
-
 static inline int collc_bcast(const struct collc_sched *s, const char *entry, enum collc_mode mode, void *buffer,
                               MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm)
 {

@@ -215,6 +215,7 @@ struct collc_layout {
     int extra;
     const collc_u64 *prefix; /* the schedule's chunk_prefix, or NULL */
     MPI_Count max_chunk;     /* with weights: the most elements of a chunk */
+    const MPI_Count *offsets; /* [nchunks + 1]: every chunk's offset, given at run time (collc_vcoll.h); or NULL */
 };
 
 /* What one receive expects: a piece of `piece` bytes of a message of `whole` (the same when it goes whole). */
@@ -291,6 +292,7 @@ static inline struct collc_layout collc_layout_of(enum collc_collective coll, in
     l.base = l.group_elems / l.group_chunks;
     l.extra = (int)(l.group_elems % l.group_chunks);
     l.prefix = NULL;
+    l.offsets = NULL;
     l.max_chunk = l.base + (l.extra > 0);
     return l;
 }
@@ -307,6 +309,7 @@ static inline MPI_Count collc_weighted_offset(MPI_Count elems, collc_u64 before,
 static inline MPI_Count collc_chunk_offset(const struct collc_layout *l, int c)
 {
     int g = c / l->group_chunks, j = c % l->group_chunks;
+    if (l->offsets != NULL) return l->offsets[c];
     if (l->prefix != NULL && j > 0) { /* a group's first chunk (c == nchunks too) starts the group: no weights read */
         const collc_u64 *w = l->prefix + (MPI_Count)g * l->group_chunks;
         return (MPI_Count)g * l->group_elems + collc_weighted_offset(l->group_elems, w[j] - w[0], w[l->group_chunks] - w[0]);

@@ -9,6 +9,7 @@
  *   collc_shim.h    admission and fallback, COLLC_SHIM_LOG
  *   collc_check.h   COLLC_SHIM_CHECK: every call compared with the PMPI collective
  *   collc_coll.h    the collectives in MPI's terms
+ *   collc_vcoll.h   the collectives whose counts are given at run time (MPI_Allgatherv, MPI_Reduce_scatter)
  *
  * Everything here is static: each generated library carries its own copy, and
  * exports only its collc_<algorithm>_* functions and the MPI_* entry points of
@@ -29,5 +30,6 @@
 #include "collc_shim.h"
 #include "collc_check.h"
 #include "collc_coll.h"
+#include "collc_vcoll.h"
 
 #endif /* COLLC_MPI_H */

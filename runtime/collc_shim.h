@@ -127,6 +127,7 @@ struct collc_call {
     int dense;            /* dt's elements lie as their packed bytes (data movement): buffers are used as they are */
     int holes;                  /* usize < extent: results are copied out field by field */
     struct collc_fields fields; /* when holes */
+    const MPI_Count *offsets;   /* the chunks' offsets in work elements, given by the call (collc_vcoll.h), or NULL */
 };
 
 #define COLLC_MAX_BANDS 32 /* the most thresholds COLLC_BAND_BYTES lists */
@@ -612,6 +613,13 @@ static inline int collc_begin(struct collc_call *c, struct collc_ctx *ctx, MPI_C
     ctx->kernel = c->op != MPI_OP_NULL ? collc_kernel_for(c->unit, c->op) : NULL;
     ctx->kernel3 = c->op != MPI_OP_NULL ? collc_kernel3_for(c->unit, c->op) : NULL;
     ctx->layout = collc_sched_layout(s, count);
+    if (c->offsets != NULL) { /* counts given at run time: the chunks as they cut them */
+        ctx->layout.offsets = c->offsets;
+        ctx->layout.max_chunk = 0;
+        for (int i = 0; i < s->nchunks; i++)
+            if (c->offsets[i + 1] - c->offsets[i] > ctx->layout.max_chunk)
+                ctx->layout.max_chunk = c->offsets[i + 1] - c->offsets[i];
+    }
     if (s->rank_segments != NULL) {
         ctx->segs = s->segments + s->rank_segments[c->rank].first;
         ctx->nsegs = s->rank_segments[c->rank].n;

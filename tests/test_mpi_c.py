@@ -351,6 +351,48 @@ def test_other_collectives(built: dict[str, Built], driver: Path, case: str) -> 
     assert len(ran) > 100
 
 
+@pytest.mark.parametrize(
+    ("case", "mode"),
+    [("ring_allgather_k3", "allgatherv"), ("bruck_allgather", "allgatherv"), ("bine_allgather", "allgatherv"),
+     ("ring_reduce_scatter", "reduce_scatter"), ("pat_reduce_scatter", "reduce_scatter"),
+     ("bine_reduce_scatter", "reduce_scatter")],
+)  # fmt: skip
+def test_counts_given_at_run_time(built: dict[str, Built], driver: Path, case: str, mode: str) -> None:
+    """MPI_Allgatherv and MPI_Reduce_scatter with unequal counts (some 0) and gaps between the blocks run on the
+    schedule of the equal-block collective, its chunks cut by the counts, every element checked."""
+    b = built[case]
+    proc = mpirun(b.schedule.nranks, [str(driver), mode, "--split", "--dup"], preload=str(b.lib),
+                  env={"COLLC_SHIM_LOG": "1"})  # fmt: skip
+    assert_passed(proc)
+    name = "MPI_Allgatherv" if mode == "allgatherv" else "MPI_Reduce_scatter"
+    calls = [line for line in proc.stderr.splitlines() if line.startswith(f"collc: {name}")]
+    ran = [line for line in calls if "->" not in line]
+    assert len(ran) > 50, calls[:5]
+    assert all("PMPI fallback" not in line or "communicator of size" in line or "not commutative" in line
+               for line in calls), [line for line in calls if "->" in line][:5]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "bug"),
+    [("ring_allgather", "allgatherv", ("at += len;", "at += len - (len > 1);")),  # blocks that overlap
+     ("ring_reduce_scatter", "reduce_scatter", ("(j < extra ? j : extra)", "(j < extra ? j + 1 : extra)"))],
+)  # fmt: skip
+def test_counts_given_at_run_time_catch_a_planted_bug(
+    driver: Path, tmp_path: Path, name: str, mode: str, bug: tuple[str, str]
+) -> None:
+    """A library whose cut of the blocks into chunks is wrong (collc_vblocks, edited in its copy of the runtime)
+    fails the driver's check of the counts-given-at-run-time calls."""
+    schedule = _schedule(name, {"p": 4, "k": 3})
+    mpi_c.generate(schedule, tmp_path)
+    header = tmp_path / "collc_vcoll.h"
+    text = header.read_text()
+    assert text.count(bug[0]) == 1
+    header.write_text(text.replace(*bug))
+    lib = mpi_c.build(tmp_path, schedule)
+    proc = mpirun(4, [str(driver), mode], preload=str(lib))
+    assert proc.returncode != 0 and re.search(r"cases per rank, [1-9]\d* failures", proc.stdout), proc.stdout
+
+
 def test_size_mismatch_falls_back(built: dict[str, Built], driver: Path) -> None:
     """A library compiled for p=4 on 2 ranks: correct results through PMPI, one note per rank."""
     proc = run_driver(driver, built["ring_allreduce"], "--quick", nranks=2, env={"COLLC_SHIM_LOG": "1"})

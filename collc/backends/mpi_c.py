@@ -113,7 +113,7 @@ SMALL_BELOW = 64 * 1024
 
 RUNTIME_HEADERS: tuple[str, ...] = (
     "collc_mpi.h", "collc_comm.h", "collc_reduce.h", "collc_exec.h", "collc_flow.h", "collc_dtype.h", "collc_shim.h",
-    "collc_check.h", "collc_coll.h", "collc_codecs.h", "collc_zcodec.h", "collc_zexec.h",
+    "collc_check.h", "collc_coll.h", "collc_vcoll.h", "collc_codecs.h", "collc_zcodec.h", "collc_zexec.h",
 )  # fmt: skip
 
 C_CODECS: dict[str, str] = {
@@ -141,9 +141,12 @@ MPI_NAMES: dict[Collective, str] = {
 }
 """The MPI collective each schedule's library interposes."""
 
-MPI_ALSO: dict[Collective, tuple[str, ...]] = {Collective.REDUCE_SCATTER: ("MPI_Reduce_scatter",)}
-"""Other MPI collectives a library interposes (and their ``_c`` twins): ``MPI_Reduce_scatter`` runs the schedule
-when every receive count is equal, and goes to PMPI otherwise."""
+MPI_ALSO: dict[Collective, tuple[str, ...]] = {
+    Collective.REDUCE_SCATTER: ("MPI_Reduce_scatter",),
+    Collective.ALLGATHER: ("MPI_Allgatherv",),
+}
+"""Other MPI collectives a library interposes (and their ``_c`` twins), with counts given at run time: the
+schedule's chunks are cut by them (runtime/collc_vcoll.h)."""
 
 API_NAMES: dict[Collective, str] = {
     Collective.ALLREDUCE: "allreduce",

@@ -2,8 +2,9 @@
  *
  *   mpiexec -n P ./driver COLLECTIVE [--root R] [--quick] [--split] [--dup] [--api SYMBOL]
  *
- * COLLECTIVE is allreduce, allgather, reduce_scatter_block, bcast, reduce,
- * alltoall, gather, scatter, scan, exscan or barrier.  The driver calls the standard MPI entry points (MPI_X and, with
+ * COLLECTIVE is allreduce, allgather, allgatherv, reduce_scatter_block,
+ * reduce_scatter, bcast, reduce, alltoall, gather, scatter, scan, exscan or
+ * barrier (allgatherv and reduce_scatter: unequal counts, some 0).  The driver calls the standard MPI entry points (MPI_X and, with
  * MPI-4, MPI_X_c, alternately), so that a library preloaded with LD_PRELOAD
  * is what runs.  Inputs are a deterministic function of (rank, index), small
  * integers, so that every floating-point result is exact in any order of
@@ -309,6 +310,86 @@ static void case_allgather(MPI_Comm comm, enum ty t, enum op o, long long count,
         fail(comm, t, o, count, inplace, "returned %d", err);
     else
         CHECK_ELEMENTS(recv, count * p, count * p, value(o, t, (int)(i / count), i % count));
+    free(send);
+    free(recv);
+}
+
+/* Receive counts that differ between ranks, some of them 0 (count 0: all 0). */
+static long long v_count(long long count, int r)
+{
+    return count == 0 ? 0 : (count + 7 * r) % (count + 2);
+}
+
+/* MPI_Allgatherv with unequal counts and a gap of one element before each block (displs not in rank order's
+ * packed layout); the gaps must stay as they were. */
+static void case_allgatherv(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    int p, rank, err;
+    long long total = 0;
+    char *send, *recv;
+    int *counts, *displs;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &rank);
+    counts = (int *)malloc(sizeof(int) * (size_t)p);
+    displs = (int *)malloc(sizeof(int) * (size_t)p);
+    for (int r = 0; r < p; r++) counts[r] = (int)v_count(count, r), displs[r] = (int)(total + r + 1),
+                                total += counts[r];
+    total += p + 1;
+    send = alloc(counts[rank], t);
+    recv = alloc(total, t);
+    for (long long i = 0; i < total; i++) put(recv, i, t, -1);
+    for (long long i = 0; i < counts[rank]; i++) put(inplace ? recv : send, (inplace ? displs[rank] : 0) + i, t,
+                                                     value(o, t, rank, i));
+    err = MPI_Allgatherv(inplace ? MPI_IN_PLACE : send, counts[rank], mpi_type(t), recv, counts, displs,
+                         mpi_type(t), comm);
+    if (err != MPI_SUCCESS) {
+        fail(comm, t, o, count, inplace, "returned %d", err);
+    } else {
+        long long at = 0, gap, got;
+        char tmp[32];
+        put(tmp, 0, t, -1), gap = get(tmp, 0, t); /* -1 as the type holds it */
+        for (int r = 0; r < p; r++) { /* the gap, then block r */
+            if (get(recv, at, t) != gap) fail(comm, t, o, count, inplace, "gap element %lld written", at);
+            at = displs[r];
+            for (long long i = 0; i < counts[r]; i++, at++)
+                if ((got = get(recv, at, t)) != value(o, t, r, i)) {
+                    fail(comm, t, o, count, inplace, "element %lld of rank %d's block = %lld, expected %lld", i, r,
+                         got, value(o, t, r, i));
+                    break;
+                }
+        }
+        if (!guard_ok(recv, total, t)) fail(comm, t, o, count, inplace, "wrote past element %lld", total);
+    }
+    free(counts);
+    free(displs);
+    free(send);
+    free(recv);
+}
+
+/* MPI_Reduce_scatter with unequal receive counts, some 0. */
+static void case_reduce_scatter(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    int p, rank, err;
+    long long total = 0, first = 0;
+    char *send, *recv;
+    int *counts;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &rank);
+    counts = (int *)malloc(sizeof(int) * (size_t)p);
+    for (int r = 0; r < p; r++) {
+        counts[r] = (int)v_count(count, r);
+        if (r < rank) first += counts[r];
+        total += counts[r];
+    }
+    send = alloc(total, t);
+    recv = alloc(inplace ? total : counts[rank], t);
+    for (long long i = 0; i < total; i++) put(inplace ? recv : send, i, t, value(o, t, rank, i));
+    err = MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : send, recv, counts, mpi_type(t), mpi_op(o), comm);
+    if (err != MPI_SUCCESS)
+        fail(comm, t, o, count, inplace, "returned %d", err);
+    else
+        CHECK_ELEMENTS(recv, counts[rank], inplace ? total : counts[rank], reduced(o, t, p, first + i));
+    free(counts);
     free(send);
     free(recv);
 }
@@ -623,6 +704,8 @@ int main(int argc, char **argv)
     else if (!strcmp(g_coll, "bcast")) fn = case_bcast, reduces = 0;
     else if (!strcmp(g_coll, "reduce")) fn = case_reduce;
     else if (!strcmp(g_coll, "alltoall")) fn = case_alltoall, reduces = 0;
+    else if (!strcmp(g_coll, "allgatherv")) fn = case_allgatherv, reduces = 0;
+    else if (!strcmp(g_coll, "reduce_scatter")) fn = case_reduce_scatter;
     else if (!strcmp(g_coll, "gather")) fn = case_gather, reduces = 0;
     else if (!strcmp(g_coll, "scatter")) fn = case_scatter, reduces = 0;
     else if (!strcmp(g_coll, "scan")) fn = case_scan;
