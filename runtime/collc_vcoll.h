@@ -8,9 +8,14 @@
  * as equal as possible (the first ones one element longer), blocks end to end in rank order (collc_vblocks).
  * Every rank computes the same cut, since MPI gives every rank the same counts.
  *
+ * An alltoall's blocks are cut the same way, block (src, dst) holding what src sends to dst: MPI_Alltoallv gives
+ * each rank only its own row and column of that matrix, so the ranks first gather every row (one
+ * PMPI_Allgather of p counts), as a schedule may route blocks through other ranks.
+ *
  * Calls go to PMPI (interposed entry points) or return COLLC_ERR_UNSUPPORTED (collc_* entry points) where the
  * schedule has chunk weights of its own or compression points, besides every reason of collc_check_call.
- * Equal counts in rank order are the equal-block collective itself (collc_allgather, collc_rsb).
+ * Equal counts in rank order are the equal-block collective itself (collc_allgather, collc_rsb; an alltoallv
+ * always takes the gathered path).
  * COLLC_SHIM_CHECK covers those; calls with unequal counts are not compared with PMPI.
  */
 #ifndef COLLC_VCOLL_H
@@ -200,6 +205,106 @@ static inline int collc_reduce_scatter(const struct collc_sched *s, const char *
     if (counts_c != NULL) return PMPI_Reduce_scatter_c(sendbuf, recvbuf, counts_c, dt, op, comm);
 #endif
     return PMPI_Reduce_scatter(sendbuf, recvbuf, counts, dt, op, comm);
+}
+
+static inline int collc_pmpi_alltoallv(const void *sendbuf, const int *sc, const MPI_Count *sc_c, const int *sd,
+                                       const MPI_Aint *sd_c, MPI_Datatype sendtype, void *recvbuf, const int *rc,
+                                       const MPI_Count *rc_c, const int *rd, const MPI_Aint *rd_c,
+                                       MPI_Datatype recvtype, MPI_Comm comm)
+{
+#if MPI_VERSION >= 4
+    if (sc_c != NULL) return PMPI_Alltoallv_c(sendbuf, sc_c, sd_c, sendtype, recvbuf, rc_c, rd_c, recvtype, comm);
+#else
+    (void)sc_c, (void)sd_c, (void)rc_c, (void)rd_c;
+#endif
+    return PMPI_Alltoallv(sendbuf, sc, sd, sendtype, recvbuf, rc, rd, recvtype, comm);
+}
+
+/* MPI_Alltoallv (sc, sd, rc, rd: the send and receive counts and displacements, int arrays, or the _c entry
+ * point's). */
+static inline int collc_alltoallv(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                  const void *sendbuf, const int *sc, const MPI_Count *sc_c, const int *sd,
+                                  const MPI_Aint *sd_c, MPI_Datatype sendtype, void *recvbuf, const int *rc,
+                                  const MPI_Count *rc_c, const int *rd, const MPI_Aint *rd_c, MPI_Datatype recvtype,
+                                  MPI_Comm comm)
+{
+    const int p = collc_size_or_none(comm), in_place = sendbuf == MPI_IN_PLACE;
+    const MPI_Datatype intype = in_place ? recvtype : sendtype;
+    const void *in = in_place ? recvbuf : sendbuf;
+    long long *row, *matrix;
+    MPI_Count total = 0, *off, work_elems = 0, in_size, out_size;
+    MPI_Aint lb, in_extent, out_extent;
+    struct collc_call c;
+    struct collc_ctx ctx;
+    char *work = NULL;
+    int err = MPI_SUCCESS, k, rank;
+    if (p == 0 || intype == MPI_DATATYPE_NULL)
+        return COLLC_UNFIT_V(mode, alltoallv, sendbuf, sc, sc_c, sd, sd_c, sendtype, recvbuf, rc, rc_c, rd, rd_c,
+                             recvtype, comm);
+    PMPI_Comm_rank(comm, &rank);
+    if (recvtype == MPI_DATATYPE_NULL)
+        return COLLC_UNFIT_V(mode, alltoallv, sendbuf, sc, sc_c, sd, sd_c, sendtype, recvbuf, rc, rc_c, rd, rd_c,
+                             recvtype, comm);
+    in_size = collc_type_size(intype), out_size = collc_type_size(recvtype);
+    PMPI_Type_get_extent(intype, &lb, &in_extent);
+    PMPI_Type_get_extent(recvtype, &lb, &out_extent);
+    row = (long long *)malloc(sizeof(long long) * (size_t)p);
+    matrix = (long long *)malloc(sizeof(long long) * (size_t)p * (size_t)p);
+    if (row == NULL || matrix == NULL) {
+        free(row), free(matrix);
+        return COLLC_UNFIT_V(mode, alltoallv, sendbuf, sc, sc_c, sd, sd_c, sendtype, recvbuf, rc, rc_c, rd, rd_c,
+                             recvtype, comm);
+    }
+    for (int d = 0; d < p; d++) /* bytes this rank sends each rank */
+        row[d] = (long long)((in_place ? collc_count_at(rc, rc_c, d) : collc_count_at(sc, sc_c, d)) * in_size);
+    PMPI_Allgather(row, p, MPI_LONG_LONG, matrix, p, MPI_LONG_LONG, comm); /* matrix[src * p + dst] */
+    for (int i = 0; i < p * p; i++) total += matrix[i];
+    c = collc_call_of(s, entry, mode, comm, total, MPI_BYTE, MPI_OP_NULL, -1, total);
+    if (collc_admit(&c) != COLLC_FITS || !collc_takes_counts(&c)) {
+        free(row), free(matrix);
+        return COLLC_UNFIT_V(mode, alltoallv, sendbuf, sc, sc_c, sd, sd_c, sendtype, recvbuf, rc, rc_c, rd, rd_c,
+                             recvtype, comm);
+    }
+    k = c.sched->nchunks / (p * p);
+    off = (MPI_Count *)malloc(((size_t)p * (size_t)p * (size_t)k + 1) * sizeof(MPI_Count));
+    if (off == NULL) collc_fatal(&c, "out of memory");
+    { /* block b = src * p + dst, cut into k chunks */
+        MPI_Count at = 0;
+        for (int b = 0; b < p * p; b++) {
+            MPI_Count blen = matrix[b], base = blen / k, extra = blen % k;
+            for (int j = 0; j < k; j++) off[b * k + j] = at + j * base + (j < extra ? j : extra);
+            at += blen;
+        }
+        off[p * p * k] = at;
+    }
+    for (int src = 0; src < p; src++) /* what this rank receives must be what was sent to it */
+        if ((long long)(collc_count_at(rc, rc_c, src) * out_size) != matrix[src * p + rank])
+            collc_fatal(&c, "rank %d sends %lld bytes to rank %d, which expects %lld: MPI requires the type "
+                        "signatures to match", src, matrix[src * p + rank], rank,
+                        (long long)(collc_count_at(rc, rc_c, src) * out_size));
+    c.offsets = off;
+    {
+        const struct collc_run *seg = c.sched->segments + c.sched->rank_segments[rank].first;
+        for (int i = 0; i < c.sched->rank_segments[rank].n; i++) work_elems += off[seg[i].hi] - off[seg[i].lo];
+    }
+    err = collc_execute(&c, &ctx, total, NULL, work_elems, &work);
+    if (err == MPI_SUCCESS) { /* every send block in before the run, every receive block out after it */
+        for (int d = 0; d < p && err == MPI_SUCCESS; d++) {
+            const MPI_Count n = in_place ? collc_count_at(rc, rc_c, d) : collc_count_at(sc, sc_c, d);
+            const MPI_Aint at = in_place ? collc_displ_at(rd, rd_c, d) : collc_displ_at(sd, sd_c, d);
+            err = collc_pack((const char *)in + at * in_extent, n, intype, collc_dense(intype),
+                             work + collc_chunk_pos(&ctx, (rank * p + d) * k) * c.extent, n * in_size);
+        }
+        if (err == MPI_SUCCESS) err = c.sched->run(&ctx);
+        for (int src = 0; src < p && err == MPI_SUCCESS; src++) {
+            const MPI_Count n = collc_count_at(rc, rc_c, src);
+            err = collc_unpack(work + collc_chunk_pos(&ctx, (src * p + rank) * k) * c.extent, n * out_size,
+                               (char *)recvbuf + collc_displ_at(rd, rd_c, src) * out_extent, n, recvtype,
+                               collc_dense(recvtype));
+        }
+    }
+    free(off), free(row), free(matrix);
+    return err;
 }
 
 #endif /* COLLC_VCOLL_H */

@@ -144,6 +144,7 @@ MPI_NAMES: dict[Collective, str] = {
 MPI_ALSO: dict[Collective, tuple[str, ...]] = {
     Collective.REDUCE_SCATTER: ("MPI_Reduce_scatter",),
     Collective.ALLGATHER: ("MPI_Allgatherv",),
+    Collective.ALLTOALL: ("MPI_Alltoallv",),
 }
 """Other MPI collectives a library interposes (and their ``_c`` twins), with counts given at run time: the
 schedule's chunks are cut by them (runtime/collc_vcoll.h)."""

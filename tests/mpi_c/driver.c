@@ -3,8 +3,9 @@
  *   mpiexec -n P ./driver COLLECTIVE [--root R] [--quick] [--split] [--dup] [--api SYMBOL]
  *
  * COLLECTIVE is allreduce, allgather, allgatherv, reduce_scatter_block,
- * reduce_scatter, bcast, reduce, alltoall, gather, scatter, scan, exscan or
- * barrier (allgatherv and reduce_scatter: unequal counts, some 0).  The driver calls the standard MPI entry points (MPI_X and, with
+ * reduce_scatter, bcast, reduce, alltoall, alltoallv, gather, scatter, scan,
+ * exscan or barrier (allgatherv, reduce_scatter, alltoallv: unequal counts,
+ * some 0).  The driver calls the standard MPI entry points (MPI_X and, with
  * MPI-4, MPI_X_c, alternately), so that a library preloaded with LD_PRELOAD
  * is what runs.  Inputs are a deterministic function of (rank, index), small
  * integers, so that every floating-point result is exact in any order of
@@ -366,6 +367,51 @@ static void case_allgatherv(MPI_Comm comm, enum ty t, enum op o, long long count
     free(recv);
 }
 
+/* MPI_Alltoallv: rank s sends rank d v_count(count, 3s + d) elements, value(s, d * count + i); the blocks lie
+ * with gaps, in the order of the ranks sent to (received from) backwards; the gaps must stay as they were. */
+static void case_alltoallv(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
+{
+    int p, rank, err, *sc, *sd, *rc, *rd;
+    long long stotal = 0, rtotal = 0, gap;
+    char *send, *recv, tmp[32];
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &rank);
+    sc = (int *)malloc(sizeof(int) * 4 * (size_t)p), sd = sc + p, rc = sc + 2 * p, rd = sc + 3 * p;
+    for (int q = p - 1; q >= 0; q--) {
+        sc[q] = (int)v_count(count, 3 * rank + q), sd[q] = (int)(stotal + 1), stotal += sc[q] + 1;
+        /* MPI_IN_PLACE: the send blocks are the receive blocks, so what q sends this rank is what it gets */
+        rc[q] = (int)(inplace ? v_count(count, 4 * (rank + q)) % 5 : v_count(count, 3 * q + rank));
+        rd[q] = (int)(rtotal + 2), rtotal += rc[q] + 2;
+    }
+    send = alloc(stotal, t);
+    recv = alloc(rtotal, t);
+    put(tmp, 0, t, -1), gap = get(tmp, 0, t);
+    for (long long i = 0; i < rtotal; i++) put(recv, i, t, -1);
+    for (int q = 0; q < p; q++)
+        for (long long i = 0; i < (inplace ? rc[q] : sc[q]); i++)
+            put(inplace ? recv : send, (inplace ? rd[q] : sd[q]) + i, t, value(o, t, rank, q * count + i));
+    err = MPI_Alltoallv(inplace ? MPI_IN_PLACE : send, sc, sd, mpi_type(t), recv, rc, rd, mpi_type(t), comm);
+    if (err != MPI_SUCCESS) {
+        fail(comm, t, o, count, inplace, "returned %d", err);
+    } else {
+        long long at = 0;
+        for (int q = p - 1; q >= 0; q--) {
+            if (get(recv, at, t) != gap) fail(comm, t, o, count, inplace, "gap element %lld written", at);
+            at = rd[q];
+            for (long long i = 0; i < rc[q]; i++, at++)
+                if (get(recv, at, t) != value(o, t, q, rank * count + i)) {
+                    fail(comm, t, o, count, inplace, "element %lld of rank %d's block = %lld, expected %lld", i, q,
+                         get(recv, at, t), value(o, t, q, rank * count + i));
+                    break;
+                }
+        }
+        if (!guard_ok(recv, rtotal, t)) fail(comm, t, o, count, inplace, "wrote past element %lld", rtotal);
+    }
+    free(sc);
+    free(send);
+    free(recv);
+}
+
 /* MPI_Reduce_scatter with unequal receive counts, some 0. */
 static void case_reduce_scatter(MPI_Comm comm, enum ty t, enum op o, long long count, int inplace)
 {
@@ -706,6 +752,7 @@ int main(int argc, char **argv)
     else if (!strcmp(g_coll, "alltoall")) fn = case_alltoall, reduces = 0;
     else if (!strcmp(g_coll, "allgatherv")) fn = case_allgatherv, reduces = 0;
     else if (!strcmp(g_coll, "reduce_scatter")) fn = case_reduce_scatter;
+    else if (!strcmp(g_coll, "alltoallv")) fn = case_alltoallv, reduces = 0;
     else if (!strcmp(g_coll, "gather")) fn = case_gather, reduces = 0;
     else if (!strcmp(g_coll, "scatter")) fn = case_scatter, reduces = 0;
     else if (!strcmp(g_coll, "scan")) fn = case_scan;
