@@ -38,8 +38,8 @@ from collc.diagnostics import CollError  # noqa: E402
 from collc.goodput import schedule_for, size_text  # noqa: E402
 from collc.ir import Schedule  # noqa: E402
 from collc.simulate import NetworkModel, simulate  # noqa: E402
-from collc.topology import Topology  # noqa: E402
 from collc.topologies import parse_topology  # noqa: E402
+from collc.topology import Topology  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 

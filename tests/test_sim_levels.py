@@ -20,8 +20,8 @@ from collc.cli import EXIT_INPUT, EXIT_OK, main
 from collc.codecs import parse_codec
 from collc.hierarchy import Hierarchical, NodeSpec, parse_node
 from collc.simulate import NetworkModel, link_message_counts, simulate
-from collc.topology import FatTree, FullyConnected, Torus
 from collc.topologies import parse_topology
+from collc.topology import FatTree, FullyConnected, Torus
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

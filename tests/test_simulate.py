@@ -25,8 +25,8 @@ from collc.simulate import (
     link_message_counts,
     simulate,
 )
-from collc.topology import FatTree, FullyConnected, HyperX, Torus
 from collc.topologies import parse_topology
+from collc.topology import FatTree, FullyConnected, HyperX, Torus
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PER_HOP = 100e-9 + 300e-9

@@ -19,8 +19,8 @@ from collc.cli import main
 from collc.hierarchy import Hierarchical, parse_node
 from collc.ir import UNKNOWN_SPAN, Action, ChunkSet, Collective, OpKind, Schedule, Step, make_op
 from collc.simulate import NetworkModel, simulate, traffic
-from collc.topology import FatTree
 from collc.topologies import parse_topology
+from collc.topology import FatTree
 from collc.topology_groups import Dragonfly, TaperedFatTree, global_link_mask
 
 BW = 50e9
