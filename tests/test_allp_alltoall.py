@@ -76,3 +76,24 @@ def test_alltoall_chunks_in_other_forms_are_refused_with_the_reason(tmp_path: Pa
     result = check_all_p(load_program(path), {}, bound=6)
     assert result.status == "checked" and result.checked == 6
     assert "alltoall chunk not written src * p + dst" in result.how
+
+
+def test_a_powers_of_two_alltoall_learns_within_its_memory(tmp_path: Path) -> None:
+    """Bine's alltoall, for powers of two only, would learn from p = 32 too, p^3 points a step times every atom:
+    gigabytes.  The prover learns from the instances whose atoms' truth fits its bound, in a process limited to
+    2 GiB of address space, and gives its answer in seconds."""
+    import subprocess
+    import sys
+
+    path = str(EXAMPLES / "bine_alltoall.coll")
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "from collc.frontend.program import load_program\n"
+        "from collc.verify.forall import check_all_p\n"
+        f"r = check_all_p(load_program({path!r}), {{}}, bound=16)\n"
+        "print(r.status)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] in ("proved", "checked"), run.stdout

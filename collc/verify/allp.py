@@ -613,6 +613,8 @@ def prove(
                 except Refusal as err:
                     raise Refusal(err.reason, o.span) from None
     atoms = learn.atoms(bits, ct.unit, ct.root, ct.pairs)
+    while len(data_p) > 2 and len(atoms) * _points(model, data_p) > _MAX_TRUTH:  # (alltoall: p^3 points a step)
+        data_p.pop()  # learn from the smaller instances only
     zz = _Z3(bits, model.pow2)
     states: dict[int, list[np.ndarray]] = {}
     found: int | None = None  # the last instance z3 found an obligation false at
