@@ -3,12 +3,14 @@
 Each program is verified at several p; its peers and block sets are compared with a model of the
 Bine formulas written here from the definitions (negabinary digits by repeated division by -2, the
 butterfly peer r +- rho(s) with rho(s) = sum of (-2)^i for i <= s, libbine's recursive block bitmaps,
-its remapped rank nu(r), and the tree partner root + nb2b(nb(v) ^ (2^(m+1) - 1))); and mutated copies
-of the programs, with a wrong peer or block set, are rejected by the verifier.
+its remapped rank nu(r), the tree partner root + nb2b(nb(v) ^ (2^(m+1) - 1)), the subtree below each
+tree edge, and libbine's gather_bine range arithmetic); and mutated copies of the programs, with a
+wrong peer or block set, are rejected by the verifier.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from collc.ir import OpKind, Schedule
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BUTTERFLIES = ("bine_allreduce", "bine_allgather", "bine_reduce_scatter", "bine_alltoall")
-TREES = ("bine_broadcast", "bine_reduce")
+TREES = ("bine_broadcast", "bine_reduce", "bine_gather", "bine_scatter")
 PEER_PS = (4, 8, 16, 32)
 
 
@@ -105,6 +107,73 @@ def tree_edges(p: int, root: int) -> list[set[tuple[int, int]]]:
     return steps
 
 
+Message = tuple[int, int, frozenset[int]]  # (sender, receiver, blocks)
+
+
+def subtree_messages(p: int, root: int, collective: str) -> list[set[Message]]:
+    """The gather or scatter on the tree above: the tree of tree_edges on q = the largest power of two
+    <= p (relative to the root), with node v >= q hung below v - q; every edge carries the blocks of
+    the ranks below its lower end, found by walking the tree.  The scatter goes from the root down
+    (the extra ranks last), the gather from the leaves up (the extra ranks first)."""
+    q = 1 << (p.bit_length() - 1)
+    steps = tree_edges(q, 0) if q > 1 else []
+    children: dict[int, list[int]] = defaultdict(list)
+    for edges in steps:
+        for a, b in edges:
+            children[a].append(b)
+    for v in range(q, p):
+        children[v - q].append(v)
+
+    def below(v: int) -> frozenset[int]:
+        return frozenset({(v + root) % p}).union(*(below(c) for c in children[v]))
+
+    def real(v: int) -> int:
+        return (v + root) % p
+
+    down = [{(real(a), real(b), below(b)) for a, b in edges} for edges in steps]
+    extra = [{(real(v - q), real(v), below(v)) for v in range(q, p)}] if p > q else []
+    if collective == "scatter":
+        return down + extra
+    return [{(b, a, blk) for a, b, blk in edges} for edges in reversed(down + extra)]
+
+
+def libbine_gather(p: int, root: int) -> tuple[list[set[Message]], list[set[Message]]]:
+    """libbine's gather_bine (p a power of two), step by step: the ranges each rank sends and the ranges
+    each receiver stores the message at.  A rank holds the blocks [lo, hi] (modulo p, in rank order)
+    and grows the range by mask blocks at a time, above for an even rank, below for an odd one, the
+    side alternating from step to step; its partner is root + nb2b(nb(v) ^ (2 * mask - 1))."""
+    lo, hi = list(range(p)), list(range(p))
+    up = [r % 2 == 0 for r in range(p)]
+    done = [False] * p
+    sent: list[set[Message]] = []
+    stored: list[set[Message]] = []
+    mask = 1
+    while mask < p:
+        out, into = set(), set()
+        for r in range(p):
+            if done[r]:
+                continue
+            d = to_negabinary((r - root) % p)
+            partner = (root + from_negabinary(d ^ (2 * mask - 1))) % p
+            low = d & (4 * mask - 1)
+            if low not in (0, 4 * mask - 1) or (2 * mask >= p and r != root):
+                out.add((r, partner, frozenset((lo[r] + i) % p for i in range((hi[r] - lo[r]) % p + 1))))
+                done[r] = True
+                continue
+            if up[r]:
+                got = frozenset((hi[r] + 1 + i) % p for i in range(mask))
+                hi[r] = (hi[r] + mask) % p
+            else:
+                got = frozenset((lo[r] - 1 - i) % p for i in range(mask))
+                lo[r] = (lo[r] - mask) % p
+            into.add((partner, r, got))
+            up[r] = not up[r]
+        sent.append(out)
+        stored.append(into)
+        mask *= 2
+    return sent, stored
+
+
 # --------------------------------------------------------------------------
 # Reading a schedule
 # --------------------------------------------------------------------------
@@ -117,6 +186,16 @@ def sends(schedule: Schedule, index: int) -> dict[int, tuple[int, frozenset[int]
         if op.kind is OpKind.SEND:
             assert op.rank not in out, f"rank {op.rank} sends twice in step {index}"
             out[op.rank] = (op.peer, frozenset(op.chunks))
+    return out
+
+
+def messages(schedule: Schedule) -> list[set[Message]]:
+    """Every step's sends as (sender, receiver, blocks), the empty steps left out."""
+    out = []
+    for step in schedule.steps:
+        got = {(op.rank, op.peer, frozenset(op.chunks)) for op in step.ops if op.kind is OpKind.SEND}
+        if got:
+            out.append(got)
     return out
 
 
@@ -268,6 +347,48 @@ def test_reduce_tree_is_the_broadcast_tree_reversed(p: int) -> None:
             assert edges == {(b, a) for a, b in model[n - 1 - m]}
 
 
+def is_run(ranks: frozenset[int], p: int) -> bool:
+    """Whether the ranks are consecutive modulo p (one range, possibly wrapping past p - 1)."""
+    return any(ranks == {(a + i) % p for i in range(len(ranks))} for a in ranks)
+
+
+@pytest.mark.parametrize("p", (4, 6, 8, 12, 16))
+def test_gather_and_scatter_carry_the_subtree_of_each_edge(p: int) -> None:
+    for root in sorted({0, 1, p // 2 + 1, p - 1}):
+        for collective in ("gather", "scatter"):
+            model = subtree_messages(p, root, collective)
+            assert len(model) == (p - 1).bit_length()  # ceil(log2 p) steps
+            assert messages(instance(f"bine_{collective}", p=p, root=root).schedule) == model
+            for k in (2, 3):  # a block is chunks c*k .. (c+1)*k
+                want = [{(a, b, blocks(blk, k)) for a, b, blk in step} for step in model]
+                assert messages(instance(f"bine_{collective}", p=p, root=root, k=k).schedule) == want
+            if p & (p - 1) == 0:  # a subtree is a run of ranks: libbine sends it as one range (two if wrapped)
+                assert all(is_run(blk, p) for step in model for _, _, blk in step)
+
+
+@pytest.mark.parametrize("p", (4, 6, 8, 12, 16))
+def test_scatter_is_the_gather_reversed(p: int) -> None:
+    for root in (0, p - 1):
+        gather = messages(instance("bine_gather", p=p, root=root).schedule)
+        scatter = messages(instance("bine_scatter", p=p, root=root).schedule)
+        assert scatter == [{(b, a, blk) for a, b, blk in step} for step in reversed(gather)]
+
+
+@pytest.mark.parametrize("p", (4, 8, 16))
+def test_gather_matches_libbine_at_even_roots(p: int) -> None:
+    """gather_bine's ranges are our subtrees when the root is even.  Its growth side follows the parity
+    of the rank rather than of its distance from the root, so at an odd root a receiver stores the
+    sender's blocks at other positions: same edges, blocks misplaced (the message sizes agree)."""
+    for root in range(p):
+        sent, stored = libbine_gather(p, root)
+        ours = messages(instance("bine_gather", p=p, root=root).schedule)
+        assert [{(a, b) for a, b, _ in step} for step in sent] == [{(a, b) for a, b, _ in step} for step in ours]
+        if root % 2 == 0:
+            assert sent == stored == ours
+        else:
+            assert stored != ours
+
+
 def test_model_agrees_with_the_papers_numbers() -> None:
     assert [rho(s) for s in range(6)] == [1, -1, 3, -5, 11, -21]
     assert all(from_negabinary(to_negabinary(v)) == v for v in range(-100, 100))
@@ -297,6 +418,28 @@ MUTANTS = [
     ("bine_broadcast", "if run(d, m + 2):", "if run(d, m + 1):", "unmatched-send"),
     # a node sends one step early
     ("bine_reduce", "elif run(d, m + 1):", "elif run(d, m):", "unmatched-send"),
+    # the gather's sender names the subtree it will have one step later: more than the receiver expects
+    ("bine_gather", "send subtree(v, m) to", "send subtree(v, m + 1) to", "unmatched-send"),
+    # the gather in the broadcast's order: the subtrees are sent before they are gathered
+    ("bine_gather", "for step m in 0 .. n:", "for step m in reversed(0 .. n):", "send-not-held"),
+    # subtrees one digit too wide, on both sides: a sender passes on blocks it has not received
+    ("bine_gather", ">> m == negabinary(v) >> m}", ">> m == negabinary(v) >> (m + 1)}", "send-not-held"),
+    # the scatter in the reduce's order: the leaves send first
+    ("bine_scatter", "let m = n - 1 - t", "let m = t", "send-not-held"),
+    # the receiver expects the subtree it had one step earlier
+    ("bine_scatter", "recv subtree(v, m) from", "recv subtree(v, m + 1) from", "unmatched-recv"),
+    # subtrees one digit too wide, on both sides: at a power of two a rank's own block goes astray
+    ("bine_scatter", ">> m == negabinary(v) >> m}", ">> m == negabinary(v) >> (m + 1)}", "postcondition"),
+]
+
+# Faults in the fold of p - q ranks onto the tree, seen only when p is not a power of two.
+FOLD_MUTANTS = [
+    # rank v = q keeps its block: the node before it waits for nothing
+    ("bine_gather", "if v >= q:", "if v > q:", "unmatched-recv"),
+    # the folded rank's block received as a sum into an empty slot
+    ("bine_gather", "real(v + q) copy", "real(v + q) reduce", "reduce-into-empty"),
+    # the node hands the extra rank its own block instead of the extra rank's
+    ("bine_scatter", "send block(v + q) to", "send block(v) to", "unmatched-send"),
 ]
 
 
@@ -309,5 +452,18 @@ def test_planted_fault_is_reported(mutant: tuple[str, str, str, str]) -> None:
     for p in (8, 16):
         params = {"p": p, "root": 3} if name in TREES else {"p": p}
         report = alg.instantiate(**params).verify()
+        assert not report.ok, f"{name} p={p}: the mutant {new!r} verifies"
+        assert report.findings[0].code == code, report.findings[0].message
+
+
+@pytest.mark.parametrize("mutant", FOLD_MUTANTS, ids=lambda m: f"{m[0]}:{m[3]}")
+def test_planted_fold_fault_is_reported_off_powers_of_two(mutant: tuple[str, str, str, str]) -> None:
+    name, old, new, code = mutant
+    text = (EXAMPLES / f"{name}.coll").read_text()
+    assert text.count(old) == 1, f"{name}: the text to mutate is not there once: {old!r}"
+    alg = collc.parse(text.replace(old, new), file=f"{name}.coll")
+    assert alg.instantiate(p=8, root=3).verify().ok  # the fold is empty at a power of two
+    for p, root in ((6, 1), (12, 5)):
+        report = alg.instantiate(p=p, root=root).verify()
         assert not report.ok, f"{name} p={p}: the mutant {new!r} verifies"
         assert report.findings[0].code == code, report.findings[0].message

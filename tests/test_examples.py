@@ -206,6 +206,9 @@ MUTANTS = [
     ("hillis_steele_scan", r"recv 0 from rank - d reduce", "recv 0 from rank - d copy", 4),
     ("hillis_steele_exscan", r"recv 0 from rank - 1 copy", "recv 0 from rank - 1 reduce", 4),
     ("dissemination_barrier", r"mod p < \(1 << s\)\}", "mod p < (1 << s) and c != 0}", 4, r"recv seen"),
+    ("bine_gather", r"send subtree\(v, m\) to", "send subtree(v, m + 1) to", 6),
+    # the scatter in the reduce's order; the finding points at the send of a subtree not yet received
+    ("bine_scatter", r"let m = n - 1 - t", "let m = t", 6, r"send subtree\("),
 ]  # fmt: skip
 
 
