@@ -262,7 +262,7 @@ def test_every_op_equals_gloo_on_two_ranks(cache: Path, tmp_path: Path) -> None:
         assert rank["cases"] > 150 and rank["wrong"] == []
         assert rank["warnings"] == []  # nothing went to gloo
         assert set(rank["stats"]) == {"collc all_reduce", "collc reduce_scatter", "collc all_gather",
-                                      "collc broadcast", "local barrier"}  # fmt: skip
+                                      "collc broadcast", "collc barrier"}  # fmt: skip
         sub = rank["subgroup"]  # rank 1 alone: a group of one, whose collectives are copies
         assert sub["members"] == [1] and (sub["cases"] == 12 if r == 1 else sub["cases"] == 0)
         assert r == 0 or set(sub["stats"]) == {"local all_reduce", "local reduce_scatter", "local all_gather",

@@ -9,7 +9,8 @@ inner gloo group instead, quietly.
 
 Environment variables (read when the settings are first needed):
 
-``COLLC_ALLREDUCE``, ``COLLC_ALLGATHER``, ``COLLC_REDUCE_SCATTER``, ``COLLC_BROADCAST``
+``COLLC_ALLREDUCE``, ``COLLC_ALLGATHER``, ``COLLC_REDUCE_SCATTER``, ``COLLC_BROADCAST``,
+``COLLC_GATHER``, ``COLLC_SCATTER``, ``COLLC_BARRIER``
     the schedule of each collective;
 ``COLLC_CODEC``
     codec settings for compressed schedules, ``name=spec`` separated by ``;``
@@ -46,14 +47,20 @@ __all__ = [
     "reset",
 ]
 
-COLLECTIVES: tuple[str, ...] = ("allreduce", "allgather", "reduce_scatter", "broadcast")
-"""The collectives a schedule can serve, by the name `configure` takes."""
+COLLECTIVES: tuple[str, ...] = (
+    "allreduce", "allgather", "reduce_scatter", "broadcast", "gather", "scatter", "barrier"
+)  # fmt: skip
+"""The collectives a schedule can serve, by the name `configure` takes.  torch.distributed has no scan or
+exscan, so collc's scan and exscan schedules serve nothing here."""
 
 DEFAULTS: dict[str, str] = {
     "allreduce": "swing_bw",
     "allgather": "ring_allgather",
     "reduce_scatter": "ring_reduce_scatter",
     "broadcast": "binomial_broadcast",
+    "gather": "binomial_gather",
+    "scatter": "binomial_scatter",
+    "barrier": "dissemination_barrier",
 }
 """The bundled example that serves each collective unless configured otherwise."""
 
@@ -157,6 +164,9 @@ def configure(
     allgather: str | os.PathLike[str] | None = None,
     reduce_scatter: str | os.PathLike[str] | None = None,
     broadcast: str | os.PathLike[str] | None = None,
+    gather: str | os.PathLike[str] | None = None,
+    scatter: str | os.PathLike[str] | None = None,
+    barrier: str | os.PathLike[str] | None = None,
     codec: str | Mapping[str, str] | None = None,
     check: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -172,7 +182,7 @@ def configure(
     given: dict[str, object] = {}
     for name, value in (
         ("allreduce", allreduce), ("allgather", allgather), ("reduce_scatter", reduce_scatter),
-        ("broadcast", broadcast),
+        ("broadcast", broadcast), ("gather", gather), ("scatter", scatter), ("barrier", barrier),
     ):  # fmt: skip
         if value is not None:
             text = os.fspath(value)

@@ -27,7 +27,7 @@ from collc.torch.schedules import Compiled
 __all__ = ["DeviceLibrary", "GroupLibrary", "LibraryError", "mpi_datatype", "mpi_op"]
 
 _API = {"allreduce": "allreduce", "allgather": "allgather", "reduce_scatter": "reduce_scatter_block",
-        "broadcast": "bcast"}  # fmt: skip
+        "broadcast": "bcast", "gather": "gather", "scatter": "scatter", "barrier": "barrier"}  # fmt: skip
 
 _MPI_TYPES = {
     "float32": "FLOAT",
@@ -120,6 +120,21 @@ class GroupLibrary:
     def broadcast(self, buf: int, count: int, dtype: int, root: int) -> None:
         self._check(self.fn(ctypes.c_void_p(buf), ctypes.c_int64(count), ctypes.c_int(dtype), ctypes.c_int(root),
                             self.comm))  # fmt: skip
+
+    def gather(self, send: int | None, recv: int | None, count: int, dtype: int, root: int) -> None:
+        """``count`` elements a block; ``send`` None (the root only): its block is in ``recv`` already; ``recv``
+        is read at the root only."""
+        self._check(self.fn(ctypes.c_void_p(send), ctypes.c_void_p(recv), ctypes.c_int64(count), ctypes.c_int(dtype),
+                            ctypes.c_int(root), self.comm))  # fmt: skip
+
+    def scatter(self, send: int | None, recv: int | None, count: int, dtype: int, root: int) -> None:
+        """``count`` elements a block; ``recv`` None (the root only): its block stays in ``send``; ``send`` is
+        read at the root only."""
+        self._check(self.fn(ctypes.c_void_p(send), ctypes.c_void_p(recv), ctypes.c_int64(count), ctypes.c_int(dtype),
+                            ctypes.c_int(root), self.comm))  # fmt: skip
+
+    def barrier(self) -> None:
+        self._check(self.fn(self.comm))
 
 
 class DeviceLibrary:

@@ -10,7 +10,8 @@ Dtypes:
 * bfloat16 reductions are accumulated in float32 (a float32 copy in and out, the
   wire carries float32) and rounded to bfloat16 once, at the end; MPI's own
   bfloat16 arithmetic does not round to nearest-even;
-* data movement (allgather, broadcast) moves any dtype's bytes unchanged, in place.
+* data movement (allgather, broadcast, gather, scatter) moves any dtype's bytes
+  unchanged, in place where the tensors allow.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ __all__ = [
     "broadcast",
     "check_tensor",
     "dtype_code",
+    "gather_into",
     "reduce_kind",
     "reduce_scatter_into",
+    "scatter_from",
 ]
 
 _R = dist.ReduceOp.RedOpType
@@ -225,6 +228,80 @@ def broadcast(lib: GroupLibrary, t: torch.Tensor, root: int, typed: bool = False
     if t.numel():
         count, dt = _movement(t, typed)
         lib.broadcast(t.data_ptr(), count, dt, root)
+
+
+def _blocks(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """One flat tensor over ``tensors`` when they lie one after the other in one allocation (the views of
+    ``t.chunk(p)``, say), else None."""
+    first = tensors[0]
+    size = first.numel() * first.element_size()
+    storage = first.untyped_storage()
+    for k, t in enumerate(tensors):
+        if t.dtype != first.dtype or t.untyped_storage().data_ptr() != storage.data_ptr():
+            return None
+        if t.data_ptr() != first.data_ptr() + k * size:
+            return None
+    flat = torch.empty(0, dtype=first.dtype, device=first.device)
+    return flat.set_(storage, first.storage_offset(), (first.numel() * len(tensors),))
+
+
+def gather_into(
+    lib: GroupLibrary, outs: list[torch.Tensor] | None, inp: torch.Tensor, root: int, shift: int, typed: bool = False
+) -> None:
+    """The root's ``outs[k]`` becomes rank k's ``inp`` (``outs`` None on the other ranks).
+
+    ``lib`` runs on a communicator renumbered for the schedule's root ``root``: the library's block j is
+    ``outs[(j - shift) mod p]``.  Without a shift, and with ``outs`` the consecutive blocks of one buffer, the
+    library writes into ``outs`` directly (in place when ``inp`` is the root's own block); otherwise it
+    writes a buffer of its own, copied out.  Bytes move unchanged, or elements when ``typed``.
+    """
+    n = inp.numel()
+    if not n:
+        return
+    count, dt = _movement(inp, typed)
+    if outs is None:
+        lib.gather(inp.data_ptr(), None, count, dt, root)
+        return
+    p = len(outs)
+    flat = _blocks(outs) if shift == 0 else None
+    work = flat if flat is not None else torch.empty(n * p, dtype=inp.dtype, device=inp.device)
+    if inp.data_ptr() == work.data_ptr() + root * n * inp.element_size():
+        lib.gather(None, work.data_ptr(), count, dt, root)
+    else:
+        send = inp.clone() if overlaps(work, inp) else inp
+        lib.gather(send.data_ptr(), work.data_ptr(), count, dt, root)
+    if flat is None:
+        for j in range(p):
+            outs[(j - shift) % p].view(-1).copy_(work[j * n : (j + 1) * n])
+
+
+def scatter_from(
+    lib: GroupLibrary, ins: list[torch.Tensor] | None, out: torch.Tensor, root: int, shift: int, typed: bool = False
+) -> None:
+    """``out`` becomes the root's ``ins[rank]`` (``ins`` None on the other ranks).
+
+    As `gather_into`: the library's block j is ``ins[(j - shift) mod p]``; ``ins`` that are the consecutive
+    blocks of one buffer are read in place when there is no shift, else copied into one buffer first.
+    """
+    n = out.numel()
+    if not n:
+        return
+    count, dt = _movement(out, typed)
+    if ins is None:
+        lib.scatter(None, out.data_ptr(), count, dt, root)
+        return
+    p = len(ins)
+    flat = _blocks(ins) if shift == 0 else None
+    if flat is None:
+        flat = torch.cat([ins[(j - shift) % p].reshape(-1) for j in range(p)])
+    if out.data_ptr() == flat.data_ptr() + root * n * out.element_size():
+        lib.scatter(flat.data_ptr(), None, count, dt, root)  # its block stays where it is
+    elif overlaps(flat, out):
+        work = torch.empty_like(out)
+        lib.scatter(flat.data_ptr(), work.data_ptr(), count, dt, root)
+        out.copy_(work)
+    else:
+        lib.scatter(flat.data_ptr(), out.data_ptr(), count, dt, root)
 
 
 Runner = Callable[[], None]

@@ -19,16 +19,16 @@ A job runs in three parts on the thread:
    hang or wrong data;
 3. run: call the library (or gloo) on the tensors' memory.
 
-Ops that no schedule covers (all-to-all, gather, scatter, reduce, send/recv,
-bitwise reductions, dtypes that MPI does not reduce) run on an inner gloo
-group created on first need; the first use of each prints a warning.
+Ops that no schedule covers (all-to-all, reduce, send/recv, bitwise
+reductions, dtypes that MPI does not reduce) run on an inner gloo group
+created on first need; the first use of each prints a warning.  Gather,
+scatter and barrier are in `collc.torch.rooted`.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,31 +42,27 @@ from torch.futures import Future
 
 from collc.torch import config, device, mpi, ops
 from collc.torch.library import DeviceLibrary, GroupLibrary
+from collc.torch.plan import (
+    OPERATIONS,
+    ROUTE_COLLC,
+    ROUTE_DEVICE,
+    ROUTE_GLOO,
+    ROUTE_LOCAL,
+    CollcError,
+    Planned,
+    Step,
+    op_code,
+    warn_once,
+)
+from collc.torch.rooted import RootedCollectives
 from collc.torch.schedules import CODEC_DTYPES, Compiled, prepare
 
 __all__ = ["CollcError", "CollcWork", "ProcessGroupCollc"]
 
-_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "gloo", "trivial")
-_ROUTE_COLLC, _ROUTE_GLOO, _ROUTE_LOCAL, _ROUTE_DEVICE = 1, 2, 3, 4
-_GLOO_OPS = {"allreduce": 1, "_allgather_base": 2, "_reduce_scatter_base": 3, "broadcast": 4}
+_GLOO_OPS = {method: op_code(name) for method, name in (
+    ("allreduce", "all_reduce"), ("_allgather_base", "all_gather"), ("_reduce_scatter_base", "reduce_scatter"),
+    ("broadcast", "broadcast"), ("barrier", "barrier"), ("gather", "gather"), ("scatter", "scatter"))}  # fmt: skip
 _FIELDS = ("operation", "route", "dtype", "element count", "reduction op", "root", "schedule", "failed")
-
-
-class CollcError(RuntimeError):
-    """A collective that the collc backend refused or could not run; the message says which and why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """What a step will do: the integers ranks agree on, and the call."""
-
-    signature: tuple[int, int, int, int, int, int, int]  # operation, route, dtype, count, op, root, schedule
-    run: Callable[[], None]
-    describe: str  # for errors: "all_reduce of 1024 float32 elements"
-    schedule: str = ""  # the schedule that runs it, for errors
-
-
-Step = Callable[[], Planned]
 
 
 @dataclass
@@ -95,19 +91,7 @@ class CollcWork(dist._Work):
         return self._future
 
 
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
-
-
-def _warn_once(key: str, text: str) -> None:
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    warnings.warn(text, RuntimeWarning, stacklevel=3)
-
-
-class ProcessGroupCollc(dist.ProcessGroup):
+class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
     """A process group whose collectives run collc schedules through compiled mpi-c libraries."""
 
     def __init__(
@@ -205,7 +189,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             raise failure
         assert planned is not None
         planned.run()
-        route = {_ROUTE_COLLC: "collc", _ROUTE_DEVICE: "collc", _ROUTE_GLOO: "gloo"}.get(planned.signature[1], "local")
+        route = {ROUTE_COLLC: "collc", ROUTE_DEVICE: "collc", ROUTE_GLOO: "gloo"}.get(planned.signature[1], "local")
         self.stats[f"{route} {name}"] += 1
 
     def _agree(self, name: str, planned: Planned | None, failure: Exception | None) -> None:
@@ -245,9 +229,9 @@ class ProcessGroupCollc(dist.ProcessGroup):
     @staticmethod
     def _field_text(column: int, value: int) -> str:
         if column == 0:
-            return _OPS[value - 1] if 0 < value <= len(_OPS) else str(value)
+            return OPERATIONS[value - 1] if 0 < value <= len(OPERATIONS) else str(value)
         if column == 1:
-            names = {_ROUTE_COLLC: "collc", _ROUTE_DEVICE: "collc (CUDA)", _ROUTE_GLOO: "gloo", _ROUTE_LOCAL: "local"}
+            names = {ROUTE_COLLC: "collc", ROUTE_DEVICE: "collc (CUDA)", ROUTE_GLOO: "gloo", ROUTE_LOCAL: "local"}
             return names.get(value, str(value))
         if column == 2:
             return ops.dtype_name(value)
@@ -257,19 +241,21 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     # ------------------------------------------------------------------ schedules and gloo
 
-    def _library(self, collective: str, t: torch.Tensor) -> tuple[Compiled, Library] | None:
-        """The group's library for ``collective`` on tensors like ``t``: mpi-c for CPU tensors, mpi-cuda for
-        CUDA tensors (None: the collective is configured to run on gloo)."""
+    def _library(self, collective: str, t: torch.Tensor | None) -> tuple[Compiled, Library] | None:
+        """The group's library for ``collective`` on tensors like ``t``: mpi-c for CPU tensors (and for no tensor,
+        a barrier), mpi-cuda for CUDA tensors (None: the collective is configured to run on gloo)."""
         settings = self._settings
         source = settings.schedule(collective)
         if source == config.GLOO:
             return None
         key: tuple[Any, ...] = (collective, source, tuple(sorted(settings.codecs.items())), str(settings.cache_dir))
-        if t.is_cuda:
+        cuda = t is not None and t.is_cuda
+        if cuda:
+            assert t is not None
             key += (settings.cuda_arch or _arch(t.device), settings.nvcc_flags)
         found = self._libs.get(key)
         if found is None:
-            if t.is_cuda:
+            if cuda:
                 compiled = prepare(collective, source, self._size, codecs=settings.codecs,
                                    cache_dir=settings.cache_dir, target="mpi-cuda", arch=key[4],
                                    nvcc_flags=settings.nvcc_flags)  # fmt: skip
@@ -281,7 +267,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
         return found
 
     def _rooted(self, compiled: Compiled, lib: Library, root: int) -> Library:
-        """The library for a broadcast from ``root``: the ranks renumbered so that ``root`` is the schedule's root.
+        """The library for a broadcast, gather or scatter at ``root``: the ranks renumbered so that ``root`` is the
+        schedule's root (rank r is rank ``(r - root + schedule's root) mod p`` of the library's communicator).
 
         Collective over the group (a communicator split): call it only after the ranks agreed on the call.
         """
@@ -306,14 +293,14 @@ class ProcessGroupCollc(dist.ProcessGroup):
                    dtype: torch.dtype | None = None, why: str | None = None) -> Planned:  # fmt: skip
         """Run ``method`` of the inner gloo group; ``why`` (the first time) says why in a warning."""
         if why is not None:
-            _warn_once(f"{method}:{why}", f"collc: {why} run on the inner gloo group (collc has no schedule for it)")
+            warn_once(f"{method}:{why}", f"collc: {why} run on the inner gloo group (collc has no schedule for it)")
 
         def run() -> None:
             getattr(self._gloo_backend(), method)(*args).wait()
 
         code = ops.dtype_code(dtype) if dtype is not None else 0
-        operation = _GLOO_OPS.get(method, 6)
-        return Planned((operation, _ROUTE_GLOO, code, count, 0, 0, 0), run, describe)
+        operation = _GLOO_OPS.get(method, op_code("gloo"))
+        return Planned((operation, ROUTE_GLOO, code, count, 0, 0, 0), run, describe)
 
     # ------------------------------------------------------------------ argument checks
 
@@ -351,7 +338,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
                 return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype, why)
             assert kind is not None
             if self._size == 1:
-                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, 0, 0),
+                return Planned((7, ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, 0, 0),
                                lambda: _local_reduce(t, t, kind), desc)  # fmt: skip
             entry = self._library("allreduce", t)
             if entry is None:
@@ -390,7 +377,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
                 why = f"reduce_scatter: {problem}"
             if self._size == 1 and why is None:
                 assert kind is not None
-                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(out.dtype), n, 0, 0, 0),
+                return Planned((7, ROUTE_LOCAL, ops.dtype_code(out.dtype), n, 0, 0, 0),
                                lambda: _local_reduce(out, inp, kind), desc)  # fmt: skip
             args = (out, inp, _reduce_scatter_opts(op))
             if why is not None:
@@ -424,7 +411,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
                     f"{self._size} x {n} = {n * self._size} of the input's dtype"
                 )
             if self._size == 1:
-                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(inp.dtype), n, 0, 0, 0),
+                return Planned((7, ROUTE_LOCAL, ops.dtype_code(inp.dtype), n, 0, 0, 0),
                                lambda: _local_copy(out, inp), desc)  # fmt: skip
             args = (out, inp, _allgather_opts())
             if inp.is_cuda and device.movement_dtype(inp) is None:
@@ -450,7 +437,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
             if not 0 <= root < self._size:
                 raise CollcError(f"collc: {desc}: the root must be a rank of the group (0..{self._size - 1})")
             if self._size == 1:
-                return Planned((7, _ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, root, 0), lambda: None, desc)
+                return Planned((7, ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, root, 0), lambda: None, desc)
             if t.is_cuda and device.movement_dtype(t) is None:
                 return self._gloo_step("broadcast", ([t], _broadcast_opts(root)), desc, t.numel(), t.dtype,
                                        f"broadcast of {t.dtype} CUDA tensors not a multiple of 4 bytes")  # fmt: skip
@@ -572,12 +559,6 @@ class ProcessGroupCollc(dist.ProcessGroup):
         return self._submit("broadcast", [self._guard(lambda: self._broadcast_step(
             self._single(tensors, "broadcast"), root))], tensors, opts)  # fmt: skip
 
-    def barrier(self, opts: Any = None) -> Any:
-        def step() -> Planned:
-            return Planned((5, _ROUTE_LOCAL, 0, 0, 0, 0, 0), self._comm.Barrier, "barrier")
-
-        return self._submit("barrier", [step], None, opts)
-
     def _guard(self, build: Callable[[], Step]) -> Step:
         """A step built when it runs, so that an argument error reaches every rank through the agreement."""
 
@@ -602,12 +583,6 @@ class ProcessGroupCollc(dist.ProcessGroup):
                              opts or _alltoall_opts())  # fmt: skip
 
     alltoall_base = all_to_all_single
-
-    def gather(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        return self._on_gloo("gather", "gather", outputs, inputs, opts)
-
-    def scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        return self._on_gloo("scatter", "scatter", outputs, inputs, opts)
 
     def reduce(self, tensors: Any, opts: Any = None) -> Any:
         return self._on_gloo("reduce", "reduce", tensors, opts)
@@ -642,7 +617,7 @@ Library = GroupLibrary | DeviceLibrary
 
 
 def _route(t: torch.Tensor) -> int:
-    return _ROUTE_DEVICE if t.is_cuda else _ROUTE_COLLC
+    return ROUTE_DEVICE if t.is_cuda else ROUTE_COLLC
 
 
 def _reduce_problem(t: torch.Tensor, kind: ops.ReduceKind) -> str | None:

@@ -1,9 +1,9 @@
 """Schedules for the torch backend: loaded, verified for a group's size, compiled to mpi-c, cached.
 
 `prepare` turns a configured schedule (a ``.coll`` path or a bundled example)
-into a `Compiled` library for one group size (and root, for a broadcast; the torch
-backend compiles a broadcast for its schedule's default root and serves other roots
-by renumbering the ranks):
+into a `Compiled` library for one group size (and root, for a broadcast, gather or
+scatter; the torch backend compiles these for their schedule's default root and serves
+other roots by renumbering the ranks):
 
 1. load the program (`collc.api.load`) and check that it implements the
    collective it was configured for;
@@ -57,6 +57,9 @@ COLLECTIVE_OF: dict[str, Collective] = {
     "allgather": Collective.ALLGATHER,
     "reduce_scatter": Collective.REDUCE_SCATTER,
     "broadcast": Collective.BROADCAST,
+    "gather": Collective.GATHER,
+    "scatter": Collective.SCATTER,
+    "barrier": Collective.BARRIER,
 }
 
 
@@ -81,12 +84,12 @@ class ScheduleError(ValueError):
 class Compiled:
     """A verified schedule compiled into an mpi-c library for one group size."""
 
-    collective: str  # allreduce | allgather | reduce_scatter | broadcast
+    collective: str  # allreduce | allgather | reduce_scatter | broadcast | gather | scatter | barrier
     source: str  # the schedule as configured (a path or an example name)
     path: Path  # the .coll file
     algorithm: str
     nranks: int
-    root: int | None  # the schedule's root (broadcast, reduce), else None
+    root: int | None  # the schedule's root (broadcast, gather, scatter), else None
     codecs: tuple[str, ...]  # canonical specs of the codecs the schedule uses; () without compression
     library: Path
     key: int  # a 63-bit digest of what was compiled: ranks compare it before every collective
