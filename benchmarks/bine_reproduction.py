@@ -14,6 +14,7 @@ samples them (``--exact`` elaborates every step).
     python benchmarks/bine_reproduction.py                        # p = 64, 256; 32KiB, 1MiB, 64MiB
     python benchmarks/bine_reproduction.py --p 64,256,1024 --sizes 32KiB,1MiB,64MiB
     python benchmarks/bine_reproduction.py --routing dor --oversub 2
+    python benchmarks/bine_reproduction.py --p 64 --shift 0,3       # also with the job 3 nodes into a group
 
 Networks (one rank per node, 400 Gb/s links, the `collc sim` defaults): ``dragonfly:h=H,g=G``
 (a = 2h routers per group, h nodes per router, G groups: h=2, g=8 at p=64; h=4, g=8 at p=256;
@@ -24,6 +25,7 @@ uplinks at 1/X of the bandwidth below them).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import sys
 import time
@@ -36,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from collc import __version__  # noqa: E402
 from collc.diagnostics import CollError  # noqa: E402
 from collc.goodput import schedule_for, size_text  # noqa: E402
-from collc.ir import Schedule  # noqa: E402
+from collc.ir import Op, Schedule  # noqa: E402
 from collc.simulate import NetworkModel, simulate  # noqa: E402
 from collc.topologies import parse_topology  # noqa: E402
 from collc.topology import Topology  # noqa: E402
@@ -87,8 +89,28 @@ def first_line(err: Exception) -> str:
     return (text.splitlines()[0] if text else type(err).__name__)[:110]
 
 
+def shifted(schedule: Schedule, shift: int) -> Schedule:
+    """The schedule with every rank r on node (r + shift) mod p: a job whose first rank sits ``shift`` nodes into
+    a group (a Dragonfly's) or a leaf switch (a fat tree's), as allocations that are not aligned are."""
+    if shift == 0:
+        return schedule
+    p = schedule.nranks
+
+    def move(op: Op) -> Op:
+        return dataclasses.replace(op, rank=(op.rank + shift) % p, peer=(op.peer + shift) % p)
+
+    steps = tuple(dataclasses.replace(st, ops=tuple(move(op) for op in st.ops)) for st in schedule.steps)
+    return dataclasses.replace(schedule, steps=steps)
+
+
 def run(
-    name: str, topology: Topology, sizes: list[int], model: NetworkModel, exact: bool, elaborated: Elaborated
+    name: str,
+    topology: Topology,
+    sizes: list[int],
+    model: NetworkModel,
+    exact: bool,
+    elaborated: Elaborated,
+    shift: int = 0,
 ) -> Figures:
     """Simulate one program with its traffic (elaborated once per node count, for both networks)."""
     key = (name, topology.nodes)
@@ -105,7 +127,7 @@ def run(
     schedule, weights, seconds = found
     start = time.perf_counter()
     try:
-        sim = simulate(schedule, topology, sizes, model, weights=weights, traffic=True)
+        sim = simulate(shifted(schedule, shift), topology, sizes, model, weights=weights, traffic=True)
     except ValueError as err:
         return Figures({}, {}, {}, time.perf_counter() - start, first_line(err))
     times, glob, share = {}, {}, {}
@@ -139,7 +161,13 @@ HEADER = (
 
 
 def table(
-    topology: Topology, sizes: list[int], model: NetworkModel, exact: bool, present: set[str], elaborated: Elaborated
+    topology: Topology,
+    sizes: list[int],
+    model: NetworkModel,
+    exact: bool,
+    present: set[str],
+    elaborated: Elaborated,
+    shift: int = 0,
 ) -> list[str]:
     """The rows of one network, and a line per program that could not be simulated."""
     lines, notes = [], []
@@ -149,7 +177,7 @@ def table(
         if name not in present:
             return None
         if name not in cache:
-            cache[name] = run(name, topology, sizes, model, exact, elaborated)
+            cache[name] = run(name, topology, sizes, model, exact, elaborated, shift)
             if cache[name].problem is not None:
                 notes.append(f"# {name}: not simulated: {cache[name].problem}")
         found = cache[name]
@@ -187,6 +215,7 @@ def main() -> None:
     parser.add_argument("--execution", choices=("lockstep", "dataflow"), default="lockstep")
     parser.add_argument("--exact", action="store_true", help="elaborate every step (no sampling of long loops)")
     parser.add_argument("--skip", default="", help="programs to leave out, comma-separated (e.g. bruck_alltoall)")
+    parser.add_argument("--shift", default="0", help="rank r on node (r + S) mod p, for each S listed (default 0)")
     args = parser.parse_args()
     counts = [int(x) for x in args.p.split(",")]
     for p in counts:
@@ -209,13 +238,16 @@ def main() -> None:
         "sh: global-link bytes per byte sent; us: simulated time"
     )
     elaborated: Elaborated = {}
+    shifts = [int(x) for x in args.shift.split(",")]
     for p in counts:
         for spec in (DRAGONFLY[p], f"fattree:{p},radix={RADIX[p]},oversub={args.oversub:g}"):
             topology = parse_topology(spec)
             what = getattr(topology, "global_what", "global links")
-            print(f"\n## {spec}: {topology.nodes} nodes; global links: {what}")
-            for line in table(topology, sizes, model, exact, present, elaborated):
-                print(line)
+            for shift in shifts:
+                placed = f"; rank r on node (r + {shift}) mod {p}" if shift else ""
+                print(f"\n## {spec}: {topology.nodes} nodes; global links: {what}{placed}")
+                for line in table(topology, sizes, model, exact, present, elaborated, shift):
+                    print(line)
 
 
 if __name__ == "__main__":
