@@ -30,6 +30,12 @@ P4 = [
     ("binomial_broadcast", {"p": 4, "root": 1}),
     ("binomial_reduce", {"p": 4, "root": 2}),
     ("pairwise_alltoall", {"p": 4}),
+    ("binomial_gather", {"p": 4, "root": 3}),
+    ("binomial_scatter", {"p": 4, "root": 1}),
+    ("hillis_steele_scan", {"p": 4}),
+    ("hillis_steele_exscan", {"p": 4}),
+    ("dissemination_barrier", {"p": 4}),
+    ("bruck_alltoall", {"p": 4}),
 ]
 
 
@@ -132,7 +138,7 @@ def test_every_collective_runs_correctly_on_mpi(name: str, params: dict[str, int
     """Uneven chunks, empty chunks and one element: every rank's result matches a numpy reduction."""
     inst = instance(name, params)
     counts = [4, 8, 4 * 250 + 4, 4 * 4099] if inst.schedule.collective.value == "alltoall" else [0, 1, 7, 1003]
-    if inst.schedule.collective.value in ("allgather", "reduce_scatter"):
+    if inst.schedule.collective.rank_blocks:  # allgather, reduce-scatter, gather, scatter, barrier
         counts = [0, 4, 28, 4 * 1001]
     rows = inst.run_mpi(counts, "float32", "sum", iters=2, timeout=60)
     assert [r.count for r in rows] == counts
@@ -167,6 +173,18 @@ def test_a_planted_table_bug_is_caught(tmp_path: Path) -> None:
     text = path.read_text()
     start = text.index("STEPS: ")
     broken = text[:start] + text[start:].replace(", True),", ", False),", 1)
+    assert broken != text
+    path.write_text(broken)
+    out = mpiexec([str(HERE / "mpi" / "py_wrappers.py"), str(path)])
+    assert out.returncode != 0
+    assert "FAIL" in out.stdout
+
+
+def test_a_planted_bug_in_the_counts_given_at_run_time_is_caught(tmp_path: Path) -> None:
+    """The allgatherv check bites: blocks that overlap by an element, where the counts say they do not."""
+    (path,) = instance("ring_allgather", {"p": 4, "k": 2}).compile("mpi-py", tmp_path)
+    text = path.read_text()
+    broken = text.replace("        at += int(n)\n", "        at += max(int(n) - 1, 0)\n", 1)
     assert broken != text
     path.write_text(broken)
     out = mpiexec([str(HERE / "mpi" / "py_wrappers.py"), str(path)])

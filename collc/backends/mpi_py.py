@@ -15,7 +15,7 @@ import jinja2
 
 from collc import collectives
 from collc.backends import tables
-from collc.ir import Schedule, params_text
+from collc.ir import Collective, Schedule, params_text
 from collc.resources import data_dir
 
 __all__ = ["generate", "module_name"]
@@ -63,6 +63,9 @@ def _local(op: tables.LocalRun, codecs: dict[str, int]) -> tuple[int, int, int, 
     return (op.lo, op.hi, codecs[op.codec], op.decompress)
 
 
+_VCOUNTS = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL)
+
+
 def context(schedule: Schedule) -> dict[str, Any]:
     """The template's data: everything is computed here, the template only lays it out."""
     t = tables.from_schedule(schedule, compression=True)
@@ -94,6 +97,8 @@ def context(schedule: Schedule) -> dict[str, Any]:
         "nchunks": t.nchunks,
         "root": t.root,
         "chunk_prefix": None if t.chunk_weights is None else repr(collectives.chunk_prefix(t.chunk_weights)),
+        # counts given at run time (allgatherv, reduce_scatter_v, alltoallv) cut the chunks of plain schedules
+        "vcounts": t.collective in _VCOUNTS and not t.codecs and t.chunk_weights is None,
         "source": Path(t.source).name,
         "params": params_text(t.params),
         "phases": [{"name": ph.name, "first": ph.first, "last": ph.last, "lines": _lines(ph.lines)} for ph in t.phases],

@@ -388,16 +388,20 @@ class Executor:
                 "collective with different counts or datatypes",
             )
 
-    def run(self, buf: np.ndarray, op: str | MPI.Op | np.ufunc) -> None:
-        """Run every step on ``buf``, the schedule's whole element space (see `logical_count`), in place."""
+    def run(self, buf: np.ndarray, op: str | MPI.Op | np.ufunc, offsets: list[int] | None = None) -> None:
+        """Run every step on ``buf``, the schedule's whole element space (see `logical_count`), in place;
+        ``offsets``: the chunks cut by counts given at run time (`block_offsets`)."""
         if _on_gpu(buf):
             host = _host(buf)
-            self.run(host, op)
+            self.run(host, op, offsets)
             buf.set(host)
             return
         flat = _flat(buf, "the buffer")
         ufunc = reduction(op)
         self.wire_bytes = 0
+        if offsets is not None:
+            raise ValueError(f"{ALGORITHM}: counts given at run time need a schedule without compression points or "
+                             "chunk weights")
         self._run_compressed(flat, ufunc)
 
     def _run_compressed(self, buf: np.ndarray, ufunc: np.ufunc) -> None:
