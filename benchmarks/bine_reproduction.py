@@ -44,12 +44,13 @@ from collc.topologies import parse_topology  # noqa: E402
 from collc.topology import Topology  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
+DATA = Path(__file__).resolve().parent / "data"  # baselines that are not bundled examples
 
 COMPARISONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "allreduce": ("bine_allreduce", ("recursive_doubling", "rabenseifner", "ring_allreduce", "swing_bw_pow2")),
     "allgather": ("bine_allgather", ("recursive_doubling_allgather", "ring_allgather")),
     "reduce_scatter": ("bine_reduce_scatter", ("ring_reduce_scatter", "pairwise_reduce_scatter")),
-    "broadcast": ("bine_broadcast", ("binomial_broadcast",)),
+    "broadcast": ("bine_broadcast", ("binomial_broadcast", "binomial_broadcast_halving")),
     "reduce": ("bine_reduce", ("binomial_reduce",)),
     "alltoall": ("bine_alltoall", ("bruck_alltoall", "pairwise_alltoall")),
 }
@@ -89,6 +90,12 @@ def first_line(err: Exception) -> str:
     return (text.splitlines()[0] if text else type(err).__name__)[:110]
 
 
+def program_path(name: str) -> Path:
+    """A bundled example, or a baseline kept with the benchmarks."""
+    bundled = EXAMPLES / f"{name}.coll"
+    return bundled if bundled.is_file() else DATA / f"{name}.coll"
+
+
 def shifted(schedule: Schedule, shift: int) -> Schedule:
     """The schedule with every rank r on node (r + shift) mod p: a job whose first rank sits ``shift`` nodes into
     a group (a Dragonfly's) or a leaf switch (a fat tree's), as allocations that are not aligned are."""
@@ -117,7 +124,7 @@ def run(
     if key not in elaborated:
         start = time.perf_counter()
         try:
-            schedule, weights = schedule_for(str(EXAMPLES / f"{name}.coll"), topology, {}, exact)
+            schedule, weights = schedule_for(str(program_path(name)), topology, {}, exact)
             elaborated[key] = (schedule, weights, time.perf_counter() - start)
         except (CollError, ValueError) as err:
             elaborated[key] = first_line(err)
@@ -226,7 +233,7 @@ def main() -> None:
     exact = args.exact or args.execution == "dataflow"
     wanted = {name for bine, bases in COMPARISONS.values() for name in (bine, *bases)}
     skipped = {x.strip() for x in args.skip.split(",") if x.strip()}
-    present = {name for name in wanted - skipped if (EXAMPLES / f"{name}.coll").is_file()}
+    present = {name for name in wanted - skipped if program_path(name).is_file()}
     missing = sorted(wanted - present - skipped)
     print(f"# collc {__version__} on {platform.machine()}, python {platform.python_version()}")
     print(f"# {args.execution}, routing {args.routing}, 400Gb/s links, sizes {', '.join(map(size_text, sizes))}")

@@ -4,7 +4,9 @@ The Trivance paper (arXiv 2602.17254) reports 5-30% lower allreduce times than t
 (Swing among it) up to 8 MiB, on rings and tori, at rank counts that are powers of three.  For each
 network and vector size the table gives the simulated time of the better of Trivance's two programs
 (latency-optimal ``trivance_allreduce``, bandwidth-optimal ``trivance_bw_allreduce``) and of Swing's
-(``swing_lat``, ``swing_bw``), and their ratio, side by side in one run.  Two comparisons:
+(``swing_lat``, ``swing_bw``, and on rings and tori their multiport forms ``torus/swing_lat_torus``,
+``torus/swing_bw_torus``, which send both ways in every dimension as Trivance does), and their ratio,
+side by side in one run.  Two comparisons:
 
 * the same rank count (a power of three, where Swing needs its steps for other p), and
 * each at its natural size: Trivance at 3^k ranks, Swing at the nearest power of two below.
@@ -34,7 +36,7 @@ from collc.topologies import parse_topology  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 TRIVANCE = ("trivance_allreduce", "trivance_bw_allreduce")
-SWING = ("swing_lat", "swing_bw")
+SWING = ("swing_lat", "swing_bw", "torus/swing_lat_torus", "torus/swing_bw_torus")  # the torus ones: 2 ports a dim
 # (Trivance's network, Swing's network): the same one, or each at its natural size
 NETWORKS = (
     ("ring:27", "ring:27"),
