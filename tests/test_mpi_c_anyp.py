@@ -229,6 +229,28 @@ def test_one_alltoall_library_at_any_size(
         assert {m.group(1) for line in ran if (m := re.search(r" p=(\d+) ", line))} - {str(p)}
 
 
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [("binomial_gather", "gather"), ("binomial_scatter", "scatter"), ("hillis_steele_scan", "scan"),
+     ("hillis_steele_exscan", "exscan"), ("dissemination_barrier", "barrier"), ("bine_gather", "gather"),
+     ("ring_allgather", "allgatherv"), ("ring_reduce_scatter", "reduce_scatter"), ("bruck_alltoall", "alltoallv")],
+)  # fmt: skip
+def test_the_newer_collectives_at_any_size(built: dict[str, Path], driver: Path, name: str, mode: str) -> None:  # noqa: F811
+    """Gather, scatter, scans, barriers and the counts given at run time from one any-p library: the mpi-c driver's
+    cases at 3 and 7 ranks and on the halves of 7 (3 and 4 ranks), every call run on a schedule built for its
+    communicator's size."""
+    for p in (3, 7):
+        run = mpirun_driver(p, [str(driver), mode, "--quick", *(("--split",) if p == 7 else ())],
+                            preload=str(built[name]), env={"COLLC_SHIM_LOG": "1"})  # fmt: skip
+        assert_passed(run)
+        calls = [line for line in run.stderr.splitlines() if line.startswith("collc: MPI_")]
+        ran = [line for line in calls if "->" not in line]
+        sizes = {m.group(1) for line in ran if (m := re.search(r" p=(\d+) ", line))}
+        assert ran and sizes == ({"3", "4", "7"} if p == 7 else {"3"}), (sizes, calls[:3])
+        fallbacks = [line for line in calls if "->" in line]
+        assert all("not commutative" in line for line in fallbacks), fallbacks[:3]
+
+
 # ---------------------------------------------------------------------------- refusals
 
 
