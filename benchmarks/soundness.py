@@ -7,6 +7,7 @@ the verifier, each judged against the per-op checker (tests/soundness_gen.py).
     python benchmarks/soundness.py --replay /tmp/soundness_unsound/1_17  # a saved program, every case shown
     python benchmarks/soundness.py --family bruck --programs 200        # only Bruck's rotations
     python benchmarks/soundness.py --family roots --programs 60         # rooted programs at every root
+    python benchmarks/soundness.py --family gather --programs 40        # gather, scatter, scan, barrier, newcoll
 
 A case is (program, path, instance).  The table gives, per path: the cases, those where it gave a verdict
 (took), handed over or refused, agreed with the per-op checker, UNSOUND (said correct or PROVED where the
@@ -31,12 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import soundness_gen as sg  # noqa: E402
+import soundness_newcoll  # noqa: E402
 from soundness_programs import Generated  # noqa: E402
 
 
 def _work(args: tuple[int, int, sg.Options]) -> sg.Result:
     index, seed, options = args
-    return sg.run_program(index, seed, options)
+    return soundness_newcoll.run_program(index, seed, options)
 
 
 def pattern(result: sg.Result, case: sg.Case) -> str:
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bound", type=int, default=16)
     ap.add_argument("--max-p", type=int, default=128)
     ap.add_argument("--time-limit", type=float, default=0.0, help="stop starting programs after this many seconds")
-    families = ("", "bruck", "roots", "rabenseifner", "bruck_alltoall")
+    families = ("", "bruck", "roots", "rabenseifner", "bruck_alltoall", *soundness_newcoll.FAMILIES)
     ap.add_argument("--family", default="", choices=families, help="only this base algorithm")
     args = ap.parse_args(argv)
     options = sg.Options(bound=args.bound, solver_seconds=args.solver_seconds, allp=not args.no_allp,
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         replay(args.replay, options)
         return 0
     if args.only is not None:
-        show(sg.run_program(args.only, args.seed, options))
+        show(soundness_newcoll.run_program(args.only, args.seed, options))
         return 0
     programs = 40 if args.smoke else args.programs
     target = 10**9 if args.smoke or args.programs else args.cases

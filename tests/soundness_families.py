@@ -6,13 +6,15 @@
   depend on the root (`soundness_programs.ROOT_TRIGGERS`) or on the real rank, which a rotation does not move
   with the root;
 * ``rabenseifner``: recursive halving and doubling over windows ``r // (q >> s)`` and their set difference;
-* ``bruck_alltoall``: Bruck's alltoall, blocks chosen by a condition on ``c // p`` and ``c mod p``.
+* ``bruck_alltoall``: Bruck's alltoall, blocks chosen by a condition on ``c // p`` and ``c mod p``;
+* gather, scatter, scan, exscan and barrier (`soundness_newcoll`, ``--family gather|scatter|scan|barrier|newcoll``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from soundness_newcoll import EXTRA as NEWCOLL
 from soundness_programs import Base, Ctx, Site, _steps
 
 
@@ -123,4 +125,4 @@ def bruck_alltoall(c: Ctx) -> Base:
     return header, "bruck_alltoall", "a2a", ()
 
 
-EXTRA = (rooted, rabenseifner, bruck_alltoall)  # drawn now and then in the mixed campaign too
+EXTRA = (rooted, rabenseifner, bruck_alltoall, *NEWCOLL)  # drawn now and then in the mixed campaign too

@@ -99,20 +99,25 @@ class Rotation:
         where)."""
         d = self.root
         ranks = f"every rank r moved to (r + R - {d}) mod p" if d else "every rank r moved to (r + R) mod p"
-        if not self.free.collective.rank_blocks:
+        # a gather's or a scatter's chunks belong to ranks: only the chunks moved with the ranks keep the contract,
+        # so for those the moved chunks are tried at once, with every other obligation
+        rank_blocks = self.free.collective.rank_blocks
+        if not rank_blocks:
             failed = self._prove(timeout_ms, False)
             if failed is None:
                 return True, ranks, None
             if "(its chunks)" not in failed[0]:
                 return False, *failed
-        # a gather's or a scatter's chunks belong to ranks: only the chunks moved with the ranks keep the contract
-        # every other obligation holds (the chunks' come last): the chunks renamed too, if there are p of them
-        moved = self._prove(timeout_ms, True)
+        # (else every other obligation holds, the chunks' come last): the chunks renamed too, if there are p of them
+        moved = self._prove(timeout_ms, True, others_proved=not rank_blocks)
         if moved is None:
             return True, ranks + ", and every chunk c to " + ranks.split(" to ")[1].replace("r +", "c +"), None
         return False, *moved
 
-    def _prove(self, timeout_ms: int, move_chunks: bool) -> tuple[str, Span | None] | None:
+    def _prove(self, timeout_ms: int, move_chunks: bool, others_proved: bool = False) -> tuple[str, Span | None] | None:
+        """The first obligation z3 does not prove (what, where), or None; with ``move_chunks`` the chunks moved with
+        the ranks, and only the chunks' obligations when ``others_proved`` (by the attempt with the chunks
+        unmoved)."""
         import z3
 
         free, base = self.free, self.base
@@ -172,8 +177,10 @@ class Rotation:
                 if move_chunks:  # exactly the base's chunks (all in 0 .. p-1, its proof says), rotated
                     cd = z3.And(c >= 0, c < p, cd)
                 chunk_checks.append((what + " (its chunks)", z3.Implies(z3.And(dom, gr), cr == cd), orr.span))
-        if move_chunks:  # the others held with the chunks unmoved (`prove`)
+        if move_chunks and others_proved:  # the others held with the chunks unmoved (`prove`)
             checks = [p_chunks]
+        elif move_chunks:
+            checks.append(p_chunks)
         checks += chunk_checks
         solver = _solver(z3, bits)
         solver.set("timeout", timeout_ms)
