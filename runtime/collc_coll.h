@@ -431,11 +431,11 @@ static inline int collc_scatter(const struct collc_sched *s, const char *entry, 
     block = c.n * c.usize; /* bytes of one rank's block */
     if (at_root && !in_place) collc_root_bytes(&c, recvcount, recvtype, block, "receive");
     if (c.n == 0) return MPI_SUCCESS;
-    if (collc_env.check && !in_place) {
+    if (collc_env.check) { /* collc_check_buffer on every rank (it agrees on the signature with PMPI_Allreduce) */
         ref = collc_check_buffer(&c, c.n);
-        COLLC_PMPI(Scatter)(sendbuf, sendcount, sendtype, ref, c.n, c.unit, root, comm);
-    } else if (collc_env.check) { /* the root in place: its block stays where it is */
-        COLLC_PMPI(Scatter)(sendbuf, sendcount, sendtype, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm);
+        if (!in_place) COLLC_PMPI(Scatter)(sendbuf, sendcount, sendtype, ref, c.n, c.unit, root, comm);
+        else /* the root in place: its block stays where it is */
+            COLLC_PMPI(Scatter)(sendbuf, sendcount, sendtype, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm);
     }
     err = collc_execute(&c, &ctx, c.n * c.size, NULL, c.n * c.size, &work);
     if (err == MPI_SUCCESS) {
@@ -445,9 +445,11 @@ static inline int collc_scatter(const struct collc_sched *s, const char *entry, 
             err = collc_unpack(work + c.rank * block, block, recvbuf, recvcount, recvtype, collc_dense(recvtype));
     }
     if (ref != NULL) {
-        struct collc_call rc = c; /* the result is in the receive datatype, also at the root */
-        rc.dt = recvtype, rc.dense = collc_dense(recvtype);
-        if (err == MPI_SUCCESS) collc_compare_moved(&rc, recvbuf, recvcount, ref, c.n);
+        if (err == MPI_SUCCESS && !in_place) { /* the result is in the receive datatype, also at the root */
+            struct collc_call rc = c;
+            rc.dt = recvtype, rc.dense = collc_dense(recvtype);
+            collc_compare_moved(&rc, recvbuf, recvcount, ref, c.n);
+        }
         free(ref);
     }
     return err;

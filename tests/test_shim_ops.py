@@ -1,14 +1,16 @@
 """Every predefined reduction op on every datatype MPI defines it for, through the PMPI shim
 (``LD_PRELOAD=libcollc_<algorithm>.so``) of every allreduce, allgather and reduce-scatter
-example, at 4, 6 and 8 ranks, against the MPI library's own algorithm.
+example, at 4, 6 and 8 ranks, against the MPI library's own algorithm; and every datatype
+through the shim of every gather and scatter example (no op), compiled for the last rank as
+the root, in place at the root and not.
 
 ``tests/mpi/op_matrix.c`` runs the matrix (the MPI standard's table of predefined ops
 and datatypes for C, pair types and ``MPI_IN_PLACE`` included; see its header) and
 compares each interposed call with the ``PMPI_`` collective on the same input; its tally
 uses PMPI too.  Here each (example, ranks) pair is built once and runs the whole matrix
 in one ``mpiexec``; the shim's log (``COLLC_SHIM_LOG=1``) must show every call of the
-matrix run on the schedule, on every rank, and none handed to PMPI, so that a shim
-that fell back for everything could not pass.
+matrix run on the schedule, on every rank, and none handed to PMPI (a gather's or scatter's at
+the library's root), so that a shim that fell back for everything could not pass.
 
 The pairs come from the examples' declared collectives and constraints: a rank count
 (or torus shape) that an example's constraints exclude is listed by
@@ -18,8 +20,8 @@ with compression points run in the shim only on float and double sums, when
 ``COLLC_SHIM_COMPRESS=1`` asks for them (tests/test_shim_compress.py), and are listed too.
 
 Planted bugs (the element size taken for the extent, the holes of pair types written,
-the PMPI_Reduce_local fallback one element short) show that the matrix catches what it
-is meant to catch.
+the PMPI_Reduce_local fallback one element short; a gather's or scatter's result unpacked
+one element short) show that the matrix catches what it is meant to catch.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from shim_libs import Run, mpirun
 import collc
 from collc.backends import mpi_c
 from collc.backends.mpitools import mpicc
+from collc.backends.order import mixed_orders
 from collc.diagnostics import CollError
 from collc.ir import Collective, ParamValue
 
@@ -51,9 +54,12 @@ MATRIX = {
     Collective.ALLREDUCE: "allreduce",
     Collective.ALLGATHER: "allgather",
     Collective.REDUCE_SCATTER: "reduce_scatter_block",
+    Collective.GATHER: "gather",
+    Collective.SCATTER: "scatter",
 }
+ROOTED = ("gather", "scatter")
 # The fewest cases a full run of each matrix makes (fewer: the program lost part of it).
-MIN_CASES = {"allreduce": 2400, "allgather": 300, "reduce_scatter_block": 1600}
+MIN_CASES = {"allreduce": 2400, "allgather": 300, "reduce_scatter_block": 1600, "gather": 300, "scatter": 300}
 
 # The pair types whose size is below their extent (holes between or after the fields).
 HOLED_PAIRS = ("MPI_DOUBLE_INT", "MPI_LONG_INT", "MPI_SHORT_INT", "MPI_LONG_DOUBLE_INT")
@@ -78,7 +84,10 @@ class Pair:
     def id(self) -> str:
         shape = dict(self.params).get("dims")
         dims = "x".join(map(str, shape)) if isinstance(shape, tuple) else None
-        return f"{self.name}-p{self.nranks}" + (f"-{dims}" if dims else "")
+        root = dict(self.params).get("root")
+        return (
+            f"{self.name}-p{self.nranks}" + (f"-{dims}" if dims else "") + (f"-root{root}" if root is not None else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,8 @@ def _candidates(alg: collc.Algorithm, p: int) -> list[dict[str, ParamValue]]:
     if {"nodes", "local"} <= set(alg.param_names):  # a hierarchy: several nodes of several ranks first
         splits = [(n, p // n) for n in range(2, p) if p % n == 0]
         return [{"nodes": n, "local": g} for n, g in splits] + [{"nodes": 1, "local": p}, {"nodes": p, "local": 1}]
+    if "root" in alg.param_names and alg.collective.value in ROOTED:  # the last rank, then the default root
+        return [{"p": p, "root": p - 1}, {"p": p}]
     return [{"p": p}]
 
 
@@ -161,8 +172,9 @@ def _marked(pairs: list[Pair]) -> list[object]:
     return [pair if pair.nranks == fast[pair.name] else pytest.param(pair, marks=pytest.mark.slow) for pair in pairs]
 
 
-def test_every_example_of_the_three_collectives_is_covered() -> None:
-    """Each allreduce, allgather and reduce-scatter example runs, unless it has compression points."""
+def test_every_example_of_the_five_collectives_is_covered() -> None:
+    """Each allreduce, allgather, reduce-scatter, gather and scatter example runs, unless it has compression
+    points; a gather or scatter from the last rank where its constraints allow it."""
     names = {p.name for p in PAIRS}
     refused = {e.name for e in EXCLUDED if "compression" in e.reason}
     declared = {
@@ -172,8 +184,13 @@ def test_every_example_of_the_three_collectives_is_covered() -> None:
     }
     assert declared == names | refused, sorted(declared - names - refused)
     assert {"swing_bw", "ring_allreduce", "ring_allgather", "ring_reduce_scatter"} <= names
+    assert {"binomial_gather", "binomial_scatter"} <= names
+    for pair in PAIRS:
+        if pair.name in ("binomial_gather", "binomial_scatter"):
+            assert dict(pair.params).get("root") == pair.nranks - 1, pair.id
     powers_of_two = {
         "recursive_doubling", "swing_bw_pow2", "recdoub_bw_torus", "recdoub_lat_torus", "recursive_doubling_allgather",
+        "bine_allreduce", "bine_allgather", "bine_reduce_scatter",
     }  # fmt: skip
     for name in names - powers_of_two - {"hamiltonian_torus"}:
         assert {p.nranks for p in PAIRS if p.name == name} == set(RANKS), name
@@ -198,7 +215,9 @@ def test_excluded_pairs_are_excluded_by_the_examples_constraints() -> None:
 SUMMARY = re.compile(r"op_matrix: (\w+): (\d+) cases, (\d+) interposed calls per rank, on (\d+) ranks, (\d+) failures")
 CASE = re.compile(r"^case (\S+) (\S+) (\S+) (\d+)$", re.M)
 # One interposed call that ran on the schedule (a fallback line goes on with " -> PMPI fallback (...)").
-RAN = re.compile(r"^collc: (MPI_\w+) (\S+) p=(\d+) rank (\d+) count=(\d+) (\S+)(?: (MPI_[A-Z]+))?$", re.M)
+RAN = re.compile(
+    r"^collc: (MPI_\w+) (\S+) p=(\d+) rank (\d+) count=(\d+) (\S+)(?: (MPI_[A-Z]+))?(?: root=(\d+))?$", re.M
+)
 
 
 def summary(run: Run) -> tuple[int, int, int, int]:
@@ -222,9 +241,10 @@ def build_op_matrix(folder: Path) -> Path:
     return exe
 
 
-def assert_every_call_ran(run: Run, nranks: int, algorithm: str) -> None:
+def assert_every_call_ran(run: Run, nranks: int, algorithm: str, root: int | None = None) -> None:
     """The matrix (run with --list 1 and COLLC_SHIM_LOG=1) passed, and the log shows every listed call run on
-    ``algorithm`` at p = ``nranks`` on every rank, none handed to PMPI."""
+    ``algorithm`` at p = ``nranks`` (and at ``root``, for a collective that has one) on every rank, none handed to
+    PMPI."""
     cases, calls, ranks, failures = summary(run)
     assert run.returncode == 0 and failures == 0 and ranks == nranks and calls > 0, run.tail()
     assert "fallback" not in run.stderr, run.tail()
@@ -232,8 +252,9 @@ def assert_every_call_ran(run: Run, nranks: int, algorithm: str) -> None:
     assert len(listed) == cases, run.tail()
     want = collections.Counter((str(r), *case) for case in listed for r in range(nranks))
     ran: collections.Counter = collections.Counter()
-    for entry, logged, p, rank, count, dtype, op in RAN.findall(run.stderr):
+    for entry, logged, p, rank, count, dtype, op, at in RAN.findall(run.stderr):
         assert logged == algorithm and int(p) == nranks, run.tail()
+        assert (int(at) if at else None) == root, f"{entry} at root {at or 'none'}, not {root}"
         ran[(rank, entry, dtype, op or "-", count)] += 1
     missing = want - ran
     assert not missing, f"{sum(missing.values())} calls not logged as run on the schedule, e.g. {min(missing)}"
@@ -243,6 +264,13 @@ def assert_every_call_ran(run: Run, nranks: int, algorithm: str) -> None:
 @pytest.fixture(scope="module")
 def op_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_op_matrix(tmp_path_factory.mktemp("op_matrix"))
+
+
+def library_root(pair: Pair) -> int | None:
+    """The root the pair's library is compiled for (a gather or scatter), or None."""
+    if pair.collective not in ROOTED:
+        return None
+    return collc.load(pair.path).instantiate(**dict(pair.params)).schedule.root
 
 
 def build(pair: Pair, out: Path, patch: tuple[str, str, str] | None = None) -> Path:
@@ -261,10 +289,15 @@ def build(pair: Pair, out: Path, patch: tuple[str, str, str] | None = None) -> P
 @pytest.mark.parametrize("pair", _marked(PAIRS), ids=lambda p: p.id)
 def test_op_matrix_through_the_shim(pair: Pair, op_matrix: Path, tmp_path: Path) -> None:
     lib = build(pair, tmp_path)
-    run = mpirun(pair.nranks, [op_matrix, pair.collective, "--list", "1"], preload=lib, env={"COLLC_SHIM_LOG": "1"})
+    root = library_root(pair)
+    args = [op_matrix, pair.collective, "--list", "1"] + (["--root", str(root)] if root is not None else [])
+    env = {"COLLC_SHIM_LOG": "1"}
+    if mixed_orders(collc.load(pair.path).instantiate(**dict(pair.params)).schedule):
+        env["COLLC_SHIM_EXACT"] = "0"  # ranks that round float sums in their own orders: run them anyway
+    run = mpirun(pair.nranks, args, preload=lib, env=env)
     assert summary(run)[0] >= MIN_CASES[pair.collective], run.tail()
     # Every call of the matrix ran on the schedule, on every rank: none went to PMPI.
-    assert_every_call_ran(run, pair.nranks, pair.name)
+    assert_every_call_ran(run, pair.nranks, pair.name, root)
 
 
 # --------------------------------------------------------------------------
@@ -311,3 +344,32 @@ def test_op_matrix_catches_a_planted_bug(bug: str, op_matrix: Path, tmp_path: Pa
         assert wanted <= bad, sorted(wanted - bad)
     else:  # the pair types with holes, and nothing else
         assert bad == HOLED_PAIR_CASES, sorted(bad ^ HOLED_PAIR_CASES)
+
+
+# A gather's or scatter's result unpacked one element short (only a datatype whose packed bytes are not its layout
+# is unpacked: the others are copied whole).
+PLANTED_ROOTED: dict[str, tuple[str, str, str]] = {
+    "gather": (
+        "collc_coll.h",
+        "at_root)\n            err = collc_unpack(work, block * c.size, recvbuf, recvcount * c.size, recvtype",
+        "at_root)\n            err = collc_unpack(work, block * c.size, recvbuf, recvcount * c.size - 1, recvtype",
+    ),
+    "scatter": (
+        "collc_coll.h",
+        "collc_unpack(work + c.rank * block, block, recvbuf, recvcount, recvtype, collc_dense(recvtype));",
+        "collc_unpack(work + c.rank * block, block, recvbuf, recvcount - 1, recvtype, collc_dense(recvtype));",
+    ),
+}
+
+
+@pytest.mark.parametrize("collective", sorted(PLANTED_ROOTED))
+def test_op_matrix_catches_a_result_unpacked_short(collective: str, op_matrix: Path, tmp_path: Path) -> None:
+    """The pair types with holes fail (their results are unpacked), every other datatype passes."""
+    pair = next(p for p in PAIRS if p.collective == collective and p.name == f"binomial_{collective}" and p.nranks == 6)
+    lib = build(pair, tmp_path, PLANTED_ROOTED[collective])
+    run = mpirun(pair.nranks, [op_matrix, collective, "--root", str(library_root(pair))], preload=lib)
+    _, _, _, failures = summary(run)
+    assert run.returncode != 0 and failures > 0, run.tail()
+    assert failing(run) == {("none", t) for t in HOLED_PAIRS}, run.tail()
+    assert re.search(rf"^FAIL coll={collective} entry=MPI_{collective.title()}(_c)? op=none type=MPI_DOUBLE_INT "
+                     r"count=\d+ in_place=[01] rank=\d+: element \d+: got ", run.stderr, re.M), run.tail()  # fmt: skip

@@ -2,12 +2,18 @@
  * through the interposed MPI collective, compared with the MPI library's own algorithm.
  *
  *   mpiexec -n P ./op_matrix COLLECTIVE [--op NAME] [--type NAME] [--counts N,N,...] [--seed S] [--list 1]
+ *                                       [--root R]
  *
- * COLLECTIVE is allreduce, reduce_scatter_block (op x datatype matrix) or
- * allgather (every datatype).  Each case (op, datatype, count, in place or not)
+ * COLLECTIVE is allreduce, reduce_scatter_block (op x datatype matrix), or
+ * allgather, gather or scatter (every datatype, no op; gather and scatter from
+ * root R, 0 unless --root says).  Each case (op, datatype, count, in place or not)
  * calls the MPI_* entry point (MPI_X and MPI_X_c alternately: a library preloaded
  * with LD_PRELOAD runs it) and then the PMPI_* collective on the same input, and
- * compares the results element by element.  The ops and datatypes are those of
+ * compares the results element by element.  In place is the root's alone for
+ * gather (MPI_IN_PLACE as its sendbuf, its block already in recvbuf) and scatter
+ * (as its recvbuf: its result is its block of sendbuf, which must not change);
+ * the other ranks' receive buffer of a gather and send buffer of a scatter are
+ * not theirs, and must not change either.  The ops and datatypes are those of
  * the MPI standard's table of predefined reductions (MPI-4.1, section 6.9.2)
  * for C: C integers, MPI_AINT/MPI_OFFSET/MPI_COUNT, floating point, MPI_C_BOOL,
  * the C complex types, MPI_BYTE, and the MINLOC/MAXLOC pair types.
@@ -26,12 +32,12 @@
  * cannot hide its own failures.
  *
  * Counts: 0, 1, p - 1, 3p + 2 and 100 elements for allreduce; 0, 1, 2, 5 and 13
- * per rank for the others (--counts replaces them); each in place and not.
+ * per rank (per block) for the others (--counts replaces them); each in place and not.
  *
  * Output: one "FAIL ..." line per failing case and rank (the first two of each op
  * and datatype, 400 at most), on stderr; with --list 1, rank 0 prints every case as
  *   case ENTRY TYPE OP COUNT
- * (TYPE as MPI names it, OP "-" for allgather); then, on rank 0,
+ * (TYPE as MPI names it, OP "-" for allgather, gather and scatter); then, on rank 0,
  *   op_matrix: COLLECTIVE: C cases, I interposed calls per rank, on P ranks, F failures
  * where I counts the calls with a nonzero count.  Exit status 0 when all passed.
  */
@@ -53,14 +59,19 @@
 #define ALLREDUCE_C MPI_Allreduce_c
 #define ALLGATHER_C MPI_Allgather_c
 #define REDUCE_SCATTER_BLOCK_C MPI_Reduce_scatter_block_c
+#define GATHER_C MPI_Gather_c
+#define SCATTER_C MPI_Scatter_c
 #else
 #define LARGE_COUNT 0
 #define ALLREDUCE_C(s, r, n, t, o, c) MPI_Allreduce(s, r, (int)(n), t, o, c)
 #define ALLGATHER_C(s, n, t, r, m, u, c) MPI_Allgather(s, (int)(n), t, r, (int)(m), u, c)
 #define REDUCE_SCATTER_BLOCK_C(s, r, n, t, o, c) MPI_Reduce_scatter_block(s, r, (int)(n), t, o, c)
+#define GATHER_C(s, n, t, r, m, u, root, c) MPI_Gather(s, (int)(n), t, r, (int)(m), u, root, c)
+#define SCATTER_C(s, n, t, r, m, u, root, c) MPI_Scatter(s, (int)(n), t, r, (int)(m), u, root, c)
 #endif
 
-enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER };
+enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, GATHER, SCATTER, NCOLLS };
+#define NO_OP(coll) ((coll) == ALLGATHER || (coll) == GATHER || (coll) == SCATTER)
 
 enum op { SUM, PROD, MIN, MAX, LAND, LOR, LXOR, BAND, BOR, BXOR, MINLOC, MAXLOC, NOPS };
 
@@ -303,7 +314,7 @@ struct tally {
     long long cases, calls, failures;
 };
 
-static int rank, nranks;
+static int rank, nranks, root;
 static int printed, printed_pair, list_cases;
 static const char *pair_op;
 static const struct dtype *pair_type;
@@ -370,23 +381,32 @@ static long long holes_changed(const struct dtype *t, const char *a, const char 
 static int run_case(enum coll coll, const struct dtype *t, enum op op, long long count, int in_place, int large,
                     uint64_t c, struct tally *tl)
 {
-    static const char *const COLL_NAMES[] = {"allreduce", "allgather", "reduce_scatter_block"};
-    static const char *const ENTRIES[3][2] = {{"MPI_Allreduce", "MPI_Allreduce_c"},
-                                              {"MPI_Allgather", "MPI_Allgather_c"},
-                                              {"MPI_Reduce_scatter_block", "MPI_Reduce_scatter_block_c"}};
-    const char *entry = ENTRIES[coll][large], *opname = coll == ALLGATHER ? "none" : OP_NAMES[op];
+    static const char *const COLL_NAMES[NCOLLS] = {"allreduce", "allgather", "reduce_scatter_block", "gather",
+                                                   "scatter"};
+    static const char *const ENTRIES[NCOLLS][2] = {{"MPI_Allreduce", "MPI_Allreduce_c"},
+                                                   {"MPI_Allgather", "MPI_Allgather_c"},
+                                                   {"MPI_Reduce_scatter_block", "MPI_Reduce_scatter_block_c"},
+                                                   {"MPI_Gather", "MPI_Gather_c"},
+                                                   {"MPI_Scatter", "MPI_Scatter_c"}};
+    const char *entry = ENTRIES[coll][large], *opname = NO_OP(coll) ? "none" : OP_NAMES[op];
     const char *cname = COLL_NAMES[coll];
     const long long ext = (long long)t->extent, p = nranks;
-    /* Input elements on this rank, result elements, and the elements of every buffer (guards included). */
-    const long long in_n = coll == REDUCE_SCATTER ? count * p : count;
-    const long long out_n = coll == ALLGATHER ? count * p : count;
+    const int rooted = coll == GATHER || coll == SCATTER, me = rank == root;
+    /* In place: every rank, or a gather's or scatter's root alone. */
+    const int here_in_place = in_place && (!rooted || me);
+    /* Input elements on this rank (a scatter's blocks: the root's; the other ranks' must not change), result
+     * elements, and the elements of every buffer (guards included). */
+    const long long in_n = coll == REDUCE_SCATTER || coll == SCATTER ? count * p : count;
+    const long long out_n = coll == ALLGATHER || coll == GATHER ? count * p : count;
     const long long buf_n = (in_n > out_n ? in_n : out_n) + GUARD;
-    /* The receive buffer's elements that the call may write: the result (in place, the whole input). */
-    const long long written = in_place && in_n > out_n ? in_n : out_n;
+    /* The result this rank checks: none on a gather's other ranks, nor at a scatter's root in place. */
+    const long long result_n = (coll == GATHER && !me) || (coll == SCATTER && here_in_place) ? 0 : out_n;
+    /* The receive buffer's elements that the call may write: the result (a reduce-scatter in place: the input). */
+    const long long written = coll == REDUCE_SCATTER && in_place ? in_n : result_n;
     const size_t bytes = (size_t)(buf_n * ext) + 1;
     char *in = malloc(bytes), *keep = malloc(bytes), *got = malloc(bytes), *before = malloc(bytes);
     char *want = malloc(bytes), *want0 = malloc(bytes), what[512] = "";
-    MPI_Op mop = coll == ALLGATHER ? MPI_OP_NULL : mpi_op(op);
+    MPI_Op mop = NO_OP(coll) ? MPI_OP_NULL : mpi_op(op);
     int err = MPI_SUCCESS, ref_err, ok = 1;
     long long wrong;
     if (!in || !keep || !got || !before || !want || !want0) {
@@ -398,9 +418,9 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
     memset(got, 0x5a ^ rank, bytes);
     memset(want, 0x3c, bytes);
     memset(want0, 0x3c, bytes);
-    if (coll == ALLGATHER) {
-        fill(t, MIN, in, count, rank, c); /* any values: the op only picks the inputs */
-        if (in_place) memcpy(got + rank * count * ext, in, (size_t)(count * ext));
+    if (NO_OP(coll)) {
+        fill(t, MIN, in, in_n, rank, c); /* any values: the op only picks the inputs */
+        if (here_in_place && coll != SCATTER) memcpy(got + rank * count * ext, in, (size_t)(count * ext));
     } else {
         fill(t, op, in, in_n, rank, c);
         if (in_place) memcpy(got, in, (size_t)(in_n * ext));
@@ -408,13 +428,14 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
     memcpy(keep, in, bytes);
     memcpy(before, got, bytes);
 
-    const void *send = in_place ? MPI_IN_PLACE : in;
+    const void *send = here_in_place && coll != SCATTER ? MPI_IN_PLACE : in;
+    void *recv = here_in_place && coll == SCATTER ? MPI_IN_PLACE : got;
     if (count > 0) tl->calls++;
     if (list_cases && rank == 0) {
         char name[MPI_MAX_OBJECT_NAME] = "";
         int len = 0;
         PMPI_Type_get_name(t->type, name, &len);
-        printf("case %s %s %s %lld\n", entry, name, coll == ALLGATHER ? "-" : opname, count);
+        printf("case %s %s %s %lld\n", entry, name, NO_OP(coll) ? "-" : opname, count);
     }
     switch (coll) {
     case ALLREDUCE:
@@ -426,6 +447,16 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
         err = large ? ALLGATHER_C(send, count, t->type, got, count, t->type, MPI_COMM_WORLD)
                     : MPI_Allgather(send, (int)count, t->type, got, (int)count, t->type, MPI_COMM_WORLD);
         ref_err = PMPI_Allgather(in, (int)count, t->type, want, (int)count, t->type, MPI_COMM_WORLD);
+        break;
+    case GATHER:
+        err = large ? GATHER_C(send, count, t->type, got, count, t->type, root, MPI_COMM_WORLD)
+                    : MPI_Gather(send, (int)count, t->type, got, (int)count, t->type, root, MPI_COMM_WORLD);
+        ref_err = PMPI_Gather(in, (int)count, t->type, want, (int)count, t->type, root, MPI_COMM_WORLD);
+        break;
+    case SCATTER:
+        err = large ? SCATTER_C(in, count, t->type, recv, count, t->type, root, MPI_COMM_WORLD)
+                    : MPI_Scatter(in, (int)count, t->type, recv, (int)count, t->type, root, MPI_COMM_WORLD);
+        ref_err = PMPI_Scatter(in, (int)count, t->type, want, (int)count, t->type, root, MPI_COMM_WORLD);
         break;
     default:
         err = large ? REDUCE_SCATTER_BLOCK_C(send, got, count, t->type, mop, MPI_COMM_WORLD)
@@ -439,10 +470,10 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
         fail(cname, entry, opname, t, count, in_place, what);
         ok = 0;
     } else {
-        wrong = compare(t, got, want, out_n, what, sizeof what);
+        wrong = compare(t, got, want, result_n, what, sizeof what);
         if (wrong > 0) {
             size_t n = strlen(what);
-            snprintf(what + n, sizeof what - n, " (%lld of %lld elements wrong)", wrong, out_n);
+            snprintf(what + n, sizeof what - n, " (%lld of %lld elements wrong)", wrong, result_n);
             fail(cname, entry, opname, t, count, in_place, what);
             ok = 0;
         }
@@ -450,15 +481,17 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
         wrong = holes_changed(t, got, before, written);
         if (wrong > 0) {
             snprintf(what, sizeof what, "changed %lld bytes in the holes between or after the fields of the "
-                     "receive buffer's pairs (PMPI changed %lld)", wrong, holes_changed(t, want, want0, out_n));
+                     "receive buffer's pairs (PMPI changed %lld)", wrong, holes_changed(t, want, want0, result_n));
             fail(cname, entry, opname, t, count, in_place, what);
             ok = 0;
         }
         if (memcmp(got + written * ext, before + written * ext, (size_t)((buf_n - written) * ext)) != 0) {
-            fail(cname, entry, opname, t, count, in_place, "wrote past the end of the receive buffer");
+            fail(cname, entry, opname, t, count, in_place,
+                 rooted && result_n == 0 ? "wrote a receive buffer that is not this rank's"
+                                         : "wrote past the end of the receive buffer");
             ok = 0;
         }
-        if (!in_place && memcmp(in, keep, bytes) != 0) {
+        if (memcmp(in, keep, bytes) != 0) { /* in place, no call sees it */
             fail(cname, entry, opname, t, count, in_place, "changed the send buffer");
             ok = 0;
         }
@@ -498,18 +531,24 @@ int main(int argc, char **argv)
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &nranks);
     PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "allgather") &&
-                     strcmp(argv[1], "reduce_scatter_block"))) {
-        if (rank == 0) fprintf(stderr, "usage: op_matrix allreduce|allgather|reduce_scatter_block [options]\n");
+    coll = NCOLLS;
+    if (argc >= 2) {
+        const char *const names[NCOLLS] = {"allreduce", "allgather", "reduce_scatter_block", "gather", "scatter"};
+        for (int i = 0; i < NCOLLS; i++)
+            if (!strcmp(argv[1], names[i])) coll = (enum coll)i;
+    }
+    if (coll == NCOLLS) {
+        if (rank == 0)
+            fprintf(stderr, "usage: op_matrix allreduce|allgather|reduce_scatter_block|gather|scatter [options]\n");
         PMPI_Abort(MPI_COMM_WORLD, 2);
     }
-    coll = !strcmp(argv[1], "allreduce") ? ALLREDUCE : !strcmp(argv[1], "allgather") ? ALLGATHER : REDUCE_SCATTER;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--op")) only_op = argv[i + 1];
         else if (!strcmp(argv[i], "--type")) only_type = argv[i + 1];
         else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--counts")) ncounts = parse_counts(argv[i + 1], counts, 32);
         else if (!strcmp(argv[i], "--list")) list_cases = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--root") && (root = atoi(argv[i + 1])) >= 0 && root < nranks) continue;
         else ncounts = -1;
         if (ncounts < 0) {
             if (rank == 0) fprintf(stderr, "op_matrix: bad option %s %s\n", argv[i], argv[i + 1]);
@@ -545,8 +584,8 @@ int main(int argc, char **argv)
         const struct dtype *t = &types[ti];
         if (only_type && strcmp(only_type, t->name)) continue;
         for (int o = 0; o < NOPS; o++) {
-            if (coll == ALLGATHER ? o > 0 : !(t->ops & B(o))) continue;
-            if (coll != ALLGATHER && only_op && strcmp(only_op, OP_NAMES[o])) continue;
+            if (NO_OP(coll) ? o > 0 : !(t->ops & B(o))) continue;
+            if (!NO_OP(coll) && only_op && strcmp(only_op, OP_NAMES[o])) continue;
             for (int k = 0; k < ncounts; k++)
                 for (int in_place = 0; in_place < 2; in_place++, c++)
                     if (!run_case(coll, t, (enum op)o, counts[k], in_place, LARGE_COUNT && c % 2, c, &tl))

@@ -1,10 +1,11 @@
 /* conformance.c: the cases of MPICH's collective tests (test/mpi/coll: allred*, reduce*, red_scat_block*,
- * redscat*, bcast*, allgather*, alltoall*), rewritten: each result is checked against a solution the rank
- * computes itself, as those tests do, through the interposed MPI collective.
+ * redscat*, bcast*, allgather*, alltoall*, gather*, scatter*), rewritten: each result is checked against a
+ * solution the rank computes itself, as those tests do, through the interposed MPI collective.
  *
- *   mpiexec -n P ./conformance COLLECTIVE
+ *   mpiexec -n P ./conformance COLLECTIVE [ROOT]
  *
- * COLLECTIVE: allreduce, reduce, reduce_scatter_block, reduce_scatter, bcast, allgather, alltoall.
+ * COLLECTIVE: allreduce, reduce, reduce_scatter_block, reduce_scatter, bcast, allgather, alltoall, gather,
+ * scatter.  ROOT (gather): the root at which the preloaded library runs its schedule (see below).
  *
  * Reductions (allred.c's matrix): every predefined op on every type category MPI defines it for (C integers
  * with MPI_AINT, MPI_OFFSET and MPI_COUNT; float and double; the C complex types; MPI_C_BOOL; MPI_BYTE; the
@@ -17,6 +18,19 @@
  * pair MPI_DOUBLE_INT (whose holes must stay as they were), a struct type (allgather_struct.c), a zero-size
  * type with a nonzero count (bcastzerotype.c), a root sending contiguous ints to ranks that receive a vector
  * (bcast's DTP cases), in place and not.
+ *
+ * Gather and scatter (gather.c, gather2.c, scatter2.c, scatter3.c, scattern.c): every root, counts 0, 1, 7, 100,
+ * 1009 and 4099 of the data movement types (gather_big.c's sizes are left out), in place at the root (gather:
+ * MPI_IN_PLACE as its sendbuf, scatter: as its recvbuf, with count 0 and MPI_DATATYPE_NULL beside it) and not;
+ * and their DTP cases, counts 0, 1, 5 and 333 of a unit of two ints: the root's blocks in one type, each rank's
+ * own block (the root's send or receive block too) in another of the same signature, among MPI_INT x 2, a
+ * contiguous type, a vector (a gap inside) and a resized vector (a gap after).  The other ranks pass NULL for
+ * the buffer that is not theirs, with count 0 and MPI_DATATYPE_NULL in half the cases; MPI_Gather_c and
+ * MPI_Scatter_c alternate with MPI_Gather and MPI_Scatter (MPI-4).  Besides the data: the receive buffers'
+ * bytes outside the type map (holes, gaps, the 64 bytes after) keep their junk, and send buffers do not change.
+ * MPICH 5.0.2's own MPI_Gather, at 4 ranks and more, gets blocks of the pair or the struct of about 8 KiB and
+ * more wrong (its binomial algorithm aborts on a signature mismatch, its nb algorithm returns wrong data), so
+ * those cases of counts above 100 run at ROOT only (none without it).
  *
  * A floating-point or complex MPI_SUM or MPI_PROD result that differs from the solution by no more than
  * rounding (4 P eps relative) is a "rounding" difference, not a failure: the standard lets an algorithm
@@ -68,6 +82,7 @@ struct double_int { double a; int b; };
     } while (0)
 
 static int rank, P, failures, rounding, cases, noted[64][16];
+static int library_root = -1; /* gather: the root the library runs on its schedule (argument 2) */
 static struct type types[32];
 static int ntypes;
 static const struct op ops[] = {{MPI_SUM, "MPI_SUM"},   {MPI_PROD, "MPI_PROD"}, {MPI_MAX, "MPI_MAX"},
@@ -508,10 +523,166 @@ static void run_moves(const char *coll)
         }
 }
 
+/* ---------------------------------------------------------------------------
+ * Gather and scatter (gather.c, gather2.c, scatter2.c, scatter3.c, scattern.c and their DTP cases)
+ * ------------------------------------------------------------------------- */
+
+#define JUNK 0x5a
+#define TAIL 64 /* junk bytes after each buffer, which must stay junk */
+
+/* One way of laying out a block: `per` elements of dt per unit of the case's count. */
+struct view {
+    MPI_Datatype dt;
+    int per;
+    const char *name;
+};
+
+/* The bytes of `bytes` at buf that lie outside n elements of dt (holes, gaps, the tail) and are no longer JUNK. */
+static long outside_changed(const char *buf, MPI_Aint bytes, int n, MPI_Datatype dt)
+{
+    const int size = size_of(dt);
+    char *ones = malloc((size_t)size * (size_t)n + 1), *mask = calloc((size_t)bytes + 1, 1);
+    int pos = 0;
+    long changed = 0;
+    memset(ones, 1, (size_t)size * (size_t)n + 1);
+    if (n > 0 && size > 0) MPI_Unpack(ones, size * n, &pos, mask, n, dt, MPI_COMM_SELF);
+    for (MPI_Aint i = 0; i < bytes; i++) changed += !mask[i] && (unsigned char)buf[i] != JUNK;
+    free(ones), free(mask);
+    return changed;
+}
+
+static void fail_case(const char *what, const char *how, long detail)
+{
+    failures++;
+    fprintf(stderr, "conformance: rank %d: FAIL %s: %s (%ld)\n", rank, what, how, detail);
+}
+
+#if MPI_VERSION >= 4
+#define GATHER_C MPI_Gather_c
+#define SCATTER_C MPI_Scatter_c
+#else
+#define GATHER_C(s, n, t, r, m, u, root, c) MPI_Gather(s, (int)(n), t, r, (int)(m), u, root, c)
+#define SCATTER_C(s, n, t, r, m, u, root, c) MPI_Scatter(s, (int)(n), t, r, (int)(m), u, root, c)
+#endif
+
+/* One gather or scatter of n units from or to `root`: the root's blocks in view `at_root`, each rank's own block
+ * (the root's too, when not in place) in view `own`.  Ranks other than the root pass their insignificant
+ * arguments as NULL buffers, and on every other case as count 0 and MPI_DATATYPE_NULL. */
+static void rooted_case(int gather, struct view at_root, struct view own, int n, int root, int in_place)
+{
+    const MPI_Aint rext = extent_of(at_root.dt), oext = extent_of(own.dt);
+    const int rn = n * at_root.per, on = n * own.per, me = rank == root;
+    const MPI_Aint rbytes = rext * rn * P, obytes = oext * on;
+    char *blocks = me ? malloc((size_t)rbytes + TAIL) : NULL, *mine = malloc((size_t)obytes + TAIL);
+    char *keep = NULL, what[160];
+    const int large = cases % 2, nulls = cases % 4 >= 2;
+    int err, bad = 0;
+    snprintf(what, sizeof what, "%s %s%s%s count %d root %d in_place %d", gather ? "gather" : "scatter",
+             at_root.name, strcmp(at_root.name, own.name) ? " to " : "", strcmp(at_root.name, own.name) ? own.name : "",
+             n, root, in_place);
+    cases++;
+    if (me) memset(blocks, JUNK, (size_t)rbytes + TAIL);
+    memset(mine, JUNK, (size_t)obytes + TAIL);
+    if (gather) {
+        fill_or_check(mine, on, own.dt, rank, 0, 0);
+        if (me && in_place) fill_or_check(blocks + root * rn * rext, rn, at_root.dt, rank, 0, 0);
+    } else if (me) {
+        for (int r = 0; r < P; r++) fill_or_check(blocks + r * rn * rext, rn, at_root.dt, r, root + 1, 0);
+    }
+    if (gather ? !me || !in_place : me) { /* the send buffer must not change */
+        const MPI_Aint bytes = gather ? obytes : rbytes;
+        keep = malloc((size_t)bytes + TAIL);
+        memcpy(keep, gather ? mine : blocks, (size_t)bytes + TAIL);
+    }
+    {
+        const MPI_Datatype none = MPI_DATATYPE_NULL;
+        const int skip_count = nulls ? 0 : gather ? rn : on;
+        const MPI_Datatype skip_type = nulls ? none : gather ? at_root.dt : own.dt;
+        if (gather) {
+            const void *send = me && in_place ? MPI_IN_PLACE : mine;
+            const int scount = me && in_place ? 0 : on;
+            const MPI_Datatype stype = me && in_place ? none : own.dt;
+            void *recv = me ? blocks : NULL;
+            const int rcount = me ? rn : skip_count;
+            const MPI_Datatype rtype = me ? at_root.dt : skip_type;
+            err = large ? GATHER_C(send, scount, stype, recv, rcount, rtype, root, MPI_COMM_WORLD)
+                        : MPI_Gather(send, scount, stype, recv, rcount, rtype, root, MPI_COMM_WORLD);
+        } else {
+            const void *send = me ? blocks : NULL;
+            const int scount = me ? rn : skip_count;
+            const MPI_Datatype stype = me ? at_root.dt : skip_type;
+            void *recv = me && in_place ? MPI_IN_PLACE : mine;
+            const int rcount = me && in_place ? 0 : on;
+            const MPI_Datatype rtype = me && in_place ? none : own.dt;
+            err = large ? SCATTER_C(send, scount, stype, recv, rcount, rtype, root, MPI_COMM_WORLD)
+                        : MPI_Scatter(send, scount, stype, recv, rcount, rtype, root, MPI_COMM_WORLD);
+        }
+    }
+    if (err != MPI_SUCCESS) {
+        fail_case(what, "error", err);
+    } else {
+        long changed;
+        if (gather && me)
+            for (int r = 0; r < P; r++) bad |= fill_or_check(blocks + r * rn * rext, rn, at_root.dt, r, 0, 1) << 1;
+        if (!gather && !(me && in_place)) bad |= fill_or_check(mine, on, own.dt, rank, root + 1, 1);
+        if (bad) fail_case(what, "wrong data", bad);
+        if (gather && me && (changed = outside_changed(blocks, rbytes + TAIL, rn * P, at_root.dt)) != 0)
+            fail_case(what, "wrote the receive buffer outside its type map (holes, gaps or past the end)", changed);
+        if (!gather && !(me && in_place) && (changed = outside_changed(mine, obytes + TAIL, on, own.dt)) != 0)
+            fail_case(what, "wrote the receive buffer outside its type map (holes, gaps or past the end)", changed);
+        if (keep != NULL && memcmp(keep, gather ? mine : blocks, (size_t)(gather ? obytes : rbytes) + TAIL) != 0)
+            fail_case(what, "changed the send buffer", 0);
+    }
+    free(blocks), free(mine), free(keep);
+}
+
+static void run_rooted(const char *coll)
+{
+    static const int rooted_counts[] = {0, 1, 7, 100, 1009, 4099}; /* 0, 1 and primes */
+    static const int dtp_counts[] = {0, 1, 5, 333};
+    const int gather = strcmp(coll, "gather") == 0;
+    MPI_Datatype dts[8], pair2, vec2;
+    const char *names[8];
+    const int nt = move_types(dts, names);
+    struct view ints, contig, vec, resized;
+    /* One unit: two ints; as MPI_INT x 2, a contiguous type of two, a vector of two (stride 3: a gap of two ints
+     * inside, an extent of four), and that vector resized to an extent of five (a gap after it too). */
+    MPI_Type_contiguous(2, MPI_INT, &pair2);
+    MPI_Type_vector(2, 1, 3, MPI_INT, &vec2);
+    MPI_Type_commit(&pair2), MPI_Type_commit(&vec2);
+    ints = (struct view){MPI_INT, 2, "MPI_INT"}, contig = (struct view){pair2, 1, "contiguous"};
+    vec = (struct view){vec2, 1, "vector"};
+    {
+        MPI_Datatype r;
+        MPI_Type_create_resized(vec2, 0, 5 * (MPI_Aint)sizeof(int), &r);
+        MPI_Type_commit(&r);
+        resized = (struct view){r, 1, "resized vector"};
+    }
+    for (int t = 0; t < nt; t++) /* one datatype on every rank */
+        for (int c = 0; c < (int)(sizeof rooted_counts / sizeof *rooted_counts); c++)
+            for (int root = 0; root < P; root++)
+                for (int in_place = 0; in_place < 2; in_place++) {
+                    struct view v = {dts[t], 1, names[t]};
+                    /* MPICH's own gather of the pair's or the struct's holes (see the header): the library's root */
+                    if (gather && (t == 3 || t == 4) && rooted_counts[c] > 100 && root != library_root) continue;
+                    rooted_case(gather, v, v, rooted_counts[c], root, in_place);
+                }
+    { /* the root's blocks in one datatype, every rank's own block in another of the same type signature */
+        const struct view pairs[][2] = {{contig, ints}, {vec, ints}, {ints, vec}, {resized, contig}, {vec, resized}};
+        for (int k = 0; k < (int)(sizeof pairs / sizeof *pairs); k++)
+            for (int c = 0; c < (int)(sizeof dtp_counts / sizeof *dtp_counts); c++)
+                for (int root = 0; root < P; root++)
+                    for (int in_place = 0; in_place < 2; in_place++)
+                        rooted_case(gather, pairs[k][0], pairs[k][1], dtp_counts[c], root, in_place);
+    }
+    MPI_Type_free(&pair2), MPI_Type_free(&vec2), MPI_Type_free(&resized.dt);
+}
+
 int main(int argc, char **argv)
 {
     const char *coll = argc > 1 ? argv[1] : "";
     int totals[3], mine[3];
+    if (argc > 2) library_root = atoi(argv[2]);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
@@ -536,6 +707,8 @@ int main(int argc, char **argv)
         run_user_ops(coll);
     } else if (strcmp(coll, "bcast") == 0 || strcmp(coll, "allgather") == 0 || strcmp(coll, "alltoall") == 0) {
         run_moves(coll);
+    } else if (strcmp(coll, "gather") == 0 || strcmp(coll, "scatter") == 0) {
+        run_rooted(coll);
     } else {
         if (rank == 0) fprintf(stderr, "usage: conformance COLLECTIVE\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
