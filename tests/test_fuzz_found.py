@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 from error_helpers import FILE, HEADER, assert_at, col, elab_error, parse_error, src
 
@@ -96,16 +97,27 @@ def test_long_codec_parameter_name_is_shortened() -> None:
 
 
 def test_step_loop_without_a_sane_bound_stops_at_the_limit_on_steps() -> None:
-    # was: a million-step loop per rank ran on for minutes and gigabytes before the iteration limit
+    # was: a million-step loop per rank ran on for minutes and gigabytes before the iteration limit; its
+    # iterations alone pass the limit, so it stops before it runs
     text = HEADER + "phase a:\n  for step s in 0 .. 1 << 25:\n    pass\n"
     err = elab_error(text, {"p": 2})
     message = (
-        f"rank 0 reaches step {MAX_STEPS} in the step at line 5, beyond the limit of {MAX_STEPS} steps (2^20); "
-        "is a step loop's bound wrong?"
+        f"rank 0 would count {1 << 25} steps with the step loop at line 5 ({1 << 25} iterations), beyond the limit "
+        f"of {MAX_STEPS} steps (2^20); is the loop's bound wrong?"
     )
     assert err.message == message
     assert_at(err, message, 5, 3, sources=src(text))
     assert err.notes == ("while elaborating rank 0",)
+
+
+def test_a_step_loop_whose_steps_each_cost_stops_before_it_runs() -> None:
+    # was: a mutated PAT reduce-scatter (a count of 2^26 times too many steps, each step's chunk sets computed)
+    # ran for minutes before the step limit; the loop's own size passes the limit, so it stops at once
+    text = (Path(__file__).resolve().parent.parent / "examples" / "pat_reduce_scatter.coll").read_text()
+    bad = text.replace("(p - d + 2 * d - 1) // (2 * d)", "(p - d + 67108865 * d - 1) // (2 * d)")
+    assert bad != text
+    err = elab_error(bad, {"p": 6})  # the message says it stopped before the loop ran
+    assert "would count 5592406 steps with the step loop" in err.message and "beyond the limit" in err.message
 
 
 def test_step_blocks_in_a_plain_loop_stop_at_the_limit_on_steps() -> None:

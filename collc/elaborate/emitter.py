@@ -117,6 +117,21 @@ class _Emitter:
                 span,
             )
 
+    def reserve_steps(self, values: object, span: Span) -> None:
+        """A step loop over ``values`` counts one step per value: past `MAX_STEPS` it stops here, before it runs
+        (a bound that is wrong by orders of magnitude would otherwise take minutes to reach the limit)."""
+        try:
+            n = len(values)  # type: ignore[arg-type]
+        except TypeError:
+            return
+        if self.counter + n > MAX_STEPS:
+            raise CollError(
+                f"rank {self.rank} would count {self.counter + n} steps with the step loop at line {span.line} "
+                f"({n} iterations), beyond the limit of {MAX_STEPS} steps (2^{MAX_STEPS.bit_length() - 1}); is the "
+                "loop's bound wrong?",
+                span,
+            )
+
     def open_step(self, span: Span) -> None:
         if self.in_step is not None:
             raise CollError(

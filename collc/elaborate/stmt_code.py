@@ -67,6 +67,10 @@ class _Code(_ExprCode):
                 self.loop_body(node, v, left, local)
             self.line(f"{emitter}.counter = {v}_runs[1]")
             return
+        if node.is_step:  # evaluated once: its size counts the loop's steps before it runs
+            self.raise_at(values, f"{v}_all", node.iter.span)
+            self.line(f"{emitter}.reserve_steps({v}_all, {span})")
+            values = f"{v}_all"
         self.raise_at(f'iterate({values}, "for loop")', f"{v}_values", node.iter.span)
         with self.nested(f"for {v} in {v}_values:"):
             self.loop_body(node, v, left, local)
