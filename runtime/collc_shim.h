@@ -544,13 +544,18 @@ static inline void collc_note_bound(const struct collc_call *c)
                 s->algorithm, codecs, bound);
 }
 
-/* Admission and logging of call `c`.  Returns COLLC_FITS or the reason. */
-static inline enum collc_reason collc_admit(struct collc_call *c)
+/* Admission and logging of call `c`.  Returns COLLC_FITS or the reason.  With `counts` (counts given at run
+ * time, collc_vcoll.h), a schedule with chunk weights of its own or compression points does not fit. */
+static inline enum collc_reason collc_admit_as(struct collc_call *c, int counts)
 {
     enum collc_reason why;
     char what[MPI_MAX_OBJECT_NAME + 256];
     collc_read_env();
     why = collc_check_call(c);
+    if (why == COLLC_FITS && counts && c->sched->chunk_prefix != NULL)
+        why = collc_reason_set(COLLC_COUNT, "counts given at run time, and the schedule has chunk weights of its own");
+    else if (why == COLLC_FITS && counts && c->sched->ncodecs > 0)
+        why = collc_reason_set(COLLC_COMPRESS, "counts given at run time, and the schedule has compression points");
     if (why == COLLC_FITS) collc_note_bound(c);
     if (!collc_env.log) return why;
     collc_describe(c, what, sizeof what);
@@ -566,6 +571,11 @@ static inline enum collc_reason collc_admit(struct collc_call *c)
         }
     }
     return why;
+}
+
+static inline enum collc_reason collc_admit(struct collc_call *c)
+{
+    return collc_admit_as(c, 0);
 }
 
 /* Aborts the job after an error that leaves the ranks out of step; does not return. */

@@ -66,20 +66,6 @@ static inline MPI_Count *collc_vblocks(int p, int k, const int *counts, const MP
     return off;
 }
 
-/* Whether the admitted schedule can take counts given at run time; sets the reason when not. */
-static inline int collc_takes_counts(struct collc_call *c)
-{
-    if (c->sched->chunk_prefix != NULL)
-        snprintf(collc_error_text, sizeof collc_error_text, "the schedule has chunk weights of its own");
-    else if (c->sched->ncodecs > 0)
-        snprintf(collc_error_text, sizeof collc_error_text, "the schedule has compression points");
-    else
-        return 1;
-    if (collc_env.log) fprintf(stderr, "collc: %s -> %s (%s)\n", c->entry,
-                               c->mode != COLLC_API ? "PMPI fallback" : "error", collc_error_text);
-    return 0;
-}
-
 #define COLLC_UNFIT_V(mode, name, ...)                                                                       \
     ((mode) == COLLC_API ? COLLC_ERR_UNSUPPORTED : collc_pmpi_##name(__VA_ARGS__))
 
@@ -116,7 +102,7 @@ static inline int collc_allgatherv(const struct collc_sched *s, const char *entr
     if (equal) /* MPI_Allgather's layout */
         return collc_allgather(s, entry, mode, sendbuf, sendcount, sendtype, recvbuf, first, recvtype, comm);
     c = collc_call_of(s, entry, mode, comm, total, recvtype, MPI_OP_NULL, -1, total);
-    if (collc_admit(&c) != COLLC_FITS || !collc_takes_counts(&c))
+    if (collc_admit_as(&c, 1) != COLLC_FITS)
         return COLLC_UNFIT_V(mode, allgatherv, sendbuf, sendcount, sendtype, recvbuf, rc, rc_c, displs, displs_c,
                              recvtype, comm);
     if (!in_place) collc_same_bytes(&c, sendcount, sendtype, collc_count_at(rc, rc_c, c.rank) * c.type_size);
@@ -159,7 +145,7 @@ static inline int collc_reduce_scatter_v(const struct collc_sched *s, const char
     int err, k;
     for (int i = 0; i < p; i++) total += collc_count_at(counts, counts_c, i);
     c = collc_call_of(s, entry, mode, comm, total, dt, op, -1, total);
-    *unfit = collc_admit(&c) != COLLC_FITS || !collc_takes_counts(&c);
+    *unfit = collc_admit_as(&c, 1) != COLLC_FITS;
     if (*unfit) return COLLC_ERR_UNSUPPORTED;
     if (total == 0) return MPI_SUCCESS;
     k = c.sched->nchunks / p;
@@ -260,7 +246,7 @@ static inline int collc_alltoallv(const struct collc_sched *s, const char *entry
     PMPI_Allgather(row, p, MPI_LONG_LONG, matrix, p, MPI_LONG_LONG, comm); /* matrix[src * p + dst] */
     for (int i = 0; i < p * p; i++) total += matrix[i];
     c = collc_call_of(s, entry, mode, comm, total, MPI_BYTE, MPI_OP_NULL, -1, total);
-    if (collc_admit(&c) != COLLC_FITS || !collc_takes_counts(&c)) {
+    if (collc_admit_as(&c, 1) != COLLC_FITS) {
         free(row), free(matrix);
         return COLLC_UNFIT_V(mode, alltoallv, sendbuf, sc, sc_c, sd, sd_c, sendtype, recvbuf, rc, rc_c, rd, rd_c,
                              recvtype, comm);
