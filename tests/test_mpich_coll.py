@@ -4,24 +4,31 @@ ranks.
 MPICH's own test sources (test/mpi/coll) are not part of this project, and the tests run offline (the
 ``mpich`` package on PyPI has no source distribution), so ``tests/mpi_c/conformance.c`` rewrites their cases:
 allred.c's matrix of every predefined op on every type category with its inputs and exact solutions, in
-place and not, every root of a reduce, reduce-scatter with equal and unequal counts (redscat.c), a
-commutative user op and a non-commutative one (allred3.c, red3.c), bcast from every root of many types and
-counts, a zero-size type (bcastzerotype.c), a struct (allgather_struct.c), the pair MPI_DOUBLE_INT's holes,
-a contiguous root and vector receivers (bcast's DTP cases), allgather and alltoall in place and not, gather and
+place and not, every root of a reduce, the same matrix for scan and exscan (scantst.c, exscan.c, exscan2.c;
+an exscan's rank 0 unchecked), reduce-scatter with equal and unequal counts, zeros included (redscat.c,
+redscat2.c, redscat3.c), a commutative user op and a non-commutative one (allred3.c, red3.c), bcast from every
+root of many types and counts, a zero-size type (bcastzerotype.c), a struct (allgather_struct.c), the pair
+MPI_DOUBLE_INT's holes, a contiguous root and vector receivers (bcast's DTP cases), allgather and alltoall in
+place and not, allgatherv and alltoallv with uneven counts, zeros, displacements with gaps and out of rank
+order, in place and not (allgatherv2.c, allgatherv3.c, allgatherv4.c, alltoallv.c, alltoallv0.c), gather and
 scatter from every root (gather.c, gather2.c, scatter2.c, scatter3.c, scattern.c) with counts 0, 1 and primes,
 in place at the root and not, the root's blocks in a contiguous, vector or resized vector type and the other
-ranks' in another type of the same signature (their DTP cases).  Its header lists the details.
+ranks' in another type of the same signature (their DTP cases), and barriers that ranks reach at different
+times, many in a row, on duplicated and split communicators.  Its header lists the details.
 
 Each run must have no failure; its only differences from the exact solution ("rounding") are floating-point
 MPI_SUM and MPI_PROD, which the standard lets an algorithm round in its own order (MPICH's own algorithm
 rounds float products too, at these counts: the baseline run without a library).  With
 ``COLLC_SHIM_EXACT=1`` (or a library generated with ``exact=True``) those pairs go to the MPI library and the
-results, rounding included, are MPICH's own.  The shim's log must show the ranks agreeing on every call, most
-calls run on the schedule, and every fallback for a reason the case calls for (another root, a
-non-commutative op, unequal receive counts, the exact setting); a collective with a root runs every call at the
-library's root on the schedule (reduce: but a non-commutative op) and hands every other root to PMPI.
+results, rounding included, are MPICH's own.  The shim's log must show every call the driver made, the ranks
+agreeing on each, most run on the schedule, and every fallback for a reason the case calls for (another root,
+a non-commutative op: as many as the driver made, the exact setting; a barrier on a smaller communicator
+with a one-p library); calls with unequal counts run on the schedule; a collective with a root runs every call
+at the library's root on the schedule (reduce: but a non-commutative op) and hands every other root to PMPI.
 
-The normal suite runs one library of each collective; ``-m slow`` every library at every rank count.
+The normal suite runs one library of each collective; ``-m slow`` every library at every rank count.  Planted
+runtime bugs show the cases catch what they should (a reduction, gather's and scatter's unpacking,
+allgatherv's displacements, alltoallv in place, a scan's result copy).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import pytest
 from shim_libs import (
     ANY_P_RANKS,
     HERE,
+    LOGGED,
     Example,
     Libraries,
     Run,
@@ -55,25 +63,34 @@ MODES = {
     Collective.REDUCE: ("reduce",),
     Collective.REDUCE_SCATTER: ("reduce_scatter_block", "reduce_scatter"),
     Collective.BROADCAST: ("bcast",),
-    Collective.ALLGATHER: ("allgather",),
-    Collective.ALLTOALL: ("alltoall",),
+    Collective.ALLGATHER: ("allgather", "allgatherv"),
+    Collective.ALLTOALL: ("alltoall", "alltoallv"),
     Collective.GATHER: ("gather",),
     Collective.SCATTER: ("scatter",),
+    Collective.SCAN: ("scan",),
+    Collective.EXSCAN: ("exscan",),
+    Collective.BARRIER: ("barrier",),
 }
 LIBRARIES = examples(*MODES)
 FLOATS = ("MPI_FLOAT", "MPI_DOUBLE", "MPI_C_FLOAT_COMPLEX", "MPI_C_DOUBLE_COMPLEX")
 ORDER_SENSITIVE = {(op, t) for op in ("MPI_SUM", "MPI_PROD") for t in FLOATS}
-# Why a call of each mode may go to PMPI (on every rank alike).
+# Why a call of each mode may go to PMPI (on every rank alike); unequal counts (allgatherv, alltoallv,
+# reduce_scatter) run on the schedule.
 ALLOWED = {
     "allreduce": ("not commutative",),
     "reduce": ("not commutative", "compiled for root"),
     "reduce_scatter_block": ("not commutative",),
-    "reduce_scatter": ("not commutative", "the receive counts differ"),
+    "reduce_scatter": ("not commutative",),
     "bcast": ("compiled for root",),
     "allgather": (),
+    "allgatherv": (),
     "alltoall": (),
+    "alltoallv": (),
     "gather": ("compiled for root",),
     "scatter": ("compiled for root",),
+    "scan": ("not commutative",),
+    "exscan": ("not commutative",),
+    "barrier": ("communicator of size",),  # a one-p library on a sub-communicator
 }
 ROOTED = ("bcast", "reduce", "gather", "scatter")
 # Representatives that the normal suite runs: (example, p, any-p).
@@ -87,9 +104,16 @@ FAST = {
     ("pairwise_alltoall", 5, True),
     ("binomial_gather", 5, False),
     ("binomial_scatter", 4, True),
+    ("hillis_steele_scan", 4, True),
+    ("hillis_steele_exscan", 3, False),
+    ("dissemination_barrier", 4, True),
 }
 
 SUMMARY = re.compile(r"conformance: (\w+): (\d+) cases on (\d+) ranks, (\d+) failures, (\d+) rounding")
+# The driver's interposed calls per rank and those of a non-commutative op (every mode but barrier) ...
+CALLS = re.compile(r"^conformance: \w+: (\d+) interposed calls per rank, (\d+) of a non-commutative op$", re.M)
+# ... and a barrier's calls, all ranks' together, on communicators of P ranks and on smaller ones.
+BARRIERS = re.compile(r"^conformance: barrier: (\d+) calls on communicators of \d+ ranks, (\d+) on smaller ones$", re.M)
 ROUNDING = re.compile(r"^ROUNDING (\S+) (\S+)$", re.M)
 # A failed gather or scatter case: its root's view of the blocks, the others' view, count, root and in place.
 ROOTED_FAIL = re.compile(
@@ -173,11 +197,47 @@ def baseline(driver: Path, mode: str, p: int) -> int:
     return _BASELINE[(mode, p)]
 
 
+def untracked_fallbacks(run: Run) -> list[str]:
+    """The fallback lines of the log that do not name their call (rank, count, datatype): a call logged as run and
+    then handed to PMPI after all."""
+    return [line for line in run.stderr.splitlines() if "-> PMPI fallback" in line and not LOGGED.match(line)]
+
+
+def check_barrier_log(run: Run, algorithm: str, any_p: bool) -> None:
+    """Every MPI_Barrier call logged: those on communicators of P ranks ran on the schedule; those on smaller ones
+    too with an any-p library, and went to PMPI for their size with a one-p library.  (Their log lines carry the
+    ranks of sub-communicators, so the calls are counted over all ranks, not matched rank by rank.)"""
+    found = BARRIERS.search(run.stdout)
+    assert found is not None, "conformance printed no barrier tally\n" + run.tail()
+    full, smaller = int(found[1]), int(found[2])
+    calls = [call for rank_calls in calls_by_rank(run.stderr).values() for call in rank_calls]
+    assert {call.entry for call in calls} == {"MPI_Barrier"}, {call.entry for call in calls}
+    assert not untracked_fallbacks(run), untracked_fallbacks(run)[:3]
+    assert all(call.algorithm == algorithm for call in calls), run.tail()
+    fallbacks = [call.fallback for call in calls if call.fallback is not None]
+    for why in fallbacks:
+        assert not any_p and "communicator of size" in why, f"barrier: a call went to PMPI: {why}"
+    assert len(calls) == full + smaller, f"barrier: {len(calls)} calls logged, the ranks made {full + smaller}"
+    assert len(fallbacks) == (0 if any_p else smaller), f"barrier: {len(fallbacks)} of {len(calls)} calls went to PMPI"
+
+
 def check_log(run: Run, mode: str, p: int, algorithm: str, *, exact: bool = False, root: int = -1) -> int:
-    """Every call taken alike by the ranks; fallbacks only for the mode's reasons; with the library's ``root``,
-    every call at another root handed to PMPI for it and none at that root (gather, scatter, bcast: each of those
-    ran on the schedule); returns the calls run on the schedule (per rank)."""
+    """Every call taken alike by the ranks and logged (as many as the driver made); fallbacks only for the mode's
+    reasons, and a non-commutative op's only for the calls that have one (all of them off a rooted collective's
+    root); with the library's ``root``, every call at another root handed to PMPI for it and none at that root
+    (gather, scatter, bcast: each of those ran on the schedule); returns the calls run on the schedule (per rank)."""
     outcome = assert_ranks_agree(run.stderr, p)
+    made = CALLS.search(run.stdout)
+    assert made is not None, "conformance printed no tally of its calls\n" + run.tail()
+    assert len(outcome) == int(made[1]), f"{mode}: {len(outcome)} calls logged per rank, the driver made {made[1]}"
+    assert not untracked_fallbacks(run), f"{mode}: {untracked_fallbacks(run)[:3]}"
+    noncommutative = sum(1 for _, reasons in outcome if any("not commutative" in why for why in reasons))
+    if mode in ROOTED:
+        assert noncommutative <= int(made[2]), f"{mode}: {noncommutative} calls fell back as not commutative"
+    else:
+        assert noncommutative == int(made[2]), (
+            f"{mode}: {noncommutative} calls fell back as not commutative, {made[2]} have such an op"
+        )
     if root >= 0:
         for call in calls_by_rank(run.stderr)[0]:
             at = re.search(r" root=(\d+)$", call.text)
@@ -200,12 +260,14 @@ def check_log(run: Run, mode: str, p: int, algorithm: str, *, exact: bool = Fals
     return ran
 
 
-def test_every_library_of_the_eight_collectives_runs() -> None:
+def test_every_library_of_the_eleven_collectives_runs() -> None:
     names = {ex.name for ex in LIBRARIES}
     assert {"binomial_gather", "binomial_scatter"} <= names
     assert {"ring_allreduce", "binomial_reduce", "ring_reduce_scatter", "binomial_broadcast", "ring_allgather"} <= names
     assert {"pairwise_alltoall", "bucket_torus", "hier_allreduce_ring", "swing_bw", "bruck_allgather"} <= names
+    assert {"hillis_steele_scan", "hillis_steele_exscan", "dissemination_barrier"} <= names
     assert {name for name, _, _ in FAST} <= names
+    assert {mode for ex in LIBRARIES for mode in MODES[ex.collective]} == set(ALLOWED)
     for ex in LIBRARIES:  # the any-p refusals: the constructs docs/mpi.md names
         why = any_p_refusal(ex)
         assert why is None or "hierarchy" in why or "needs p as a parameter" in why, (ex.name, why)
@@ -219,10 +281,14 @@ def test_conformance_through_the_shim(
     root = compiled_root(example, p, params)
     for mode in MODES[example.collective]:
         run, _ = conform(conformance, mode, p, lib, root)
+        if mode == "barrier":
+            check_barrier_log(run, example.name, params is None)
+            continue
         check_log(run, mode, p, example.name, root=root)
-        if mode == "reduce_scatter":  # equal counts ran as MPI_Reduce_scatter_block does
-            assert re.search(rf"^collc: MPI_Reduce_scatter {example.name} p={p} rank 0 count=\d+ \S+ MPI_SUM$",
-                             run.stderr, re.M), run.tail()  # fmt: skip
+        if mode == "reduce_scatter":  # equal and unequal counts ran, MPI_Reduce_scatter_c's too
+            for entry in ("MPI_Reduce_scatter", "MPI_Reduce_scatter_c"):
+                assert re.search(rf"^collc: {entry} {example.name} p={p} rank 0 count=\d+ \S+ MPI_SUM$",
+                                 run.stderr, re.M), run.tail()  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -349,3 +415,85 @@ def test_conformance_catches_a_block_unpacked_one_element_short(mode: str, confo
         assert mode == "gather" or not (int(rank) == root and in_place == "1"), run.tail()
         results.add(result)
     assert results == NOT_DENSE, sorted(results)
+
+
+# A failed allgatherv or alltoallv case: its datatype, count, counts, layout and in place.
+V_FAIL = re.compile(
+    r"^conformance: rank (\d+): FAIL (allgatherv|alltoallv) (\S+) count (\d+) \((.+?) counts, layout (\d)\) "
+    r"in_place ([01]): (.*)$",
+    re.M,
+)
+# A failed scan case of the op matrix: count, in place, op and datatype.
+SCAN_FAIL = re.compile(
+    r"^conformance: rank (\d+): FAIL scan count (\d+) in_place ([01]) root 0 (\S+) (\S+) element ", re.M
+)
+HOLED = {"MPI_DOUBLE_INT", "MPI_LONG_INT", "MPI_SHORT_INT"}  # the pairs whose size is below their extent
+
+# Planted runtime bugs of the counts given at run time and of the scans: the example, the file, the code, the bug.
+PLANTED_V = {
+    # MPI_Allgatherv: block r unpacked at displs[r] elements of the type's size, not of its extent.
+    "allgatherv": (
+        "ring_allgather",
+        "collc_vcoll.h",
+        "(char *)recvbuf + collc_displ_at(displs, displs_c, r) * c.dt_extent, n, recvtype,",
+        "(char *)recvbuf + collc_displ_at(displs, displs_c, r) * (MPI_Aint)c.type_size, n, recvtype,",
+    ),
+    # MPI_Alltoallv in place: the blocks to send taken at sdispls, which MPI ignores then, not at rdispls.
+    "alltoallv": (
+        "pairwise_alltoall",
+        "collc_vcoll.h",
+        "const MPI_Aint at = in_place ? collc_displ_at(rd, rd_c, d) : collc_displ_at(sd, sd_c, d);",
+        "const MPI_Aint at = collc_displ_at(sd, sd_c, d);",
+    ),
+    # MPI_Scan: the result copied to a receive buffer with holes one element short.
+    "scan": (
+        "hillis_steele_scan",
+        "collc_coll.h",
+        "collc_copy_data(&c, (char *)recvbuf, work, count);\n    }\n    if (ref != NULL) {\n"
+        "        if (err == MPI_SUCCESS && !(exclusive",
+        "collc_copy_data(&c, (char *)recvbuf, work, count - 1);\n    }\n    if (ref != NULL) {\n"
+        "        if (err == MPI_SUCCESS && !(exclusive",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(PLANTED_V))
+def test_conformance_catches_a_planted_bug_of_the_new_collectives(mode: str, conformance: Path, tmp_path: Path) -> None:
+    """A library at 4 ranks with a planted bug: exactly the cases it should break fail, each named.  allgatherv:
+    the datatypes whose size is below their extent (the pair, the struct) where the blocks hold data, but not in
+    MPI_Allgather's layout (equal counts end to end); alltoallv: the in-place cases whose blocks lie apart (layouts 1
+    and 2) at a nonzero count, every datatype with bytes; scan: MINLOC and MAXLOC on the pairs with holes at a
+    nonzero count, in place and not."""
+    p = 4
+    name, header, old, new = PLANTED_V[mode]
+    inst = collc.load(HERE.parent / "examples" / f"{name}.coll").instantiate(p=p)
+    mpi_c.generate(inst.schedule, tmp_path)
+    text = (tmp_path / header).read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{header} no longer has {old!r}"
+    (tmp_path / header).write_text(text.replace(old, new), encoding="utf-8")
+    lib = mpi_c.build(tmp_path, inst.schedule)
+    run = mpirun(p, [conformance, mode], preload=lib, env={"COLLC_TIMEOUT": "120"})
+    _, _, failures, _ = summary(run)
+    assert run.returncode != 0 and failures > 0, run.tail()
+    if mode == "scan":
+        fails = SCAN_FAIL.findall(run.stderr)
+        assert len(fails) == failures == run.stderr.count(": FAIL "), run.tail()
+        assert {(op, t) for _, _, _, op, t in fails} == {(op, t) for op in ("MPI_MAXLOC", "MPI_MINLOC") for t in HOLED}
+        assert all(int(count) > 0 for _, count, _, _, _ in fails), run.tail()
+        assert {in_place for _, _, in_place, _, _ in fails} == {"0", "1"}, run.tail()
+        return
+    fails = V_FAIL.findall(run.stderr)
+    assert len(fails) == failures == run.stderr.count(": FAIL "), run.tail()
+    for _, coll, dtype, count, counts, layout, in_place, why in fails:
+        some = int(count) > 0 or counts == "odd ranks none"  # the blocks hold data (m + r on the even ranks)
+        assert coll == mode and some, run.tail()
+        if mode == "allgatherv":  # the blocks land early: wrong data, and data in the gaps
+            assert dtype in ("MPI_DOUBLE_INT", "struct"), run.tail()
+            assert (counts, layout) != ("equal", "0"), run.tail()  # MPI_Allgather's layout: its own path
+            assert why.startswith(("wrong data", "wrote the receive buffer outside the blocks")), run.tail()
+        else:
+            assert in_place == "1" and layout in ("1", "2") and why.startswith("wrong data"), run.tail()
+    if mode == "allgatherv":
+        assert {f[2] for f in fails} == {"MPI_DOUBLE_INT", "struct"}, sorted({f[2] for f in fails})
+    else:
+        assert {f[2] for f in fails} == {"MPI_INT", "MPI_DOUBLE", "MPI_CHAR", "MPI_DOUBLE_INT", "struct"}

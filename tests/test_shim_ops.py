@@ -1,6 +1,7 @@
 """Every predefined reduction op on every datatype MPI defines it for, through the PMPI shim
-(``LD_PRELOAD=libcollc_<algorithm>.so``) of every allreduce, allgather and reduce-scatter
-example, at 4, 6 and 8 ranks, against the MPI library's own algorithm; and every datatype
+(``LD_PRELOAD=libcollc_<algorithm>.so``) of every allreduce, allgather, reduce-scatter, scan and
+exscan example, at 4, 6 and 8 ranks, against the MPI library's own algorithm (an exscan's rank 0,
+whose result MPI leaves undefined, unchecked); and every datatype
 through the shim of every gather and scatter example (no op), compiled for the last rank as
 the root, in place at the root and not.
 
@@ -56,10 +57,20 @@ MATRIX = {
     Collective.REDUCE_SCATTER: "reduce_scatter_block",
     Collective.GATHER: "gather",
     Collective.SCATTER: "scatter",
+    Collective.SCAN: "scan",
+    Collective.EXSCAN: "exscan",
 }
 ROOTED = ("gather", "scatter")
 # The fewest cases a full run of each matrix makes (fewer: the program lost part of it).
-MIN_CASES = {"allreduce": 2400, "allgather": 300, "reduce_scatter_block": 1600, "gather": 300, "scatter": 300}
+MIN_CASES = {
+    "allreduce": 2400,
+    "allgather": 300,
+    "reduce_scatter_block": 1600,
+    "gather": 300,
+    "scatter": 300,
+    "scan": 2400,
+    "exscan": 2400,
+}
 
 # The pair types whose size is below their extent (holes between or after the fields).
 HOLED_PAIRS = ("MPI_DOUBLE_INT", "MPI_LONG_INT", "MPI_SHORT_INT", "MPI_LONG_DOUBLE_INT")
@@ -172,9 +183,9 @@ def _marked(pairs: list[Pair]) -> list[object]:
     return [pair if pair.nranks == fast[pair.name] else pytest.param(pair, marks=pytest.mark.slow) for pair in pairs]
 
 
-def test_every_example_of_the_five_collectives_is_covered() -> None:
-    """Each allreduce, allgather, reduce-scatter, gather and scatter example runs, unless it has compression
-    points; a gather or scatter from the last rank where its constraints allow it."""
+def test_every_example_of_the_seven_collectives_is_covered() -> None:
+    """Each allreduce, allgather, reduce-scatter, gather, scatter, scan and exscan example runs, unless it has
+    compression points; a gather or scatter from the last rank where its constraints allow it."""
     names = {p.name for p in PAIRS}
     refused = {e.name for e in EXCLUDED if "compression" in e.reason}
     declared = {
@@ -184,7 +195,7 @@ def test_every_example_of_the_five_collectives_is_covered() -> None:
     }
     assert declared == names | refused, sorted(declared - names - refused)
     assert {"swing_bw", "ring_allreduce", "ring_allgather", "ring_reduce_scatter"} <= names
-    assert {"binomial_gather", "binomial_scatter"} <= names
+    assert {"binomial_gather", "binomial_scatter", "hillis_steele_scan", "hillis_steele_exscan"} <= names
     for pair in PAIRS:
         if pair.name in ("binomial_gather", "binomial_scatter"):
             assert dict(pair.params).get("root") == pair.nranks - 1, pair.id

@@ -4,12 +4,14 @@
  *   mpiexec -n P ./op_matrix COLLECTIVE [--op NAME] [--type NAME] [--counts N,N,...] [--seed S] [--list 1]
  *                                       [--root R]
  *
- * COLLECTIVE is allreduce, reduce_scatter_block (op x datatype matrix), or
+ * COLLECTIVE is allreduce, reduce_scatter_block, scan, exscan (op x datatype matrix), or
  * allgather, gather or scatter (every datatype, no op; gather and scatter from
  * root R, 0 unless --root says).  Each case (op, datatype, count, in place or not)
  * calls the MPI_* entry point (MPI_X and MPI_X_c alternately: a library preloaded
  * with LD_PRELOAD runs it) and then the PMPI_* collective on the same input, and
- * compares the results element by element.  In place is the root's alone for
+ * compares the results element by element (an exscan's rank 0, whose result MPI
+ * leaves undefined, compares none: its receive buffer may change, its holes and
+ * the elements after it may not).  In place is the root's alone for
  * gather (MPI_IN_PLACE as its sendbuf, its block already in recvbuf) and scatter
  * (as its recvbuf: its result is its block of sendbuf, which must not change);
  * the other ranks' receive buffer of a gather and send buffer of a scatter are
@@ -31,7 +33,7 @@
  * Failures are tallied with PMPI_Allreduce, so a broken interposed collective
  * cannot hide its own failures.
  *
- * Counts: 0, 1, p - 1, 3p + 2 and 100 elements for allreduce; 0, 1, 2, 5 and 13
+ * Counts: 0, 1, p - 1, 3p + 2 and 100 elements for allreduce, scan and exscan; 0, 1, 2, 5 and 13
  * per rank (per block) for the others (--counts replaces them); each in place and not.
  *
  * Output: one "FAIL ..." line per failing case and rank (the first two of each op
@@ -61,6 +63,8 @@
 #define REDUCE_SCATTER_BLOCK_C MPI_Reduce_scatter_block_c
 #define GATHER_C MPI_Gather_c
 #define SCATTER_C MPI_Scatter_c
+#define SCAN_C MPI_Scan_c
+#define EXSCAN_C MPI_Exscan_c
 #else
 #define LARGE_COUNT 0
 #define ALLREDUCE_C(s, r, n, t, o, c) MPI_Allreduce(s, r, (int)(n), t, o, c)
@@ -68,9 +72,12 @@
 #define REDUCE_SCATTER_BLOCK_C(s, r, n, t, o, c) MPI_Reduce_scatter_block(s, r, (int)(n), t, o, c)
 #define GATHER_C(s, n, t, r, m, u, root, c) MPI_Gather(s, (int)(n), t, r, (int)(m), u, root, c)
 #define SCATTER_C(s, n, t, r, m, u, root, c) MPI_Scatter(s, (int)(n), t, r, (int)(m), u, root, c)
+#define SCAN_C(s, r, n, t, o, c) MPI_Scan(s, r, (int)(n), t, o, c)
+#define EXSCAN_C(s, r, n, t, o, c) MPI_Exscan(s, r, (int)(n), t, o, c)
 #endif
 
-enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, GATHER, SCATTER, NCOLLS };
+enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, GATHER, SCATTER, SCAN, EXSCAN, NCOLLS };
+#define WHOLE(coll) ((coll) == ALLREDUCE || (coll) == SCAN || (coll) == EXSCAN) /* one vector of count */
 #define NO_OP(coll) ((coll) == ALLGATHER || (coll) == GATHER || (coll) == SCATTER)
 
 enum op { SUM, PROD, MIN, MAX, LAND, LOR, LXOR, BAND, BOR, BXOR, MINLOC, MAXLOC, NOPS };
@@ -382,12 +389,14 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
                     uint64_t c, struct tally *tl)
 {
     static const char *const COLL_NAMES[NCOLLS] = {"allreduce", "allgather", "reduce_scatter_block", "gather",
-                                                   "scatter"};
+                                                   "scatter",   "scan",      "exscan"};
     static const char *const ENTRIES[NCOLLS][2] = {{"MPI_Allreduce", "MPI_Allreduce_c"},
                                                    {"MPI_Allgather", "MPI_Allgather_c"},
                                                    {"MPI_Reduce_scatter_block", "MPI_Reduce_scatter_block_c"},
                                                    {"MPI_Gather", "MPI_Gather_c"},
-                                                   {"MPI_Scatter", "MPI_Scatter_c"}};
+                                                   {"MPI_Scatter", "MPI_Scatter_c"},
+                                                   {"MPI_Scan", "MPI_Scan_c"},
+                                                   {"MPI_Exscan", "MPI_Exscan_c"}};
     const char *entry = ENTRIES[coll][large], *opname = NO_OP(coll) ? "none" : OP_NAMES[op];
     const char *cname = COLL_NAMES[coll];
     const long long ext = (long long)t->extent, p = nranks;
@@ -399,10 +408,13 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
     const long long in_n = coll == REDUCE_SCATTER || coll == SCATTER ? count * p : count;
     const long long out_n = coll == ALLGATHER || coll == GATHER ? count * p : count;
     const long long buf_n = (in_n > out_n ? in_n : out_n) + GUARD;
-    /* The result this rank checks: none on a gather's other ranks, nor at a scatter's root in place. */
-    const long long result_n = (coll == GATHER && !me) || (coll == SCATTER && here_in_place) ? 0 : out_n;
-    /* The receive buffer's elements that the call may write: the result (a reduce-scatter in place: the input). */
-    const long long written = coll == REDUCE_SCATTER && in_place ? in_n : result_n;
+    /* The result this rank checks: none on a gather's other ranks, nor at a scatter's root in place, nor at an
+     * exscan's rank 0 (undefined). */
+    const long long result_n =
+        (coll == GATHER && !me) || (coll == SCATTER && here_in_place) || (coll == EXSCAN && rank == 0) ? 0 : out_n;
+    /* The receive buffer's elements that the call may write: the result (a reduce-scatter in place: the input; an
+     * exscan's rank 0: its undefined result). */
+    const long long written = coll == REDUCE_SCATTER && in_place ? in_n : coll == EXSCAN ? out_n : result_n;
     const size_t bytes = (size_t)(buf_n * ext) + 1;
     char *in = malloc(bytes), *keep = malloc(bytes), *got = malloc(bytes), *before = malloc(bytes);
     char *want = malloc(bytes), *want0 = malloc(bytes), what[512] = "";
@@ -457,6 +469,16 @@ static int run_case(enum coll coll, const struct dtype *t, enum op op, long long
         err = large ? SCATTER_C(in, count, t->type, recv, count, t->type, root, MPI_COMM_WORLD)
                     : MPI_Scatter(in, (int)count, t->type, recv, (int)count, t->type, root, MPI_COMM_WORLD);
         ref_err = PMPI_Scatter(in, (int)count, t->type, want, (int)count, t->type, root, MPI_COMM_WORLD);
+        break;
+    case SCAN:
+        err = large ? SCAN_C(send, got, count, t->type, mop, MPI_COMM_WORLD)
+                    : MPI_Scan(send, got, (int)count, t->type, mop, MPI_COMM_WORLD);
+        ref_err = PMPI_Scan(in, want, (int)count, t->type, mop, MPI_COMM_WORLD);
+        break;
+    case EXSCAN:
+        err = large ? EXSCAN_C(send, got, count, t->type, mop, MPI_COMM_WORLD)
+                    : MPI_Exscan(send, got, (int)count, t->type, mop, MPI_COMM_WORLD);
+        ref_err = PMPI_Exscan(in, want, (int)count, t->type, mop, MPI_COMM_WORLD);
         break;
     default:
         err = large ? REDUCE_SCATTER_BLOCK_C(send, got, count, t->type, mop, MPI_COMM_WORLD)
@@ -533,13 +555,15 @@ int main(int argc, char **argv)
     PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     coll = NCOLLS;
     if (argc >= 2) {
-        const char *const names[NCOLLS] = {"allreduce", "allgather", "reduce_scatter_block", "gather", "scatter"};
+        const char *const names[NCOLLS] = {"allreduce", "allgather", "reduce_scatter_block", "gather", "scatter",
+                                           "scan",      "exscan"};
         for (int i = 0; i < NCOLLS; i++)
             if (!strcmp(argv[1], names[i])) coll = (enum coll)i;
     }
     if (coll == NCOLLS) {
         if (rank == 0)
-            fprintf(stderr, "usage: op_matrix allreduce|allgather|reduce_scatter_block|gather|scatter [options]\n");
+            fprintf(stderr, "usage: op_matrix allreduce|allgather|reduce_scatter_block|gather|scatter|scan|exscan "
+                    "[options]\n");
         PMPI_Abort(MPI_COMM_WORLD, 2);
     }
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -559,8 +583,8 @@ int main(int argc, char **argv)
         const long long p = nranks;
         const long long allreduce[] = {0, 1, p - 1, 3 * p + 2, 100};
         const long long block[] = {0, 1, 2, 5, 13};
-        const long long *from = coll == ALLREDUCE ? allreduce : block;
-        int n = coll == ALLREDUCE ? (int)(sizeof allreduce / sizeof *allreduce) : (int)(sizeof block / sizeof *block);
+        const long long *from = WHOLE(coll) ? allreduce : block;
+        int n = WHOLE(coll) ? (int)(sizeof allreduce / sizeof *allreduce) : (int)(sizeof block / sizeof *block);
         for (int i = 0; i < n; i++) {
             int dup = 0;
             for (int j = 0; j < ncounts; j++) dup |= counts[j] == from[i];

@@ -1,20 +1,26 @@
 /* conformance.c: the cases of MPICH's collective tests (test/mpi/coll: allred*, reduce*, red_scat_block*,
- * redscat*, bcast*, allgather*, alltoall*, gather*, scatter*), rewritten: each result is checked against a
- * solution the rank computes itself, as those tests do, through the interposed MPI collective.
+ * redscat*, bcast*, allgather*, allgatherv*, alltoall*, alltoallv*, gather*, scatter*, scantst.c, exscan*,
+ * barrier), rewritten: each result is checked against a solution the rank computes itself, as those tests do,
+ * through the interposed MPI collective.
  *
  *   mpiexec -n P ./conformance COLLECTIVE [ROOT]
  *
- * COLLECTIVE: allreduce, reduce, reduce_scatter_block, reduce_scatter, bcast, allgather, alltoall, gather,
- * scatter.  ROOT (gather): the root at which the preloaded library runs its schedule (see below).
+ * COLLECTIVE: allreduce, reduce, reduce_scatter_block, reduce_scatter, scan, exscan, bcast, allgather,
+ * allgatherv, alltoall, alltoallv, gather, scatter, barrier.  ROOT (gather): the root at which the preloaded
+ * library runs its schedule (see below).
  *
  * Reductions (allred.c's matrix): every predefined op on every type category MPI defines it for (C integers
  * with MPI_AINT, MPI_OFFSET and MPI_COUNT; float and double; the C complex types; MPI_C_BOOL; MPI_BYTE; the
  * MINLOC/MAXLOC pairs), with allred.c's inputs: sums of i on every rank (solution i * P), products of i
  * (solution i^P, computed exactly and rounded once), maxima and minima of i + rank, logical and bitwise
  * constants, pairs (i + rank, rank); counts 0, 1, 10 and 100 (reduce_scatter: per rank), in place and not,
- * every root (reduce).  Plus a commutative user op (an int sum), a non-commutative one (2x2 integer matrix
- * products in rank order, allred3.c / red3.c), MPI_Reduce_scatter with equal counts (redscat.c) and with
- * counts i + 1.  Data movement: every root (bcast), counts 0 to 100000, MPI_INT, MPI_DOUBLE, MPI_CHAR, the
+ * every root (reduce).  Scan and exscan (scantst.c, exscan.c, exscan2.c) run the same matrix against the
+ * solution over ranks 0 .. r (exscan: 0 .. r - 1; rank 0's result, undefined, is not checked).
+ * MPI_Reduce_scatter (redscat.c, redscat2.c, redscat3.c): equal counts at count 10 and, at every count, one of
+ * two shapes of unequal counts in turn (a ramp from none on rank 0; none on ranks 1, 4, 7, ...).  Plus a
+ * commutative user op (an int sum) and a non-commutative one (2x2 integer matrix products in rank order,
+ * allred3.c / red3.c), for the scans and reduce-scatter's unequal counts in place and not.  The scans and
+ * MPI_Reduce_scatter alternate with their _c entry points (MPI-4).  Data movement: every root (bcast), counts 0 to 100000, MPI_INT, MPI_DOUBLE, MPI_CHAR, the
  * pair MPI_DOUBLE_INT (whose holes must stay as they were), a struct type (allgather_struct.c), a zero-size
  * type with a nonzero count (bcastzerotype.c), a root sending contiguous ints to ranks that receive a vector
  * (bcast's DTP cases), in place and not.
@@ -32,13 +38,30 @@
  * more wrong (its binomial algorithm aborts on a signature mismatch, its nb algorithm returns wrong data), so
  * those cases of counts above 100 run at ROOT only (none without it).
  *
+ * Counts given at run time.  Allgatherv (allgatherv.c, allgatherv2.c, allgatherv3.c, allgatherv4.c): the
+ * data movement types, base counts m of 0, 1, 10, 1000 and 20000 (the last: MPI_INT and the pair), counts per
+ * rank a ramp from 0, none from odd ranks, random in 0 .. m, or all m; the blocks end to end in rank order, with
+ * a gap before each, or backwards with gaps (displacements out of rank order); in place and not.  Alltoallv
+ * (alltoallv.c, alltoallv0.c): m of 0, 1, 7, 100 and 2000, rank s sending rank d m d elements, m ((s + d) mod 3),
+ * m where s + d is odd (empty blocks), m to itself only, or random counts (symmetric ones in place too); send
+ * and receive blocks in those layouts.  Both alternate with their _c entry points; the receive buffer's bytes
+ * outside the blocks (gaps, holes, the tail) keep their junk, the send buffer does not change.
+ *
+ * Barrier: one rank late in each round (5 ms, in turn), every rank late by its own amount, 200 barriers in a
+ * row, on a duplicate of MPI_COMM_WORLD, on it in reverse rank order, split in halves, split by parity with the
+ * ranks backwards, and on MPI_COMM_SELF; a rank that leaves a barrier before the last rank came to it (the
+ * host's monotonic clock, which the ranks share) fails.
+ *
  * A floating-point or complex MPI_SUM or MPI_PROD result that differs from the solution by no more than
  * rounding (4 P eps relative) is a "rounding" difference, not a failure: the standard lets an algorithm
  * combine the ranks in any order (MPICH's own allred.c fails there when its order differs from left to
  * right).  Each failure prints "FAIL ..." on stderr, each rounding difference "ROUNDING op type" (once per
  * pair and rank); rank 0 prints
  *   conformance: COLLECTIVE: C cases on P ranks, F failures, R rounding
- * with the tallies combined by PMPI_Allreduce.  Exit status 0 when no case failed.
+ * with the tallies combined by PMPI_Allreduce, then
+ *   conformance: COLLECTIVE: N interposed calls per rank, U of a non-commutative op
+ * (barrier: "conformance: barrier: F calls on communicators of P ranks, S on smaller ones", all ranks' together).
+ * Exit status 0 when no case failed.
  */
 #include <complex.h>
 #include <float.h>
@@ -49,6 +72,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mpi.h>
 
@@ -82,6 +106,7 @@ struct double_int { double a; int b; };
     } while (0)
 
 static int rank, P, failures, rounding, cases, noted[64][16];
+static int calls, noncommutative; /* interposed calls made by this rank; those of a non-commutative op */
 static int library_root = -1; /* gather: the root the library runs on its schedule (argument 2) */
 static struct type types[32];
 static int ntypes;
@@ -212,20 +237,21 @@ static void input(int k, int r, int i, long long *v, int *w)
     }
 }
 
-static void solution(int k, int i, long long *v, int *w)
+/* The solution of op k for element i over the inputs of ranks 0 .. nr - 1 (nr: P, or a scan's prefix). */
+static void solution(int k, int i, int nr, long long *v, int *w)
 {
     long long x, y;
     int a, b;
     *w = 0;
     switch (k) {
-    case 0: *v = (long long)i * P; break;
-    case 1: *v = 1; for (int r = 0; r < P; r++) *v *= i; break;
-    case 2: case 3: *v = k == 2 ? i + P - 1 : i; break;
-    case 10: *v = i + P - 1, *w = P - 1; break;
+    case 0: *v = (long long)i * nr; break;
+    case 1: *v = 1; for (int r = 0; r < nr; r++) *v *= i; break;
+    case 2: case 3: *v = k == 2 ? i + nr - 1 : i; break;
+    case 10: *v = i + nr - 1, *w = nr - 1; break;
     case 11: *v = i, *w = 0; break;
     default:
         input(k, 0, i, &x, &a);
-        for (int r = 1; r < P; r++) {
+        for (int r = 1; r < nr; r++) {
             input(k, r, i, &y, &b);
             if (k == 4) x = x && y;
             else if (k == 5) x = x || y;
@@ -244,8 +270,9 @@ static void note_rounding(int t, int k)
     if (!noted[t][k]++) fprintf(stderr, "ROUNDING %s %s\n", ops[k].name, types[t].name);
 }
 
-/* Compares n elements of got with the solution of op k for type t (elements offset `first` of the vector). */
-static void check(const char *what, int t, int k, const char *got, int n, int first)
+/* Compares n elements of got with the solution of op k for type t over ranks 0 .. nr - 1 (elements offset
+ * `first` of the vector). */
+static void check(const char *what, int t, int k, const char *got, int n, int first, int nr)
 {
     const struct type *ty = &types[t];
     const MPI_Aint ext = extent_of(ty->dt);
@@ -254,7 +281,7 @@ static void check(const char *what, int t, int k, const char *got, int n, int fi
         long long v;
         int w, m;
         long double a[2], b[2];
-        solution(k, first + i, &v, &w);
+        solution(k, first + i, nr, &v, &w);
         set(ty, want, v, w);
         m = get(ty, got + i * ext, a);
         get(ty, want, b);
@@ -287,44 +314,116 @@ static void fail(const char *fmt, const char *a, int b)
  * Reductions
  * ------------------------------------------------------------------------- */
 
+/* Receive counts of a reduce-scatter (shape 0: n on every rank; 1: a ramp from 0 on rank 0 to n on the last;
+ * 2: 0 on ranks 1, 4, 7, ..., n + r on the others, as redscat2.c and redscat3.c vary them). */
+static const char *const shapes[] = {"equal", "ramp", "zeros"};
+
+static void shape_counts(int shape, int n, int *rc)
+{
+    for (int r = 0; r < P; r++)
+        rc[r] = shape == 0 ? n : shape == 1 ? (int)((long long)n * r / (P > 1 ? P - 1 : 1)) : r % 3 == 1 ? 0 : n + r;
+}
+
+/* The ranks whose inputs rank `me` receives the reduction of: P, or a scan's prefix (exscan: 0 on rank 0, whose
+ * result MPI leaves undefined). */
+static int ranks_reduced(const char *coll, int me)
+{
+    if (strcmp(coll, "scan") == 0) return me + 1;
+    if (strcmp(coll, "exscan") == 0) return me;
+    return P;
+}
+
+#if MPI_VERSION >= 4
+#define SCAN_C MPI_Scan_c
+#define EXSCAN_C MPI_Exscan_c
+#else
+#define SCAN_C(s, r, n, t, o, c) MPI_Scan(s, r, (int)(n), t, o, c)
+#define EXSCAN_C(s, r, n, t, o, c) MPI_Exscan(s, r, (int)(n), t, o, c)
+#endif
+
+/* MPI_Reduce_scatter with counts rc (MPI_Reduce_scatter_c on every other call, MPI-4). */
+static int reduce_scatter(const void *send, void *out, const int *rc, MPI_Datatype dt, MPI_Op op)
+{
+#if MPI_VERSION >= 4
+    if (calls % 2) {
+        MPI_Count *c = malloc(sizeof(MPI_Count) * (size_t)P);
+        int err;
+        for (int r = 0; r < P; r++) c[r] = rc[r];
+        err = MPI_Reduce_scatter_c(send, out, c, dt, op, MPI_COMM_WORLD);
+        free(c);
+        return err;
+    }
+#endif
+    return MPI_Reduce_scatter(send, out, rc, dt, op, MPI_COMM_WORLD);
+}
+
+/* A scan (exclusive 0) or exscan (1); MPI_Scan_c or MPI_Exscan_c on every other call (MPI-4). */
+static int scan(int exclusive, const void *send, void *out, int n, MPI_Datatype dt, MPI_Op op)
+{
+    if (calls % 2) return exclusive ? EXSCAN_C(send, out, n, dt, op, MPI_COMM_WORLD)
+                                    : SCAN_C(send, out, n, dt, op, MPI_COMM_WORLD);
+    return exclusive ? MPI_Exscan(send, out, n, dt, op, MPI_COMM_WORLD)
+                     : MPI_Scan(send, out, n, dt, op, MPI_COMM_WORLD);
+}
+
 static void run_reductions(const char *coll)
 {
     const int all = strcmp(coll, "allreduce") == 0, red = strcmp(coll, "reduce") == 0;
     const int rsb = strcmp(coll, "reduce_scatter_block") == 0, rs = strcmp(coll, "reduce_scatter") == 0;
+    const int sc = strcmp(coll, "scan") == 0, ex = strcmp(coll, "exscan") == 0;
+    const int nr = ranks_reduced(coll, rank), whole = all || red || sc || ex; /* one vector, not P blocks */
     int *rcounts = malloc(sizeof(int) * (size_t)P);
     for (int t = 0; t < ntypes; t++)
         for (int k = 0; k < NOPS; k++) {
             if (!defined(&types[t], k)) continue;
             for (int c = 0; c < NCOUNTS; c++)
-                for (int in_place = 0; in_place < 2; in_place++)
-                    for (int root = 0; root < (red ? P : 1); root++) {
-                        const MPI_Aint ext = extent_of(types[t].dt);
-                        const int n = counts[c], total = all || red ? n : n * P;
-                        char *in = calloc((size_t)total + 1, (size_t)ext), *out = calloc((size_t)total + 1, (size_t)ext);
-                        char what[96];
-                        int err = MPI_SUCCESS;
-                        snprintf(what, sizeof what, "%s count %d in_place %d root %d", coll, n, in_place, root);
-                        for (int i = 0; i < total; i++) {
-                            long long v;
-                            int w;
-                            input(k, rank, (all || red) ? i : i % n, &v, &w);
-                            set(&types[t], (in_place && (!red || rank == root) ? out : in) + i * ext, v, w);
-                        }
-                        cases++;
-                        {
-                            const void *send = in_place && (!red || rank == root) ? MPI_IN_PLACE : in;
-                            if (all) err = MPI_Allreduce(send, out, n, types[t].dt, ops[k].op, MPI_COMM_WORLD);
-                            else if (red) err = MPI_Reduce(send, out, n, types[t].dt, ops[k].op, root, MPI_COMM_WORLD);
-                            else if (rsb) err = MPI_Reduce_scatter_block(send, out, n, types[t].dt, ops[k].op, MPI_COMM_WORLD);
-                            else if (rs) {
-                                for (int r = 0; r < P; r++) rcounts[r] = n;
-                                err = MPI_Reduce_scatter(send, out, rcounts, types[t].dt, ops[k].op, MPI_COMM_WORLD);
+                for (int shape = 0; shape < (rs ? 3 : 1); shape++)
+                    for (int in_place = 0; in_place < 2; in_place++)
+                        for (int root = 0; root < (red ? P : 1); root++) {
+                            const MPI_Aint ext = extent_of(types[t].dt);
+                            const int n = counts[c];
+                            int total = whole ? n : 0, mine = n;
+                            char *in, *out, what[128];
+                            int err = MPI_SUCCESS;
+                            /* reduce_scatter: equal counts at count 10 (reduce_scatter_block has the others), one
+                             * shape of unequal counts at every count, in turn */
+                            if (rs && (shape == 0 ? c != 2 : shape != (n == 0 ? 2 : 1 + (t + k + c) % 2))) continue;
+                            if (rs || rsb) { /* P blocks: rank r's holds rc[r] elements, element j input j */
+                                shape_counts(shape, n, rcounts);
+                                for (int r = 0; r < P; r++) total += rcounts[r];
+                                mine = rcounts[rank];
                             }
+                            in = calloc((size_t)total + 1, (size_t)ext), out = calloc((size_t)total + 1, (size_t)ext);
+                            if (rs && shape > 0)
+                                snprintf(what, sizeof what, "%s count %d (%s counts) in_place %d root %d", coll, n,
+                                         shapes[shape], in_place, root);
+                            else
+                                snprintf(what, sizeof what, "%s count %d in_place %d root %d", coll, n, in_place,
+                                         root);
+                            for (int i = 0, r = 0, j = 0; i < total; i++, j++) {
+                                long long v;
+                                int w;
+                                while (!whole && j >= rcounts[r]) r++, j = 0; /* element j of block r */
+                                input(k, rank, whole ? i : j, &v, &w);
+                                set(&types[t], (in_place && (!red || rank == root) ? out : in) + i * ext, v, w);
+                            }
+                            cases++;
+                            calls++;
+                            {
+                                const void *send = in_place && (!red || rank == root) ? MPI_IN_PLACE : in;
+                                if (all) err = MPI_Allreduce(send, out, n, types[t].dt, ops[k].op, MPI_COMM_WORLD);
+                                else if (red)
+                                    err = MPI_Reduce(send, out, n, types[t].dt, ops[k].op, root, MPI_COMM_WORLD);
+                                else if (rsb)
+                                    err = MPI_Reduce_scatter_block(send, out, n, types[t].dt, ops[k].op,
+                                                                   MPI_COMM_WORLD);
+                                else if (rs) err = reduce_scatter(send, out, rcounts, types[t].dt, ops[k].op);
+                                else err = scan(ex, send, out, n, types[t].dt, ops[k].op);
+                            }
+                            if (err != MPI_SUCCESS) fail("%s: error %d", what, err);
+                            else if ((!red || rank == root) && nr > 0) check(what, t, k, out, mine, 0, nr);
+                            free(in), free(out);
                         }
-                        if (err != MPI_SUCCESS) fail("%s: error %d", what, err);
-                        else if (!red || rank == root) check(what, t, k, out, n, (all || red) ? 0 : 0);
-                        free(in), free(out);
-                    }
         }
     free(rcounts);
 }
@@ -354,63 +453,72 @@ static void matrix_of(int r, int m[4])
     m[0] = 1, m[1] = r, m[2] = 0, m[3] = 2;
 }
 
+/* The corner t of the product of ranks 0 .. nr - 1's matrices, in rank order. */
+static long long corner(int nr)
+{
+    long long t = 0;
+    for (int r = 1; r < nr; r++) t = 2 * t + r;
+    return t;
+}
+
 static void run_user_ops(const char *coll)
 {
     const int all = strcmp(coll, "allreduce") == 0, red = strcmp(coll, "reduce") == 0;
+    const int rs = strcmp(coll, "reduce_scatter") == 0, rsb = strcmp(coll, "reduce_scatter_block") == 0;
+    const int sc = strcmp(coll, "scan") == 0, ex = strcmp(coll, "exscan") == 0, whole = all || red || sc || ex;
+    const int nr = ranks_reduced(coll, rank);
     MPI_Datatype mat;
     MPI_Op sum, mul;
-    if (!all && !red && strcmp(coll, "reduce_scatter_block") != 0 && strcmp(coll, "reduce_scatter") != 0) return;
+    if (!whole && !rs && !rsb) return;
     MPI_Type_contiguous(4, MPI_INT, &mat);
     MPI_Type_commit(&mat);
     MPI_Op_create(user_sum, 1, &sum);
     MPI_Op_create(matmul, 0, &mul);
     for (int c = 0; c < NCOUNTS; c++)
-        for (int non = 0; non < 2; non++) {
-            const int n = counts[c], total = all || red ? n : n * P;
-            int *in = calloc((size_t)total * 4 + 4, sizeof(int)), *out = calloc((size_t)total * 4 + 4, sizeof(int));
-            int *rc = malloc(sizeof(int) * (size_t)P);
-            int err;
-            for (int i = 0; i < total; i++) {
-                if (non) matrix_of(rank, in + 4 * i);
-                else in[i] = i + rank;
-            }
-            for (int r = 0; r < P; r++) rc[r] = n;
-            cases++;
-            if (all) err = MPI_Allreduce(in, out, n, non ? mat : MPI_INT, non ? mul : sum, MPI_COMM_WORLD);
-            else if (red) err = MPI_Reduce(in, out, n, non ? mat : MPI_INT, non ? mul : sum, 0, MPI_COMM_WORLD);
-            else if (strcmp(coll, "reduce_scatter") == 0)
-                err = MPI_Reduce_scatter(in, out, rc, non ? mat : MPI_INT, non ? mul : sum, MPI_COMM_WORLD);
-            else err = MPI_Reduce_scatter_block(in, out, n, non ? mat : MPI_INT, non ? mul : sum, MPI_COMM_WORLD);
-            if (err != MPI_SUCCESS) fail("%s user op: error %d", coll, err);
-            else if (!red || rank == 0)
-                for (int i = 0; i < n; i++) {
-                    const int at = all || red ? i : rank * n + i;
-                    long long want = non ? 0 : (long long)at * P + (long long)P * (P - 1) / 2;
-                    if (non) for (int r = 1; r < P; r++) want = 2 * want + r; /* the product's corner */
-                    if ((non ? out[4 * i + 1] : out[i]) != want ||
-                        (non && (out[4 * i] != 1 || out[4 * i + 2] != 0 || out[4 * i + 3] != 1 << P))) {
-                        fail("%s user op (non-commutative: %d): wrong element", coll, non);
-                        break;
+        for (int shape = 0; shape < (rs ? 3 : 1); shape++)
+            for (int non = 0; non < 2; non++)
+                for (int in_place = 0; in_place < (sc || ex || rs ? 2 : 1); in_place++) {
+                    const int n = counts[c];
+                    int *rc = malloc(sizeof(int) * (size_t)P), total = whole ? n : 0, first = 0;
+                    int *in, *out, err;
+                    char what[128];
+                    if (rs && shape == 1 && n == 0) continue;
+                    shape_counts(shape, n, rc);
+                    for (int r = 0; !whole && r < P; r++) total += rc[r], first += r < rank ? rc[r] : 0;
+                    in = calloc((size_t)total * 4 + 4, sizeof(int)), out = calloc((size_t)total * 4 + 4, sizeof(int));
+                    snprintf(what, sizeof what, "%s user op (non-commutative: %d) count %d%s%s in_place %d", coll, non,
+                             n, shape ? ", counts " : "", shape ? shapes[shape] : "", in_place);
+                    for (int i = 0; i < total; i++) {
+                        int *at = (in_place ? out : in) + (non ? 4 * i : i);
+                        if (non) matrix_of(rank, at);
+                        else *at = i + rank;
                     }
+                    cases++;
+                    calls++;
+                    noncommutative += non;
+                    {
+                        const void *send = in_place ? MPI_IN_PLACE : in;
+                        const MPI_Datatype dt = non ? mat : MPI_INT;
+                        const MPI_Op op = non ? mul : sum;
+                        if (all) err = MPI_Allreduce(send, out, n, dt, op, MPI_COMM_WORLD);
+                        else if (red) err = MPI_Reduce(send, out, n, dt, op, 0, MPI_COMM_WORLD);
+                        else if (rs) err = reduce_scatter(send, out, rc, dt, op);
+                        else if (rsb) err = MPI_Reduce_scatter_block(send, out, n, dt, op, MPI_COMM_WORLD);
+                        else err = scan(ex, send, out, n, dt, op);
+                    }
+                    if (err != MPI_SUCCESS) fail("%s: error %d", what, err);
+                    else if ((!red || rank == 0) && nr > 0)
+                        for (int i = 0; i < (whole ? n : rc[rank]); i++) {
+                            const int at = first + i; /* its index in the whole vector */
+                            const long long want = non ? corner(nr) : (long long)at * nr + (long long)nr * (nr - 1) / 2;
+                            if ((non ? out[4 * i + 1] : out[i]) != want ||
+                                (non && (out[4 * i] != 1 || out[4 * i + 2] != 0 || out[4 * i + 3] != 1 << nr))) {
+                                fail("%s: wrong element %d", what, i);
+                                break;
+                            }
+                        }
+                    free(in), free(out), free(rc);
                 }
-            free(in), free(out), free(rc);
-        }
-    if (strcmp(coll, "reduce_scatter") == 0) /* counts i + 1 (redscat's variable counts): PMPI */
-        for (int in_place = 0; in_place < 2; in_place++) {
-            int *rc = malloc(sizeof(int) * (size_t)P), total = 0, before = 0, err;
-            int *buf, *out;
-            for (int r = 0; r < P; r++) rc[r] = r + 1, total += r + 1, before += r < rank ? r + 1 : 0;
-            buf = malloc(sizeof(int) * (size_t)total), out = malloc(sizeof(int) * (size_t)total);
-            for (int i = 0; i < total; i++) (in_place ? out : buf)[i] = rank + i;
-            cases++;
-            err = MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : buf, out, rc, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-            for (int i = 0; err == MPI_SUCCESS && i < rank + 1; i++)
-                if (out[i] != P * (before + i) + P * (P - 1) / 2) {
-                    fail("%s with counts i + 1 (in place %d): wrong element", coll, in_place);
-                    break;
-                }
-            free(rc), free(buf), free(out);
-        }
     MPI_Op_free(&sum), MPI_Op_free(&mul);
     MPI_Type_free(&mat);
 }
@@ -479,6 +587,7 @@ static void run_moves(const char *coll)
                 memset(buf, 0x5a, (size_t)(ext * n * blocks) + 64);
                 snprintf(what, sizeof what, "%s %s count %d %s %d", coll, names[t], n, bc ? "root" : "in_place", v);
                 cases++;
+                calls++;
                 if (bc) {
                     if (rank == v) fill_or_check(buf, n, dts[t], v, 0, 0);
                     err = MPI_Bcast(buf, n, dts[t], v, MPI_COMM_WORLD);
@@ -515,6 +624,7 @@ static void run_moves(const char *coll)
             MPI_Type_commit(&vec);
             for (int i = 0; i < 16; i++) data[i] = rank == root && i < 8 ? 100 + i : -1;
             cases++;
+            calls++;
             err = rank == root ? MPI_Bcast(data, 8, MPI_INT, root, MPI_COMM_WORLD)
                                : MPI_Bcast(data, 1, vec, root, MPI_COMM_WORLD);
             for (int i = 0; rank != root && i < 16; i++) bad |= data[i] != (i % 2 ? -1 : 100 + i / 2);
@@ -581,6 +691,7 @@ static void rooted_case(int gather, struct view at_root, struct view own, int n,
              at_root.name, strcmp(at_root.name, own.name) ? " to " : "", strcmp(at_root.name, own.name) ? own.name : "",
              n, root, in_place);
     cases++;
+    calls++;
     if (me) memset(blocks, JUNK, (size_t)rbytes + TAIL);
     memset(mine, JUNK, (size_t)obytes + TAIL);
     if (gather) {
@@ -678,6 +789,275 @@ static void run_rooted(const char *coll)
     MPI_Type_free(&pair2), MPI_Type_free(&vec2), MPI_Type_free(&resized.dt);
 }
 
+/* ---------------------------------------------------------------------------
+ * Counts given at run time (allgatherv.c, allgatherv2.c, allgatherv3.c, allgatherv4.c, alltoallv.c,
+ * alltoallv0.c, the unequal counts of redscat2.c and redscat3.c: see run_reductions)
+ * ------------------------------------------------------------------------- */
+
+/* The bytes of `bytes` at buf outside nb blocks of dt (block b: n[b] elements at element at[b]) that are no longer
+ * JUNK: gaps between the blocks, holes inside them, the tail. */
+static long outside_blocks(const char *buf, MPI_Aint bytes, MPI_Datatype dt, int nb, const MPI_Aint *at,
+                           const MPI_Count *n)
+{
+    const MPI_Aint ext = extent_of(dt);
+    const int size = size_of(dt);
+    char *mask = calloc((size_t)bytes + 1, 1);
+    long changed = 0;
+    for (int b = 0; b < nb; b++) {
+        char *ones = malloc((size_t)size * (size_t)n[b] + 1);
+        int pos = 0;
+        memset(ones, 1, (size_t)size * (size_t)n[b] + 1);
+        if (n[b] > 0 && size > 0) MPI_Unpack(ones, size * (int)n[b], &pos, mask + at[b] * ext, (int)n[b], dt, MPI_COMM_SELF);
+        free(ones);
+    }
+    for (MPI_Aint i = 0; i < bytes; i++) changed += !mask[i] && (unsigned char)buf[i] != JUNK;
+    free(mask);
+    return changed;
+}
+
+/* A small hash of (a, b, m) in 0 .. m: counts that look random and are the same on every rank. */
+static int mixed(int a, int b, int m)
+{
+    unsigned h = (unsigned)a * 2654435761u ^ (unsigned)(b + 17) * 40503u ^ (unsigned)m * 2246822519u;
+    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
+    return (int)(h % (unsigned)(m + 1));
+}
+
+/* Where the blocks lie, in elements: layout 0 end to end in rank order, 1 with a gap of r + 1 elements before
+ * block r, 2 backwards (block P - 1 first) with a gap of 2 before each.  Returns the elements spanned. */
+static MPI_Aint lay_out(int layout, const MPI_Count *n, MPI_Aint *at)
+{
+    MPI_Aint end = 0;
+    for (int k = 0; k < P; k++) {
+        const int r = layout == 2 ? P - 1 - k : k;
+        end += layout == 0 ? 0 : layout == 1 ? r + 1 : 2;
+        at[r] = end, end += n[r];
+    }
+    return end;
+}
+
+#if MPI_VERSION >= 4
+#define LARGE_V 1
+#else
+#define LARGE_V 0
+#endif
+
+/* Counts of an allgatherv: 0 a ramp (rank r: m r / (P - 1), rank 0 none), 1 none from every odd rank and m + r from
+ * the others (allgatherv3.c), 2 random counts in 0 .. m (allgatherv4.c), 3 m from every rank (MPI_Allgather's, but
+ * in layouts 1 and 2). */
+static const char *const v_patterns[] = {"ramp", "odd ranks none", "random", "equal"};
+
+static void allgatherv_case(MPI_Datatype dt, const char *name, int m, int pattern, int layout, int in_place)
+{
+    const MPI_Aint ext = extent_of(dt);
+    MPI_Count n[64];
+    MPI_Aint at[64];
+    int ni[64], ai[64];
+    char what[160], *recv, *send, *keep;
+    MPI_Aint span, bytes;
+    int err, bad = 0;
+    long changed;
+    for (int r = 0; r < P; r++)
+        n[r] = pattern == 0 ? (MPI_Count)m * r / (P > 1 ? P - 1 : 1) : pattern == 1 ? (r % 2 ? 0 : m + r)
+               : pattern == 2 ? mixed(r, 1, m) : m;
+    span = lay_out(layout, n, at), bytes = span * ext;
+    for (int r = 0; r < P; r++) ni[r] = (int)n[r], ai[r] = (int)at[r];
+    snprintf(what, sizeof what, "allgatherv %s count %d (%s counts, layout %d) in_place %d", name, m,
+             v_patterns[pattern], layout, in_place);
+    recv = malloc((size_t)bytes + TAIL), send = malloc((size_t)(n[rank] * ext) + TAIL);
+    memset(recv, JUNK, (size_t)bytes + TAIL), memset(send, JUNK, (size_t)(n[rank] * ext) + TAIL);
+    fill_or_check(in_place ? recv + at[rank] * ext : send, (int)n[rank], dt, rank, 0, 0);
+    keep = malloc((size_t)(n[rank] * ext) + TAIL);
+    memcpy(keep, send, (size_t)(n[rank] * ext) + TAIL);
+    cases++;
+    calls++;
+    if (LARGE_V && calls % 2) {
+#if MPI_VERSION >= 4
+        err = MPI_Allgatherv_c(in_place ? MPI_IN_PLACE : send, n[rank], dt, recv, n, at, dt, MPI_COMM_WORLD);
+#endif
+    } else {
+        err = MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, ni[rank], dt, recv, ni, ai, dt, MPI_COMM_WORLD);
+    }
+    if (err != MPI_SUCCESS) {
+        fail_case(what, "error", err);
+    } else {
+        for (int r = 0; r < P; r++) bad |= fill_or_check(recv + at[r] * ext, (int)n[r], dt, r, 0, 1) << (r % 8);
+        if (bad) fail_case(what, "wrong data in the blocks of ranks (a bit per rank mod 8)", bad);
+        if ((changed = outside_blocks(recv, bytes + TAIL, dt, P, at, n)) != 0)
+            fail_case(what, "wrote the receive buffer outside the blocks (gaps, holes or past the end)", changed);
+        if (memcmp(keep, send, (size_t)(n[rank] * ext) + TAIL) != 0) fail_case(what, "changed the send buffer", 0);
+    }
+    free(recv), free(send), free(keep);
+}
+
+static void run_allgatherv(void)
+{
+    static const int v_counts[] = {0, 1, 10, 1000, 20000};
+    MPI_Datatype dts[8];
+    const char *names[8];
+    const int nt = move_types(dts, names);
+    for (int t = 0; t < nt; t++)
+        for (int c = 0; c < (int)(sizeof v_counts / sizeof *v_counts); c++)
+            for (int pattern = 0; pattern < 4; pattern++)
+                for (int layout = 0; layout < 3; layout++)
+                    for (int in_place = 0; in_place < 2; in_place++) {
+                        if (v_counts[c] > 1000 && t != 0 && t != 3) continue; /* large: MPI_INT and the pair */
+                        allgatherv_case(dts[t], names[t], v_counts[c], pattern, layout, in_place);
+                    }
+}
+
+/* What rank s sends rank d in an alltoallv: 0 m d (alltoallv.c: rank s sends d elements to rank d), 1 m ((s + d)
+ * mod 3), 2 m where s + d is odd and none elsewhere (alltoallv0.c's empty blocks), 3 m to itself only, 4 random in
+ * 0 .. m, 5 random and symmetric.  Patterns 1, 2, 3 and 5 are symmetric (what s sends d, d sends s): those
+ * run in place too. */
+static const char *const a_patterns[] = {"d m", "(s + d) mod 3", "odd s + d", "self", "random", "symmetric random"};
+
+static MPI_Count a_count(int pattern, int s, int d, int m)
+{
+    switch (pattern) {
+    case 0: return (MPI_Count)m * d;
+    case 1: return (MPI_Count)m * ((s + d) % 3);
+    case 2: return (s + d) % 2 ? m : 0;
+    case 3: return s == d ? m : 0;
+    case 4: return mixed(s * 64 + d, 2, m);
+    default: return mixed((s < d ? s : d) * 64 + (s < d ? d : s), 3, m);
+    }
+}
+
+static void alltoallv_case(MPI_Datatype dt, const char *name, int m, int pattern, int layout, int in_place)
+{
+    const MPI_Aint ext = extent_of(dt);
+    MPI_Count sc[64], rc[64];
+    MPI_Aint sd[64], rd[64];
+    int sci[64], rci[64], sdi[64], rdi[64];
+    char what[160], *recv, *send, *keep;
+    MPI_Aint sbytes, rbytes;
+    int err, bad = 0;
+    long changed;
+    for (int q = 0; q < P; q++) sc[q] = a_count(pattern, rank, q, m), rc[q] = a_count(pattern, q, rank, m);
+    sbytes = lay_out(layout, sc, sd) * ext, rbytes = lay_out(layout == 0 ? 0 : 3 - layout, rc, rd) * ext;
+    for (int q = 0; q < P; q++) sci[q] = (int)sc[q], rci[q] = (int)rc[q], sdi[q] = (int)sd[q], rdi[q] = (int)rd[q];
+    snprintf(what, sizeof what, "alltoallv %s count %d (%s counts, layout %d) in_place %d", name, m,
+             a_patterns[pattern], layout, in_place);
+    recv = malloc((size_t)rbytes + TAIL), send = malloc((size_t)sbytes + TAIL);
+    memset(recv, JUNK, (size_t)rbytes + TAIL), memset(send, JUNK, (size_t)sbytes + TAIL);
+    for (int q = 0; q < P; q++) /* the block for rank q: this rank's, block q */
+        if (in_place) fill_or_check(recv + rd[q] * ext, (int)rc[q], dt, rank, q, 0);
+        else fill_or_check(send + sd[q] * ext, (int)sc[q], dt, rank, q, 0);
+    keep = malloc((size_t)sbytes + TAIL);
+    memcpy(keep, send, (size_t)sbytes + TAIL);
+    cases++;
+    calls++;
+    if (LARGE_V && calls % 2) {
+#if MPI_VERSION >= 4
+        err = MPI_Alltoallv_c(in_place ? MPI_IN_PLACE : send, sc, sd, dt, recv, rc, rd, dt, MPI_COMM_WORLD);
+#endif
+    } else {
+        err = MPI_Alltoallv(in_place ? MPI_IN_PLACE : send, sci, sdi, dt, recv, rci, rdi, dt, MPI_COMM_WORLD);
+    }
+    if (err != MPI_SUCCESS) {
+        fail_case(what, "error", err);
+    } else {
+        for (int q = 0; q < P; q++) bad |= fill_or_check(recv + rd[q] * ext, (int)rc[q], dt, q, rank, 1) << (q % 8);
+        if (bad) fail_case(what, "wrong data in the blocks from ranks (a bit per rank mod 8)", bad);
+        if ((changed = outside_blocks(recv, rbytes + TAIL, dt, P, rd, rc)) != 0)
+            fail_case(what, "wrote the receive buffer outside the blocks (gaps, holes or past the end)", changed);
+        if (memcmp(keep, send, (size_t)sbytes + TAIL) != 0) fail_case(what, "changed the send buffer", 0);
+    }
+    free(recv), free(send), free(keep);
+}
+
+static void run_alltoallv(void)
+{
+    static const int v_counts[] = {0, 1, 7, 100, 2000};
+    MPI_Datatype dts[8];
+    const char *names[8];
+    const int nt = move_types(dts, names);
+    for (int t = 0; t < nt; t++)
+        for (int c = 0; c < (int)(sizeof v_counts / sizeof *v_counts); c++)
+            for (int pattern = 0; pattern < 6; pattern++)
+                for (int layout = 0; layout < 3; layout++)
+                    for (int in_place = 0; in_place < 2; in_place++) {
+                        const int symmetric = pattern != 0 && pattern != 4;
+                        if (in_place && !symmetric) continue;
+                        if (v_counts[c] > 100 && t != 0 && t != 3) continue; /* large: MPI_INT and the pair */
+                        if (v_counts[c] == 0 && pattern > 0) continue;           /* every block empty: once */
+                        alltoallv_case(dts[t], names[t], v_counts[c], pattern, layout, in_place);
+                    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Barrier: no rank leaves before every rank has come (the ranks share one host's clock)
+ * ------------------------------------------------------------------------- */
+
+static int barrier_calls[2]; /* calls on communicators of P ranks, of other sizes */
+
+/* The host's monotonic clock, which every rank of one host shares, in seconds. */
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void spin(double seconds)
+{
+    const double until = now() + seconds;
+    while (now() < until) {}
+}
+
+/* `rounds` barriers in a row on comm; in round k the ranks late(k) spin `late` seconds first.  Afterwards each
+ * rank's leaving time of each round is compared with the last arrival of the round. */
+static void barriers(MPI_Comm comm, const char *name, int rounds, double late, int stagger)
+{
+    int size, me, err = MPI_SUCCESS;
+    double *came = malloc(sizeof(double) * (size_t)rounds), *left = malloc(sizeof(double) * (size_t)rounds);
+    double *last = malloc(sizeof(double) * (size_t)rounds);
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &me);
+    PMPI_Barrier(comm);
+    for (int k = 0; k < rounds && err == MPI_SUCCESS; k++) {
+        /* one rank late in each round, in turn; with stagger, every rank late by its own amount */
+        if (stagger) spin(late * ((me + k) % size) / size);
+        else if (me == (k * 5 + 1) % size) spin(late);
+        came[k] = now();
+        err = MPI_Barrier(comm);
+        left[k] = now();
+        cases++;
+        barrier_calls[size != P]++;
+    }
+    if (err != MPI_SUCCESS) fail_case(name, "error", err);
+    PMPI_Allreduce(came, last, rounds, MPI_DOUBLE, MPI_MAX, comm);
+    for (int k = 0; k < rounds && err == MPI_SUCCESS; k++)
+        if (left[k] < last[k]) {
+            char what[160];
+            snprintf(what, sizeof what, "barrier %s round %d: left %.6f s before the last rank came", name, k,
+                     last[k] - left[k]);
+            fail_case(what, "left early (microseconds)", (long)((last[k] - left[k]) * 1e6));
+            break;
+        }
+    free(came), free(left), free(last);
+}
+
+static void run_barriers(void)
+{
+    MPI_Comm dup, reversed, halves, parity;
+    barriers(MPI_COMM_WORLD, "world, one rank late", 3 * P, 0.005, 0);
+    barriers(MPI_COMM_WORLD, "world, every rank late by its own amount", 2 * P, 0.005, 1);
+    barriers(MPI_COMM_WORLD, "world, many in a row", 200, 0.0002, 0);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    barriers(dup, "a duplicate of world", 2 * P, 0.003, 0);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, P - rank, &reversed); /* P ranks, in the opposite order */
+    barriers(reversed, "world in reverse rank order", 2 * P, 0.003, 1);
+    MPI_Comm_split(MPI_COMM_WORLD, rank < P / 2, rank, &halves);
+    barriers(halves, "split in halves", 20, 0.003, 0);
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &parity);
+    barriers(parity, "split by parity, ranks backwards", 20, 0.003, 1);
+    barriers(MPI_COMM_SELF, "MPI_COMM_SELF", 5, 0, 0);
+    barriers(MPI_COMM_WORLD, "world again", 2 * P, 0.003, 0);
+    MPI_Comm_free(&dup), MPI_Comm_free(&reversed), MPI_Comm_free(&halves), MPI_Comm_free(&parity);
+}
+
 int main(int argc, char **argv)
 {
     const char *coll = argc > 1 ? argv[1] : "";
@@ -702,9 +1082,15 @@ int main(int argc, char **argv)
     add(MPI_SHORT_INT, "MPI_SHORT_INT", PAIR, 1), add(MPI_FLOAT_INT, "MPI_FLOAT_INT", PAIR, 1);
     add(MPI_DOUBLE_INT, "MPI_DOUBLE_INT", PAIR, 1);
     if (strcmp(coll, "allreduce") == 0 || strcmp(coll, "reduce") == 0 || strcmp(coll, "reduce_scatter_block") == 0 ||
-        strcmp(coll, "reduce_scatter") == 0) {
+        strcmp(coll, "reduce_scatter") == 0 || strcmp(coll, "scan") == 0 || strcmp(coll, "exscan") == 0) {
         run_reductions(coll);
         run_user_ops(coll);
+    } else if (strcmp(coll, "allgatherv") == 0) {
+        run_allgatherv();
+    } else if (strcmp(coll, "alltoallv") == 0) {
+        run_alltoallv();
+    } else if (strcmp(coll, "barrier") == 0) {
+        run_barriers();
     } else if (strcmp(coll, "bcast") == 0 || strcmp(coll, "allgather") == 0 || strcmp(coll, "alltoall") == 0) {
         run_moves(coll);
     } else if (strcmp(coll, "gather") == 0 || strcmp(coll, "scatter") == 0) {
@@ -718,6 +1104,15 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("conformance: %s: %d cases on %d ranks, %d failures, %d rounding\n", coll, totals[0] / P, P, totals[1],
                totals[2]);
+    if (strcmp(coll, "barrier") == 0) { /* the calls of all ranks, on communicators of P ranks and of others */
+        PMPI_Allreduce(MPI_IN_PLACE, barrier_calls, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("conformance: barrier: %d calls on communicators of %d ranks, %d on smaller ones\n",
+                   barrier_calls[0], P, barrier_calls[1]);
+    } else if (rank == 0) {
+        printf("conformance: %s: %d interposed calls per rank, %d of a non-commutative op\n", coll, calls,
+               noncommutative);
+    }
     MPI_Finalize();
     return totals[1] != 0;
 }
