@@ -33,7 +33,7 @@ Graph = Mapping[str, Mapping[str, int]]
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the IR", ("ir",)),  # the contract of every stage: imports nothing of ours
     ("foundations", ("diagnostics", "values", "collectives", "codecs", "topology", "topology_groups", "topologies",
-                     "hierarchy", "resources", "traffic")),
+                     "hierarchy", "resources", "traffic")),  # fmt: skip
     ("stages on the IR", ("frontend", "backends", "simulate", "eventsim", "viz")),
     ("elaboration", ("elaborate",)),
     ("verification", ("verify",)),  # above elaboration: a sweep elaborates the instances it checks

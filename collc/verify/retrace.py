@@ -77,6 +77,7 @@ def trace(
             elif sets[d] and not sets[d] & bits:  # a copy over disjoint data (or over data, of nothing)
                 losses.append((index, d, op, sets[d], bits))
             sets[d], extras[d], dup[d] = bits, extra, event
+
     def want(r: int) -> int:  # the contributions rank r must hold (scans: ranks 0 .. r + prefix - 1)
         return ((1 << contributors(schedule.collective, p, r)) - 1) if origin == EVERY else 1 << origin
 
