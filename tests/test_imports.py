@@ -30,10 +30,13 @@ PACKAGE = Path(collc.__file__).resolve().parent
 Graph = Mapping[str, Mapping[str, int]]
 """module -> {imported module: the line of its first import}."""
 
+FOUNDATIONS = ("diagnostics", "values", "collectives", "codecs", "topology", "topology_groups", "topologies",
+               "hierarchy", "resources", "traffic")  # fmt: skip
+"""The parts below every pipeline stage."""
+
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the IR", ("ir",)),  # the contract of every stage: imports nothing of ours
-    ("foundations", ("diagnostics", "values", "collectives", "codecs", "topology", "topology_groups", "topologies",
-                     "hierarchy", "resources", "traffic")),  # fmt: skip
+    ("foundations", FOUNDATIONS),
     ("stages on the IR", ("frontend", "backends", "simulate", "eventsim", "viz")),
     ("elaboration", ("elaborate",)),
     ("verification", ("verify",)),  # above elaboration: a sweep elaborates the instances it checks
