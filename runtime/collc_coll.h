@@ -100,9 +100,14 @@ static inline int collc_rounded(MPI_Op op)
     return op == MPI_SUM || op == MPI_PROD;
 }
 
-static inline int collc_allreduce(const struct collc_sched *s, const char *entry, enum collc_mode mode,
-                                  const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
-                                  MPI_Comm comm)
+/* What a reduction to every rank leaves on rank r (collc.ir.Collective.prefix): every rank's contributions
+ * (allreduce), those of ranks 0 .. r (scan), of ranks 0 .. r - 1 (exscan, rank 0's result undefined). */
+enum collc_reach { COLLC_ALL_RANKS, COLLC_INCLUSIVE, COLLC_EXCLUSIVE };
+
+/* MPI_Allreduce, MPI_Scan and MPI_Exscan: one way of running them, the schedule saying which. */
+static inline int collc_reduce_each(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                    const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
+                                    MPI_Comm comm, enum collc_reach reach)
 {
     struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, op, -1, count);
     struct collc_ctx ctx;
@@ -111,11 +116,15 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
     double scale = 0;
     int err;
     if (collc_admit(&c) != COLLC_FITS)
-        return COLLC_UNFIT(mode, Allreduce, sendbuf, recvbuf, count, dt, op, comm);
+        return reach == COLLC_ALL_RANKS   ? COLLC_UNFIT(mode, Allreduce, sendbuf, recvbuf, count, dt, op, comm)
+               : reach == COLLC_INCLUSIVE ? COLLC_UNFIT(mode, Scan, sendbuf, recvbuf, count, dt, op, comm)
+                                          : COLLC_UNFIT(mode, Exscan, sendbuf, recvbuf, count, dt, op, comm);
     if (count == 0) return MPI_SUCCESS;
     if (collc_env.check) {
         ref = collc_check_buffer(&c, count);
-        COLLC_PMPI(Allreduce)(in, ref, count, dt, op, comm);
+        if (reach == COLLC_ALL_RANKS) COLLC_PMPI(Allreduce)(in, ref, count, dt, op, comm);
+        else if (reach == COLLC_INCLUSIVE) COLLC_PMPI(Scan)(in, ref, count, dt, op, comm);
+        else COLLC_PMPI(Exscan)(in, ref, count, dt, op, comm);
         scale = collc_check_scale(&c, comm, in, count);
     }
     work = c.holes ? NULL : (char *)recvbuf;
@@ -127,10 +136,18 @@ static inline int collc_allreduce(const struct collc_sched *s, const char *entry
         if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
     }
     if (ref != NULL) {
-        if (err == MPI_SUCCESS) collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
+        if (err == MPI_SUCCESS && !(reach == COLLC_EXCLUSIVE && c.rank == 0))
+            collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
         free(ref);
     }
     return err;
+}
+
+static inline int collc_allreduce(const struct collc_sched *s, const char *entry, enum collc_mode mode,
+                                  const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
+                                  MPI_Comm comm)
+{
+    return collc_reduce_each(s, entry, mode, sendbuf, recvbuf, count, dt, op, comm, COLLC_ALL_RANKS);
 }
 
 /* MPI requires the send signature of an allgather or alltoall block to match the receive one: the same
@@ -460,36 +477,8 @@ static inline int collc_scan(const struct collc_sched *s, const char *entry, enu
                              const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
                              MPI_Comm comm, int exclusive)
 {
-    struct collc_call c = collc_call_of(s, entry, mode, comm, count, dt, op, -1, count);
-    struct collc_ctx ctx;
-    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    char *ref = NULL, *work;
-    double scale = 0;
-    int err;
-    if (collc_admit(&c) != COLLC_FITS)
-        return exclusive ? COLLC_UNFIT(mode, Exscan, sendbuf, recvbuf, count, dt, op, comm)
-                         : COLLC_UNFIT(mode, Scan, sendbuf, recvbuf, count, dt, op, comm);
-    if (count == 0) return MPI_SUCCESS;
-    if (collc_env.check) {
-        ref = collc_check_buffer(&c, count);
-        if (exclusive) COLLC_PMPI(Exscan)(in, ref, count, dt, op, comm);
-        else COLLC_PMPI(Scan)(in, ref, count, dt, op, comm);
-        scale = collc_check_scale(&c, comm, in, count);
-    }
-    work = c.holes ? NULL : (char *)recvbuf;
-    err = collc_execute(&c, &ctx, count, work, count, &work);
-    if (err == MPI_SUCCESS) {
-        if (work != in) collc_take_input(&ctx, (const char *)in, (size_t)(count * c.extent));
-        err = c.sched->run(&ctx);
-        collc_input_copy(&ctx);
-        if (err == MPI_SUCCESS) collc_copy_data(&c, (char *)recvbuf, work, count);
-    }
-    if (ref != NULL) {
-        if (err == MPI_SUCCESS && !(exclusive && c.rank == 0))
-            collc_compare(&c, recvbuf, ref, count, collc_rounded(op), scale);
-        free(ref);
-    }
-    return err;
+    return collc_reduce_each(s, entry, mode, sendbuf, recvbuf, count, dt, op, comm,
+                             exclusive ? COLLC_EXCLUSIVE : COLLC_INCLUSIVE);
 }
 
 static inline int collc_barrier(const struct collc_sched *s, const char *entry, enum collc_mode mode, MPI_Comm comm)

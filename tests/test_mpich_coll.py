@@ -450,9 +450,9 @@ PLANTED_V = {
         "hillis_steele_scan",
         "collc_coll.h",
         "collc_copy_data(&c, (char *)recvbuf, work, count);\n    }\n    if (ref != NULL) {\n"
-        "        if (err == MPI_SUCCESS && !(exclusive",
+        "        if (err == MPI_SUCCESS && !(reach",
         "collc_copy_data(&c, (char *)recvbuf, work, count - 1);\n    }\n    if (ref != NULL) {\n"
-        "        if (err == MPI_SUCCESS && !(exclusive",
+        "        if (err == MPI_SUCCESS && !(reach",
     ),
 }
 
