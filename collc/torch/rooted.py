@@ -74,7 +74,7 @@ class RootedCollectives:
         def build() -> Step:
             inp = self._single(inputs, "gather")
             outs = self._rank_list(outputs, inp, "gather", "output", "input") if self._rank == root else None
-            return self._gather_step(outs, inp, root)
+            return self._rooted_step("gather", outs, inp, root)
 
         return self._submit("gather", [self._guard(build)], outputs, opts)
 
@@ -84,7 +84,7 @@ class RootedCollectives:
         def build() -> Step:
             out = self._single(outputs, "scatter")
             ins = self._rank_list(inputs, out, "scatter", "input", "output") if self._rank == root else None
-            return self._scatter_step(ins, out, root)
+            return self._rooted_step("scatter", ins, out, root)
 
         return self._submit("scatter", [self._guard(build)], outputs, opts)
 
@@ -102,61 +102,37 @@ class RootedCollectives:
             if t.device != like.device:
                 raise CollcError(f"collc: {desc}: the tensors are on {like.device} and {t.device}: one device")
 
-    def _gather_step(self, outs: list[torch.Tensor] | None, inp: torch.Tensor, root: int) -> Step:
+    def _rooted_step(self, kind: str, blocks: list[torch.Tensor] | None, own: torch.Tensor, root: int) -> Step:
+        """A gather (``own`` this rank's input, ``blocks`` the root's outputs) or a scatter (``own`` this rank's
+        output, ``blocks`` the root's inputs)."""
+        gather = kind == "gather"
+
         def step() -> Planned:
-            n = inp.numel()
-            desc = f"gather of {n} {dtype_name(inp.dtype)} elements to rank {root}"
+            n = own.numel()
+            desc = f"{kind} of {n} {dtype_name(own.dtype)} elements {'to' if gather else 'from'} rank {root}"
             self._check_root(root, desc)
-            self._same_device(outs or [], inp, desc)
-            code = ops.dtype_code(inp.dtype)
+            self._same_device(blocks or [], own, desc)
+            code = ops.dtype_code(own.dtype)
             if self._size == 1:
-                assert outs is not None
-                return Planned((op_code("trivial"), ROUTE_LOCAL, code, n, 0, root, 0),
-                               lambda: _copy(outs[0], inp), desc)  # fmt: skip
-            args = ([outs] if outs is not None else [], [inp], _gather_opts(root))
-            if inp.is_cuda:
-                return self._gloo_step("gather", args, desc, n, inp.dtype, "gather of CUDA tensors")
-            entry = self._library("gather", inp)
+                assert blocks is not None
+                dst, src = (blocks[0], own) if gather else (own, blocks[0])
+                return Planned((op_code("trivial"), ROUTE_LOCAL, code, n, 0, root, 0), lambda: _copy(dst, src), desc)
+            listed = [blocks] if blocks is not None else []
+            args = (listed, [own], _gather_opts(root)) if gather else ([own], listed, _scatter_opts(root))
+            if own.is_cuda:
+                return self._gloo_step(kind, args, desc, n, own.dtype, f"{kind} of CUDA tensors")
+            entry = self._library(kind, own)
             if entry is None:
-                return self._gloo_step("gather", args, desc, n, inp.dtype)
+                return self._gloo_step(kind, args, desc, n, own.dtype)
             compiled, lib = entry
-            self._compressed_dtype(compiled, inp.dtype, desc)
-            sig = (op_code("gather"), ROUTE_COLLC, code, n, 0, root, compiled.key)
+            self._compressed_dtype(compiled, own.dtype, desc)
+            sig = (op_code(kind), ROUTE_COLLC, code, n, 0, root, compiled.key)
             home, shift = self._home(compiled, root)
+            move = ops.gather_into if gather else ops.scatter_from
 
             def run() -> None:
                 rooted = self._rooted(compiled, lib, root)
-                ops.gather_into(rooted, outs, inp, home, shift, compiled.compressed)  # type: ignore[arg-type]
-
-            return Planned(sig, run, desc, compiled.describe())
-
-        return step
-
-    def _scatter_step(self, ins: list[torch.Tensor] | None, out: torch.Tensor, root: int) -> Step:
-        def step() -> Planned:
-            n = out.numel()
-            desc = f"scatter of {n} {dtype_name(out.dtype)} elements from rank {root}"
-            self._check_root(root, desc)
-            self._same_device(ins or [], out, desc)
-            code = ops.dtype_code(out.dtype)
-            if self._size == 1:
-                assert ins is not None
-                return Planned((op_code("trivial"), ROUTE_LOCAL, code, n, 0, root, 0),
-                               lambda: _copy(out, ins[0]), desc)  # fmt: skip
-            args = ([out], [ins] if ins is not None else [], _scatter_opts(root))
-            if out.is_cuda:
-                return self._gloo_step("scatter", args, desc, n, out.dtype, "scatter of CUDA tensors")
-            entry = self._library("scatter", out)
-            if entry is None:
-                return self._gloo_step("scatter", args, desc, n, out.dtype)
-            compiled, lib = entry
-            self._compressed_dtype(compiled, out.dtype, desc)
-            sig = (op_code("scatter"), ROUTE_COLLC, code, n, 0, root, compiled.key)
-            home, shift = self._home(compiled, root)
-
-            def run() -> None:
-                rooted = self._rooted(compiled, lib, root)
-                ops.scatter_from(rooted, ins, out, home, shift, compiled.compressed)  # type: ignore[arg-type]
+                move(rooted, blocks, own, home, shift, compiled.compressed)  # type: ignore[arg-type]
 
             return Planned(sig, run, desc, compiled.describe())
 
