@@ -51,6 +51,7 @@ from shim_libs import (
     examples,
     mpirun,
 )
+from test_shim_ops import PLANTED_ROOTED
 
 import collc
 from collc.backends import mpi_c, mpi_c_anyp
@@ -373,19 +374,8 @@ def test_conformance_catches_a_wrong_reduction(conformance: Path, tmp_path: Path
 
 
 # An element short in the unpacking of a gather's or scatter's blocks (a datatype whose packed bytes are its
-# layout is copied whole, so only the others show it): the file, the code, the planted bug.
-SHORT_UNPACK = {
-    "gather": (
-        "collc_coll.h",
-        "at_root)\n            err = collc_unpack(work, block * c.size, recvbuf, recvcount * c.size, recvtype",
-        "at_root)\n            err = collc_unpack(work, block * c.size, recvbuf, recvcount * c.size - 1, recvtype",
-    ),
-    "scatter": (
-        "collc_coll.h",
-        "collc_unpack(work + c.rank * block, block, recvbuf, recvcount, recvtype, collc_dense(recvtype));",
-        "collc_unpack(work + c.rank * block, block, recvbuf, recvcount - 1, recvtype, collc_dense(recvtype));",
-    ),
-}
+# layout is copied whole, so only the others show it): the bugs the datatype matrix plants too.
+SHORT_UNPACK = PLANTED_ROOTED
 
 
 @pytest.mark.parametrize("mode", sorted(SHORT_UNPACK))
