@@ -366,14 +366,22 @@ static inline int collc_alltoall(const struct collc_sched *s, const char *entry,
     return err;
 }
 
-/* The calling rank in `comm`, or -1 where it cannot be asked (collc_check_call then names the reason). */
-static inline int collc_rank_or_none(MPI_Comm comm)
+/* Whether `comm` is an intracommunicator that can be asked its rank and size (MPI initialised, not finalised):
+ * where not, collc_check_call names the reason. */
+static inline int collc_askable(MPI_Comm comm)
 {
-    int ready = 0, finalized = 0, inter = 1, rank = -1;
+    int ready = 0, finalized = 0, inter = 1;
     PMPI_Initialized(&ready);
     if (ready) PMPI_Finalized(&finalized);
-    if (ready && !finalized && comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
-        PMPI_Comm_rank(comm, &rank);
+    return ready && !finalized && comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS &&
+           !inter;
+}
+
+/* The calling rank in `comm`, or -1 where it cannot be asked. */
+static inline int collc_rank_or_none(MPI_Comm comm)
+{
+    int rank = -1;
+    if (collc_askable(comm)) PMPI_Comm_rank(comm, &rank);
     return rank;
 }
 

@@ -30,12 +30,8 @@
 /* The size of `comm` where it can be asked (an initialised intracommunicator), else 0. */
 static inline int collc_size_or_none(MPI_Comm comm)
 {
-    int ready = 0, finalized = 0, inter = 1, size = 0;
-    PMPI_Initialized(&ready);
-    if (ready) PMPI_Finalized(&finalized);
-    if (!ready || finalized || comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter ||
-        PMPI_Comm_size(comm, &size) != MPI_SUCCESS)
-        return 0;
+    int size = 0;
+    if (!collc_askable(comm) || PMPI_Comm_size(comm, &size) != MPI_SUCCESS) return 0;
     return size;
 }
 
