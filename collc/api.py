@@ -11,7 +11,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -563,8 +563,17 @@ class Instance:
         backend: str = "local",
         iters: int = 1,
         seed: int = 0,
+        counts: Sequence[int] | None = None,
     ) -> local.RunResult:
-        """Run on ``backend`` with random data and count the wrong elements."""
+        """Run on ``backend`` with random data and count the wrong elements.
+
+        ``counts`` (local backend): counts given at run time, replacing ``count`` (`local.run`)."""
+        if counts is not None and backend != "local":
+            raise CollError(
+                f"counts given per rank run on the local backend here, not {backend}; the mpi-c library's "
+                "MPI_Allgatherv, MPI_Reduce_scatter and MPI_Alltoallv and mpi-py's allgatherv, reduce_scatter_v "
+                "and alltoallv take them at run time (docs/mpi.md)"
+            )
         if backend in (*MPI_BACKENDS, "cuda", "mpi-cuda"):
             row: cuda.CudaRow | mpi_launch.MpiRow | mpi_cuda.MpiCudaRow
             if backend == "cuda":
@@ -583,7 +592,8 @@ class Instance:
             raise CollError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
         s = self.schedule
         try:
-            return local.run(s, count, dtype, op, seed=seed, iters=iters, error_bounds=_error_bounds(s, dtype))
+            bounds = _error_bounds(s, dtype) if counts is None else None
+            return local.run(s, count, dtype, op, seed=seed, iters=iters, error_bounds=bounds, counts=counts)
         except ValueError as err:
             raise CollError(str(err)) from None
 

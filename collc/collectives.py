@@ -243,6 +243,50 @@ def element_offsets(
     return chunk_offsets(logical_count(collective, nranks, count), nchunks, groups, weights)
 
 
+VCOUNT_COLLECTIVES: tuple[Collective, ...] = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL)
+"""The collectives whose counts may be given at run time (MPI's allgatherv, reduce_scatter, alltoallv)."""
+
+
+def counts_error(collective: Collective, nranks: int, counts: Sequence[int]) -> str | None:
+    """Why ``counts`` cannot cut a ``collective`` on ``nranks`` ranks, or None: p counts (allgather,
+    reduce-scatter: rank r's block) or p*p (alltoall: what rank s sends rank d at ``s*p + d``), none negative."""
+    if collective not in VCOUNT_COLLECTIVES:
+        return (
+            f"counts given per rank cut the blocks of an allgather, a reduce_scatter or an alltoall; a "
+            f"{collective.value} has no per-rank blocks"
+        )
+    want = nranks * nranks if collective is Collective.ALLTOALL else nranks
+    if len(counts) != want:
+        shape = f"p*p = {want} (what rank s sends rank d at s*p + d)" if want != nranks else f"p = {want}"
+        return f"a {collective.value} on {nranks} ranks takes {shape} counts, got {len(counts)}"
+    negative = [i for i, c in enumerate(counts) if c < 0]
+    if negative:
+        return f"counts must be non-negative: count {negative[0]} is {counts[negative[0]]}"
+    return None
+
+
+def counts_offsets(collective: Collective, nranks: int, nchunks: int, counts: Sequence[int]) -> np.ndarray:
+    """Chunk offsets in the logical element space of a call whose counts are given at run time.
+
+    A schedule is verified on chunks whatever their sizes, so the equal-block collective's schedule runs any
+    counts once its chunks are cut by them: block b (rank b's block, or the (src, dst) block ``b = src*p + dst``
+    of an alltoall) holds ``counts[b]`` elements, cut into its ``k`` chunks as equal as possible (the first
+    ones one element longer), blocks end to end in order.  This is the cut of every executor (the mpi-c
+    runtime's ``collc_vblocks``, mpi-py's ``allgatherv``); ValueError when `counts_error` says why not.
+    """
+    error = counts_error(collective, nranks, counts)
+    if error is not None:
+        raise ValueError(error)
+    blocks = len(counts)
+    k = nchunks // blocks
+    base = np.asarray(counts, dtype=np.int64) // k
+    extra = np.asarray(counts, dtype=np.int64) % k
+    sizes = base[:, None] + (np.arange(k, dtype=np.int64)[None, :] < extra[:, None])
+    offsets = np.zeros(blocks * k + 1, dtype=np.int64)
+    np.cumsum(sizes.ravel(), out=offsets[1:])
+    return offsets
+
+
 def busbw_factor(collective: Collective, nranks: int) -> float:
     """nccl-tests' bus bandwidth factor: busbw = algbw * factor."""
     p = nranks

@@ -30,6 +30,7 @@ bounds, which the caller passes (`judge_error_bounds`).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -66,6 +67,7 @@ __all__ = [
     "buffer_bytes",
     "check_matching",
     "count_wrong",
+    "counts_offsets",
     "execute",
     "expected",
     "judge_error_bounds",
@@ -143,15 +145,43 @@ def _check_budget(schedule: Schedule, count: int, itemsize: int, max_bytes: int)
         )
 
 
+def _check_counts_budget(schedule: Schedule, offsets: np.ndarray, itemsize: int, max_bytes: int) -> None:
+    need = schedule.nranks * int(offsets[-1]) * itemsize
+    if need > max_bytes:
+        raise ValueError(
+            f"{schedule.algorithm}: the counts add up to {int(offsets[-1])} elements, whose buffers across "
+            f"{schedule.nranks} ranks need {need / 2**30:.2f} GiB, above the budget of {max_bytes / 2**30:.2f} GiB"
+        )
+
+
+def counts_offsets(schedule: Schedule, counts: Sequence[int]) -> np.ndarray:
+    """The chunks' element offsets of a call of ``schedule`` whose counts are given at run time
+    (`collectives.counts_offsets`); ValueError, naming the schedule, when they cannot cut it: wrong length or
+    sign, another collective, or a schedule with chunk weights or compression points (whose chunks are cut
+    otherwise)."""
+    if schedule.chunk_weights is not None:
+        raise ValueError(f"{schedule.algorithm}: its chunk weights cut its chunks; counts given per rank cannot")
+    if schedule.compresses():
+        raise ValueError(f"{schedule.algorithm} has compression points: counts given per rank are not supported")
+    try:
+        return collectives.counts_offsets(schedule.collective, schedule.nranks, schedule.nchunks, counts)
+    except ValueError as err:
+        raise ValueError(f"{schedule.algorithm}: {err}") from None
+
+
 # --------------------------------------------------------------------------
 # Inputs and the reference result
 # --------------------------------------------------------------------------
 
 
-def _element_origin_dest(schedule: Schedule, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """``origin`` and ``dest`` of the chunk each logical element belongs to."""
+def _element_origin_dest(
+    schedule: Schedule, count: int, offsets: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``origin`` and ``dest`` of the chunk each logical element belongs to (``offsets``: the chunks' element
+    offsets when counts are given at run time, else those of ``count``)."""
     p, nchunks = schedule.nranks, schedule.nchunks
-    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
+    if offsets is None:
+        offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
     chunk_of = np.repeat(np.arange(nchunks, dtype=np.int64), np.diff(offsets))
     origin = collectives.chunk_origin(schedule.collective, p, nchunks, schedule.root)
     dest = collectives.chunk_dest(schedule.collective, p, nchunks, schedule.root)
@@ -174,8 +204,12 @@ def make_inputs(
     *,
     op: str = "sum",
     max_bytes: int = DEFAULT_MAX_BYTES,
+    offsets: np.ndarray | None = None,
 ) -> np.ndarray:
     """Random initial buffers, shape ``(nranks, logical_count)``, distinct per rank.
+
+    ``offsets``: the chunks' element offsets of a call whose counts are given at run time
+    (`collectives.counts_offsets`); they replace ``count``, the logical space being ``offsets[-1]`` long.
 
     Floating point: uniform in [-1, 1] (sum, max, min) or a random sign times
     uniform in [0.5, 1.5] (prod).  Integers: -100..100 (sum), -10**6..10**6
@@ -185,9 +219,13 @@ def make_inputs(
     dt = _dtype(dtype)
     _ufunc(op)
     _check_layout(schedule)
-    _check_budget(schedule, count, dt.itemsize, max_bytes)
     p = schedule.nranks
-    shape = (p, _logical(schedule, count))
+    if offsets is None:
+        _check_budget(schedule, count, dt.itemsize, max_bytes)
+        shape = (p, _logical(schedule, count))
+    else:
+        _check_counts_budget(schedule, offsets, dt.itemsize, max_bytes)
+        shape = (p, int(offsets[-1]))
     rng = np.random.default_rng(seed)
     if _is_float(dt):
         work = np.float64 if dt == np.float64 else np.float32
@@ -209,21 +247,24 @@ def make_inputs(
             bound = 100 if op == "sum" else 10**6
             buffers = rng.integers(-bound, bound, size=shape, dtype=dt, endpoint=True)
         poison = INT_POISON
-    origin, _ = _element_origin_dest(schedule, count)
+    origin, _ = _element_origin_dest(schedule, count, offsets)
     if not (origin == EVERY).all():
         for r in range(p):
             buffers[r, (origin != EVERY) & (origin != r)] = poison
     return buffers
 
 
-def expected(schedule: Schedule, inputs: np.ndarray, op: str) -> tuple[np.ndarray, np.ndarray]:
+def expected(
+    schedule: Schedule, inputs: np.ndarray, op: str, offsets: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The collective's result computed from its definition, and the mask of elements that must match.
 
     Returns ``(values, mask)``, both of shape ``(nranks, logical)``.  ``values``
     is a read-only broadcast view (every rank's required element has the same
     value), float64 for floating-point inputs and the input dtype for integers;
     ``mask[r, e]`` is True when rank r must hold element e at the end (also
-    read-only: a broadcast view when every rank must hold every element).
+    read-only: a broadcast view when every rank must hold every element).  ``offsets``: the chunks' element
+    offsets when counts are given at run time (`collectives.counts_offsets`).
     """
     ufunc = _ufunc(op)
     _check_layout(schedule)
@@ -232,8 +273,11 @@ def expected(schedule: Schedule, inputs: np.ndarray, op: str) -> tuple[np.ndarra
         raise ValueError(f"inputs have shape {inputs.shape}, expected ({p}, logical)")
     logical = inputs.shape[1]
     count = logical // p if schedule.collective is Collective.ALLTOALL else logical
-    _logical(schedule, count)
-    origin, dest = _element_origin_dest(schedule, count)
+    if offsets is None:
+        _logical(schedule, count)
+    elif int(offsets[-1]) != logical:
+        raise ValueError(f"inputs have {logical} elements per rank, the counts {int(offsets[-1])}")
+    origin, dest = _element_origin_dest(schedule, count, offsets)
     floating = _is_float(inputs.dtype)
     out_dtype = np.dtype(np.float64) if floating else inputs.dtype
     values = np.zeros(logical, dtype=out_dtype)
@@ -407,8 +451,13 @@ def run(
     error_bounds: np.ndarray | None = None,
     checked: bool = False,
     on_progress: ProgressFn | None = None,
+    counts: Sequence[int] | None = None,
 ) -> RunResult:
     """Execute ``schedule`` on random inputs ``iters`` times and check the last result.
+
+    ``counts``: counts given at run time (an allgatherv's receive counts, a reduce-scatter's with unequal
+    receive counts, an alltoallv's p*p send counts, `collectives.counts_offsets`), which replace ``count``; the
+    result's ``count`` is then the elements of the logical space (per rank, on average, for an alltoall).
 
     A schedule with compression points runs with its codecs (`collc.backends.local_codecs`)
     and is judged by ``error_bounds``, the verifier's bound per (rank, chunk) slot
@@ -424,7 +473,13 @@ def run(
     if iters < 1:
         raise ValueError(f"iters must be at least 1, got {iters}")
     _check_layout(schedule)
-    _check_budget(schedule, count, dt.itemsize, max_bytes)
+    offsets = None
+    if counts is not None:
+        offsets = counts_offsets(schedule, counts)
+        _check_counts_budget(schedule, offsets, dt.itemsize, max_bytes)
+        count = int(offsets[-1]) // (schedule.nranks if schedule.collective is Collective.ALLTOALL else 1)
+    else:
+        _check_budget(schedule, count, dt.itemsize, max_bytes)
     if schedule.compresses():
         if error_bounds is None:
             raise ValueError(
@@ -440,9 +495,11 @@ def run(
         if on_progress is not None:
             on_progress(done, units)
 
-    lowered = plan(schedule, count, checked=checked, on_progress=report if on_progress is not None else None)
-    inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes)
-    values, mask = expected(schedule, inputs, op)  # before the last iteration overwrites the inputs
+    lowered = plan(
+        schedule, count, checked=checked, on_progress=report if on_progress is not None else None, offsets=offsets
+    )
+    inputs = make_inputs(schedule, count, dtype, seed, op=op, max_bytes=max_bytes, offsets=offsets)
+    values, mask = expected(schedule, inputs, op, offsets)  # before the last iteration overwrites the inputs
     units = nsteps + 1 + iters * len(lowered.moves)
     report(nsteps + 1)
     total = 0.0

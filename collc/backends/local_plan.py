@@ -345,7 +345,14 @@ def _region(bits: int, offsets: np.ndarray) -> Region:
     return Region(tuple(slice(a, b) for a, b in runs), None, size, pieces, longest)
 
 
-def plan(schedule: Schedule, count: int, *, checked: bool = False, on_progress: ProgressFn | None = None) -> Plan:
+def plan(
+    schedule: Schedule,
+    count: int,
+    *,
+    checked: bool = False,
+    on_progress: ProgressFn | None = None,
+    offsets: np.ndarray | None = None,
+) -> Plan:
     """Lower ``schedule`` to per-step element transfers for a ``count``-element collective.
 
     The transfers are the receives (a receive of rank r from q for chunks C
@@ -355,19 +362,25 @@ def plan(schedule: Schedule, count: int, *, checked: bool = False, on_progress: 
     than its peer receives is a `MismatchError` (a ValueError), as it is an
     error on the MPI executors.  ``checked``: the caller has run
     `check_matching` already.  ``on_progress(done, total)``, when given, is
-    called after each step.
+    called after each step.  ``offsets``: the chunks' element offsets of a call whose counts are given at run
+    time (`collectives.counts_offsets`), which then replace ``count``.
     """
     check_layout(schedule)
     if not checked:
         check_matching(schedule)
-    logical = logical_of(schedule, count)
+    if offsets is None:
+        logical = logical_of(schedule, count)
+        offsets = collectives.element_offsets(
+            schedule.collective, schedule.nranks, schedule.nchunks, count, schedule.chunk_weights
+        )
+    else:
+        logical = int(offsets[-1])
     with no_gc():
-        return _plan(schedule, count, logical, on_progress)
+        return _plan(schedule, count, offsets, logical, on_progress)
 
 
-def _plan(schedule: Schedule, count: int, logical: int, on_progress: ProgressFn | None) -> Plan:
+def _plan(schedule: Schedule, count: int, offsets: np.ndarray, logical: int, on_progress: ProgressFn | None) -> Plan:
     p, nchunks = schedule.nranks, schedule.nchunks
-    offsets = collectives.element_offsets(schedule.collective, p, nchunks, count, schedule.chunk_weights)
     sizes = np.diff(offsets)
     nonempty = sum(1 << int(c) for c in np.flatnonzero(sizes))
     beyond = 1 << nchunks  # chunk sets at least this large name a chunk past the last

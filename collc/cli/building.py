@@ -241,6 +241,15 @@ def _compile(
     "mpi, mpi-py, mpi-c: the most the ranks' buffers (an input and a result each) may take together [default: this "
     "machine's memory, none with --mpiexec-args]. A size that needs more is refused before anything runs.",
 )
+@click.option(
+    "--counts",
+    "counts_text",
+    default=None,
+    metavar="N,N,...",
+    help="local: counts given at run time, instead of --size: an allgatherv's or a reduce-scatter's p element "
+    "counts (rank r's block), or an alltoallv's p*p (what rank s sends rank d, row s), cutting the schedule's "
+    "chunks as the mpi-c library's MPI_Allgatherv, MPI_Reduce_scatter and MPI_Alltoallv do (docs/mpi.md).",
+)
 @click.option("--no-check", is_flag=True, help="Run without verifying the schedule first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def run(
@@ -262,6 +271,7 @@ def run(
     network_text: str | None,
     transport: str,
     max_memory: str | None,
+    counts_text: str | None,
     no_check: bool,
     as_json: bool,
 ) -> None:
@@ -270,9 +280,15 @@ def run(
     ctx = click.get_current_context()
     if sizes is not None and ctx.get_parameter_source("size") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --size or --sizes, not both")
-    option, given = ("--sizes", sizes) if sizes is not None else ("--size", size)
-    byte_sizes = parse_sizes(given, option) if sizes is not None else [parse_size(given, option)]
     itemsize = local.DTYPES[dtype].itemsize
+    counts = _counts_of(counts_text, backend, sizes is not None or ctx.get_parameter_source("size") is not
+                        click.core.ParameterSource.DEFAULT)  # fmt: skip
+    if counts is not None:
+        option, given = "--counts", counts_text or ""
+        byte_sizes = [sum(counts) * itemsize]
+    else:
+        option, given = ("--sizes", sizes) if sizes is not None else ("--size", size)
+        byte_sizes = parse_sizes(given, option) if sizes is not None else [parse_size(given, option)]
     if 0 < byte_sizes[0] < itemsize:  # sizes are rounded down to whole elements, but not to none
         raise bad_value(option, given, f"{byte_sizes[0]} bytes is less than one {itemsize}-byte {dtype} element")
     try:
@@ -288,6 +304,8 @@ def run(
     values = collect_params(p, params, dims)
     alg = load_algorithm(file, codecs)
     check_values(alg, {name: [value] for name, value in values.items()}, p, params, dims)
+    if counts is not None and alg.collective is Collective.ALLTOALL:  # --size is what one rank sends
+        byte_sizes = [sum(counts) * itemsize // max(1, math.isqrt(len(counts)))]
     buffers = nranks = 0
     if budget is not None:
         nranks = memory.nranks_of(alg, values)
@@ -316,7 +334,7 @@ def run(
         cluster = _cluster_of(network, network_text, s.nranks)
         if checked is None or checked.ok:
             settings = _Settings(dtype, redop, backend, iters, warmup, timeout, workdir, launcher_args, transport,
-                                 budget.limit if budget is not None else None)  # fmt: skip
+                                 budget.limit if budget is not None else None, counts=counts)  # fmt: skip
             try:
                 with nullcontext() if cluster is None else _started(cluster, bar):
                     if cluster is not None:
@@ -365,6 +383,29 @@ class _Settings:
     max_bytes: int | None  # the buffers' budget (local, MPI)
     mpiexec_prefix: tuple[str, ...] = ()  # what mpiexec runs under (an emulated cluster's namespace)
     env: dict[str, str] | None = None  # the ranks' environment (an emulated cluster's MPI settings)
+    counts: tuple[int, ...] | None = None  # counts given at run time (local)
+
+
+def _counts_of(text: str | None, backend: str, sized: bool) -> tuple[int, ...] | None:
+    """The counts of ``--counts`` (None when not given); a usage error naming the option when they are not
+    non-negative integers, come with --size or --sizes, or are asked of another backend than local."""
+    if text is None:
+        return None
+    if sized:
+        raise click.UsageError("give --size (or --sizes) or --counts, not both")
+    if backend != "local":
+        raise bad_value("--counts", text, f"counts given per rank run on the local backend, not {backend}; the "
+                        "mpi-c library and mpi-py take them at run time (docs/mpi.md)")  # fmt: skip
+    counts = []
+    for i, part in enumerate(text.split(",")):
+        try:
+            value = int(part.strip())
+        except ValueError:
+            raise bad_value("--counts", text, f"count {i} ({part.strip()!r}) is not an integer") from None
+        if value < 0:
+            raise bad_value("--counts", text, f"count {i} is negative ({value})")
+        counts.append(value)
+    return tuple(counts)
 
 
 def _network_of(text: str | None, backend: str) -> netemu.Network | None:
@@ -459,14 +500,14 @@ def _check_matching(inst: api.Instance, bar: Bar) -> None:
 def _run_local(s: Schedule, count: int, run: _Settings, bar: Bar) -> local.RunResult:
     """One size on the local backend, within the budget, its steps counted on ``bar``."""
     bounds = None
-    if s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None:
+    if run.counts is None and s.compresses() and layout_error(s.collective, s.nranks, s.nchunks) is None:
         from collc.verify.compression import analyse
 
         bounds = analyse(s, input_bound=1.0, dtype=run.dtype).bound
     try:
         return local.run(
             s, count, run.dtype, run.redop, iters=run.iters, max_bytes=run.max_bytes or local.DEFAULT_MAX_BYTES,
-            error_bounds=bounds, checked=True, on_progress=bar.on_progress,
+            error_bounds=bounds, checked=True, on_progress=bar.on_progress, counts=run.counts,
         )  # fmt: skip
     except ValueError as err:
         raise CollError(str(err)) from None
