@@ -16,7 +16,9 @@
  * possible, the first ones one element longer; or, with chunk weights
  * (sched->chunk_prefix), chunk j of a group of E elements starts floor(E * W_j / W)
  * into it, W_j the weights of the group's chunks before j and W all of them
- * (collectives.weighted_offset).  Empty messages are skipped.
+ * (collectives.weighted_offset).  A call whose counts are given at run time
+ * (collc_cuda_vcoll.cuh) brings the chunks' offsets instead.  Empty messages
+ * are skipped.
  *
  * Steps.  Every send reads the sender's buffer as it was at the start of the
  * step; every receive lands at its end.  For each step, the host enqueues
@@ -167,6 +169,7 @@ struct collc_cuda_layout {
     int64_t group_elems, base;
     int extra;
     const collc_u64 *prefix; /* with weights: the schedule's chunk_prefix (collc_cuda_weighted_offset), else NULL */
+    const int64_t *offsets;  /* [nchunks + 1]: the offsets given at run time (collc_cuda_vcoll.cuh), or NULL */
 };
 
 /* What is kept for each rank from call to call. */
@@ -260,6 +263,7 @@ static inline struct collc_cuda_layout collc_cuda_layout_of(const struct collc_c
     l.base = l.group_elems / l.group_chunks;
     l.extra = (int)(l.group_elems % l.group_chunks);
     l.prefix = s->chunk_prefix;
+    l.offsets = NULL;
     return l;
 }
 
@@ -274,6 +278,7 @@ static inline int64_t collc_cuda_weighted_offset(int64_t elems, collc_u64 before
 static inline int64_t collc_cuda_chunk_offset(const struct collc_cuda_layout *l, int c)
 {
     int g = c / l->group_chunks, j = c % l->group_chunks;
+    if (l->offsets != NULL) return l->offsets[c];
     if (l->prefix != NULL && j > 0) { /* a group's first chunk (c == nchunks too) starts the group: no weights read */
         const collc_u64 *w = l->prefix + (int64_t)g * l->group_chunks;
         return (int64_t)g * l->group_elems + collc_cuda_weighted_offset(l->group_elems, w[j] - w[0],
@@ -529,12 +534,9 @@ static inline int collc_cuda_run_phase(struct collc_cuda_ctx *ctx, const struct 
  * Entry points (the generated file wraps them in its extern "C" API)
  * ------------------------------------------------------------------------- */
 
-static inline int collc_cuda_check_args(const struct collc_cuda_sched *s, int64_t count, int dtype, int op)
+/* The dtype and op, and what the schedule's codecs take. */
+static inline int collc_cuda_check_type(const struct collc_cuda_sched *s, int dtype, int op)
 {
-    if (count < 0) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "count must be >= 0, got %lld", (long long)count);
-    if (s->collective == COLLC_CUDA_COLL_ALLTOALL && count % s->nranks != 0)
-        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "alltoall needs a count divisible by p=%d, got %lld", s->nranks,
-                               (long long)count);
     if (dtype < 0 || dtype >= COLLC_CUDA_NDTYPES)
         return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "unknown dtype %d (0 .. %d)", dtype, COLLC_CUDA_NDTYPES - 1);
     if (op < 0 || op >= COLLC_CUDA_NOPS)
@@ -550,15 +552,26 @@ static inline int collc_cuda_check_args(const struct collc_cuda_sched *s, int64_
     return COLLC_CUDA_OK;
 }
 
-/* A context for `count` elements of `dtype`; ctx->landing has room for the largest step. */
-static inline int collc_cuda_ctx_init(struct collc_cuda_ctx *ctx, const struct collc_cuda_sched *s, int64_t count,
-                                      int dtype, int op)
+static inline int collc_cuda_check_args(const struct collc_cuda_sched *s, int64_t count, int dtype, int op)
 {
-    int err = collc_cuda_check_args(s, count, dtype, op);
+    if (count < 0) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "count must be >= 0, got %lld", (long long)count);
+    if (s->collective == COLLC_CUDA_COLL_ALLTOALL && count % s->nranks != 0)
+        return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "alltoall needs a count divisible by p=%d, got %lld", s->nranks,
+                               (long long)count);
+    return collc_cuda_check_type(s, dtype, op);
+}
+
+/* A context for `count` elements of `dtype`; ctx->landing has room for the largest step.  `offsets`: the chunks'
+ * offsets of a call whose counts are given at run time (collc_cuda_vcoll.cuh; `count` is their total), or NULL. */
+static inline int collc_cuda_ctx_init(struct collc_cuda_ctx *ctx, const struct collc_cuda_sched *s, int64_t count,
+                                      const int64_t *offsets, int dtype, int op)
+{
+    int err = offsets != NULL ? collc_cuda_check_type(s, dtype, op) : collc_cuda_check_args(s, count, dtype, op);
     memset(ctx, 0, sizeof *ctx);
     if (err != COLLC_CUDA_OK) return err;
     ctx->sched = s;
     ctx->layout = collc_cuda_layout_of(s, count);
+    ctx->layout.offsets = offsets;
     ctx->elem_bytes = collc_cuda_dtype_size[dtype];
     ctx->op = op;
     ctx->reduce = collc_cuda_reducers[dtype][op];
@@ -661,16 +674,16 @@ static inline int collc_cuda_check_pointers(const struct collc_cuda_ctx *ctx, vo
     return COLLC_CUDA_OK;
 }
 
-/* The whole collective; see the generated header for the contract. */
-static inline int collc_cuda_execute(const struct collc_cuda_sched *s, void *const *buffers, int64_t count,
-                                     int dtype, int op, const int *device_of_rank, void *const *scratch,
-                                     void *stream)
+/* The whole collective; see the generated header for the contract.  `offsets`: as for collc_cuda_ctx_init. */
+static inline int collc_cuda_execute_at(const struct collc_cuda_sched *s, void *const *buffers, int64_t count,
+                                        const int64_t *offsets, int dtype, int op, const int *device_of_rank,
+                                        void *const *scratch, void *stream)
 {
     struct collc_cuda_ctx ctx;
     cudaStream_t caller = (cudaStream_t)stream;
     cudaError_t cuda_err;
     int device = 0, err, started = 0;
-    if ((err = collc_cuda_ctx_init(&ctx, s, count, dtype, op)) != COLLC_CUDA_OK) goto out;
+    if ((err = collc_cuda_ctx_init(&ctx, s, count, offsets, dtype, op)) != COLLC_CUDA_OK) goto out;
     /* count 0 moves nothing: its buffers may be NULL (an empty array's pointer often is) */
     if ((err = collc_cuda_size_scratch(&ctx)) != COLLC_CUDA_OK || count == 0) goto out;
     if ((err = collc_cuda_check_pointers(&ctx, buffers, scratch)) != COLLC_CUDA_OK) goto out;
@@ -700,16 +713,32 @@ out:
     return err;
 }
 
-/* The scratch bytes rank `rank` needs for a call with `count` elements of `dtype`; -1 for bad arguments. */
-static inline int64_t collc_cuda_scratch_bytes(const struct collc_cuda_sched *s, int64_t count, int dtype, int rank)
+/* The whole collective, its chunks cut from `count`. */
+static inline int collc_cuda_execute(const struct collc_cuda_sched *s, void *const *buffers, int64_t count,
+                                     int dtype, int op, const int *device_of_rank, void *const *scratch,
+                                     void *stream)
+{
+    return collc_cuda_execute_at(s, buffers, count, NULL, dtype, op, device_of_rank, scratch, stream);
+}
+
+/* The scratch bytes rank `rank` needs for a call with `count` elements of `dtype` (`offsets`: as for
+ * collc_cuda_ctx_init); -1 for bad arguments. */
+static inline int64_t collc_cuda_scratch_bytes_at(const struct collc_cuda_sched *s, int64_t count,
+                                                  const int64_t *offsets, int dtype, int rank)
 {
     struct collc_cuda_ctx ctx;
     int64_t need = -1;
-    if (collc_cuda_ctx_init(&ctx, s, count, dtype, COLLC_CUDA_SUM) == COLLC_CUDA_OK && rank >= 0 &&
+    if (collc_cuda_ctx_init(&ctx, s, count, offsets, dtype, COLLC_CUDA_SUM) == COLLC_CUDA_OK && rank >= 0 &&
         rank < s->nranks && collc_cuda_size_scratch(&ctx) == COLLC_CUDA_OK)
         need = (int64_t)ctx.scratch_need[rank];
     collc_cuda_ctx_free(&ctx);
     return need;
+}
+
+/* The scratch bytes rank `rank` needs for a call with `count` elements of `dtype`; -1 for bad arguments. */
+static inline int64_t collc_cuda_scratch_bytes(const struct collc_cuda_sched *s, int64_t count, int dtype, int rank)
+{
+    return collc_cuda_scratch_bytes_at(s, count, NULL, dtype, rank);
 }
 
 /* The element offset of every chunk, offsets[0 .. nchunks]; returns nchunks, or COLLC_CUDA_ERR_ARG. */

@@ -10,7 +10,9 @@
  * that name r say.
  *
  * Buffers and chunks are exactly the cuda target's (collc_cuda_layout_of):
- * every rank's buffer holds the collective's whole logical element space.
+ * every rank's buffer holds the collective's whole logical element space;
+ * for counts given at run time, the chunks are cut by them
+ * (collc_mpicuda_vcoll.cuh, collc_cuda_vcoll.cuh).
  *
  * Issue order: schedules without compression points run by dataflow by
  * default (collc_mpicuda_flow.cuh: each message goes when the messages it
@@ -506,17 +508,21 @@ static inline int collc_mpicuda_issue_steps(void)
     return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "COLLC_ISSUE=%s: expected dataflow or steps", env);
 }
 
-/* A context for `count` elements on `rank`, sized (what the rank's steps need). */
+/* A context for `count` elements on `rank`, sized (what the rank's steps need).  `offsets`: the chunks' offsets of
+ * a call whose counts are given at run time (`count` their total; collc_mpicuda_vcoll.cuh), or NULL. */
 static inline int collc_mpicuda_ctx_init(struct collc_mpicuda_ctx *ctx, const struct collc_mpicuda_sched *s,
-                                         int64_t count, int dtype, int op, int rank)
+                                         int64_t count, const int64_t *offsets, int dtype, int op, int rank)
 {
     int err;
     memset(ctx, 0, sizeof *ctx);
-    if ((err = collc_cuda_check_args(&s->base, count, dtype, op)) != COLLC_CUDA_OK) return err;
+    err = offsets != NULL ? collc_cuda_check_type(&s->base, dtype, op)
+                          : collc_cuda_check_args(&s->base, count, dtype, op);
+    if (err != COLLC_CUDA_OK) return err;
     ctx->sched = s;
     ctx->rank = rank;
     ctx->cu.sched = &s->base;
     ctx->cu.layout = collc_cuda_layout_of(&s->base, count);
+    ctx->cu.layout.offsets = offsets;
     ctx->cu.elem_bytes = collc_cuda_dtype_size[dtype];
     ctx->cu.op = op;
     ctx->cu.reduce = collc_cuda_reducers[dtype][op];
@@ -541,20 +547,31 @@ static inline void collc_mpicuda_ctx_free(struct collc_mpicuda_ctx *ctx)
 #include "collc_mpicuda_state.cuh" /* the kept state: communicator, streams, events, scratch, pinned buffers */
 #include "collc_mpicuda_stream.cuh" /* a whole call enqueued on the caller's stream */
 
-/* The whole collective on this rank's `buffer` (current device); see the generated header for the contract. */
-static inline int collc_mpicuda_execute(const struct collc_mpicuda_sched *s, void *buffer, int64_t count, int dtype,
-                                        int op, MPI_Comm comm, void *stream)
+/* The communicator's rank in *rank; 0, or COLLC_CUDA_ERR_ARG when it is not one of p ranks for schedule s. */
+static inline int collc_mpicuda_comm_check(const struct collc_mpicuda_sched *s, MPI_Comm comm, int *rank)
 {
-    struct collc_mpicuda_ctx ctx;
-    struct collc_mpicuda_state *st = &collc_mpicuda_kept;
-    int rank = 0, size = 0, err;
+    int size = 0;
     if (comm == MPI_COMM_NULL) return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "the communicator is MPI_COMM_NULL");
-    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_rank(comm, rank);
     MPI_Comm_size(comm, &size);
     if (size != s->base.nranks)
         return collc_cuda_fail(COLLC_CUDA_ERR_ARG, "rank %d: the communicator has %d ranks, %s was compiled for p=%d",
-                               rank, size, s->base.algorithm, s->base.nranks);
-    if ((err = collc_mpicuda_ctx_init(&ctx, s, count, dtype, op, rank)) != COLLC_CUDA_OK || count == 0) goto out;
+                               *rank, size, s->base.algorithm, s->base.nranks);
+    return COLLC_CUDA_OK;
+}
+
+/* The whole collective on this rank's `buffer` (current device); see the generated header for the contract.
+ * `offsets`: the chunks' offsets of a call whose counts are given at run time, `count` their total, the counts
+ * compared across the ranks already (collc_mpicuda_vcoll.cuh); NULL: count's own cut. */
+static inline int collc_mpicuda_execute_at(const struct collc_mpicuda_sched *s, void *buffer, int64_t count,
+                                           const int64_t *offsets, int dtype, int op, MPI_Comm comm, void *stream)
+{
+    struct collc_mpicuda_ctx ctx;
+    struct collc_mpicuda_state *st = &collc_mpicuda_kept;
+    int rank = 0, err;
+    if ((err = collc_mpicuda_comm_check(s, comm, &rank)) != COLLC_CUDA_OK) return err;
+    if ((err = collc_mpicuda_ctx_init(&ctx, s, count, offsets, dtype, op, rank)) != COLLC_CUDA_OK || count == 0)
+        goto out;
     if (buffer == NULL) {
         err = collc_cuda_fail(COLLC_CUDA_ERR_ARG, "rank %d: buffer is NULL", rank);
         goto out;
@@ -582,17 +599,33 @@ out:
     return err;
 }
 
+/* The whole collective on this rank's `buffer`, its chunks cut from `count`. */
+static inline int collc_mpicuda_execute(const struct collc_mpicuda_sched *s, void *buffer, int64_t count, int dtype,
+                                        int op, MPI_Comm comm, void *stream)
+{
+    return collc_mpicuda_execute_at(s, buffer, count, NULL, dtype, op, comm, stream);
+}
+
+/* The scratch bytes `rank` needs for `count` elements of `dtype` (`offsets`: as for collc_mpicuda_ctx_init); -1
+ * for bad arguments. */
+static inline int64_t collc_mpicuda_scratch_bytes_at(const struct collc_mpicuda_sched *s, int64_t count,
+                                                     const int64_t *offsets, int dtype, int rank)
+{
+    struct collc_mpicuda_ctx ctx;
+    int64_t need = -1;
+    memset(&ctx, 0, sizeof ctx); /* freed below, also when `rank` is out of range */
+    if (rank >= 0 && rank < s->base.nranks &&
+        collc_mpicuda_ctx_init(&ctx, s, count, offsets, dtype, COLLC_CUDA_SUM, rank) == COLLC_CUDA_OK)
+        need = (int64_t)ctx.need_scratch;
+    collc_mpicuda_ctx_free(&ctx);
+    return need;
+}
+
 /* The scratch bytes `rank` needs for `count` elements of `dtype`; -1 for bad arguments. */
 static inline int64_t collc_mpicuda_scratch_bytes(const struct collc_mpicuda_sched *s, int64_t count, int dtype,
                                                   int rank)
 {
-    struct collc_mpicuda_ctx ctx;
-    int64_t need = -1;
-    if (rank >= 0 && rank < s->base.nranks &&
-        collc_mpicuda_ctx_init(&ctx, s, count, dtype, COLLC_CUDA_SUM, rank) == COLLC_CUDA_OK)
-        need = (int64_t)ctx.need_scratch;
-    collc_mpicuda_ctx_free(&ctx);
-    return need;
+    return collc_mpicuda_scratch_bytes_at(s, count, NULL, dtype, rank);
 }
 
 /* Waits for the last call and reports a value a codec refused in it (COLLC_CUDA_ERR_CODEC), or 0. */

@@ -31,6 +31,7 @@
 
 #include "collc_anyp_rows.h"
 #include "collc_mpicuda.cuh"
+#include "collc_mpicuda_vcoll.cuh" /* counts given at run time */
 
 /* Consecutive steps of a rank whose messages a dataflow run may have under way at once (dataflow.SCRATCH_WINDOW). */
 #define COLLC_MPICUDA_ANYP_WINDOW 8
@@ -259,6 +260,16 @@ static inline int collc_mpicuda_anyp_run(struct collc_mpicuda_anyp *a, void *buf
     return err != COLLC_CUDA_OK ? err : collc_mpicuda_execute(s, buffer, count, dtype, op, comm, stream);
 }
 
+/* The collective with counts given at run time (allgather, reduce-scatter: comm's size p of them; alltoall: p * p),
+ * with the schedule of comm's size (see the generated header). */
+static inline int collc_mpicuda_anyp_run_v(struct collc_mpicuda_anyp *a, void *buffer, const int64_t *counts,
+                                           int dtype, int op, MPI_Comm comm, void *stream)
+{
+    const struct collc_mpicuda_sched *s = NULL;
+    const int err = collc_mpicuda_anyp_for(a, comm, &s);
+    return err != COLLC_CUDA_OK ? err : collc_mpicuda_execute_v(s, buffer, counts, dtype, op, comm, stream);
+}
+
 /* The number of chunks of p ranks' schedule, or -1 (the error set). */
 static inline int collc_mpicuda_anyp_nchunks(struct collc_mpicuda_anyp *a, int p)
 {
@@ -273,12 +284,29 @@ static inline int collc_mpicuda_anyp_layout(struct collc_mpicuda_anyp *a, int p,
     return s == NULL ? -1 : collc_cuda_chunk_offsets(&s->base, count, offsets);
 }
 
+/* The element offset of every chunk of p ranks' schedule for counts given at run time; the number of chunks, or
+ * -1. */
+static inline int collc_mpicuda_anyp_layout_v(struct collc_mpicuda_anyp *a, int p, const int64_t *counts,
+                                              int64_t *offsets)
+{
+    const struct collc_mpicuda_sched *s = collc_mpicuda_anyp_local(a, p, 0);
+    return s == NULL ? -1 : collc_cuda_chunk_offsets_v(&s->base, counts, offsets);
+}
+
 /* The device scratch bytes `rank` of p ranks needs for count elements of dtype; -1 for bad arguments. */
 static inline int64_t collc_mpicuda_anyp_scratch_bytes(struct collc_mpicuda_anyp *a, int64_t count, int dtype, int p,
                                                        int rank)
 {
     const struct collc_mpicuda_sched *s = collc_mpicuda_anyp_local(a, p, rank);
     return s == NULL ? -1 : collc_mpicuda_scratch_bytes(s, count, dtype, rank);
+}
+
+/* The device scratch bytes `rank` of p ranks needs for counts given at run time; -1 for bad arguments. */
+static inline int64_t collc_mpicuda_anyp_scratch_bytes_v(struct collc_mpicuda_anyp *a, const int64_t *counts,
+                                                         int dtype, int p, int rank)
+{
+    const struct collc_mpicuda_sched *s = collc_mpicuda_anyp_local(a, p, rank);
+    return s == NULL ? -1 : collc_mpicuda_scratch_bytes_v(s, counts, dtype, rank);
 }
 
 /* Waits for the last call (0, or -2): any-p libraries have no codecs to report on. */

@@ -3,12 +3,17 @@
  * The generated collc_<algorithm>_mpicuda_main.cu defines COLLC_MAIN_* (the
  * library's entry points and sizes; COLLC_MAIN_NRANKS 0 for a library compiled
  * for any p, which also defines COLLC_MAIN_NCHUNKS_OF(p) and
- * COLLC_MAIN_LAYOUT_OF(p, count, offsets)) and includes this file.  Every rank:
+ * COLLC_MAIN_LAYOUT_OF(p, count, offsets); COLLC_MAIN_RUN_V and
+ * COLLC_MAIN_LAYOUT_V, or COLLC_MAIN_LAYOUT_V_OF(p, counts, offsets), for a
+ * library with entry points for counts given at run time) and includes this
+ * file.  Every rank:
  *
  *   - picks its GPU: local rank on the node (MPI_COMM_TYPE_SHARED) modulo
  *     the visible devices, so one rank per GPU when there are as many, and
  *     several ranks per GPU otherwise; no visible device is an error;
- *   - for each count: reads its input row (--inputs DIR: input<i>.bin holds
+ *   - for each count (--counts), or each set of counts given at run time
+ *     (--vcounts, through the library's _run_v: one set per call, its counts
+ *     separated by colons): reads its input row (--inputs DIR: input<i>.bin holds
  *     every rank's logical buffer, rank by rank, in the dtype's bytes) or
  *     fills its buffer with a fixed pattern, runs --warmup and --iters calls
  *     (each from the same input, after a barrier), checks for codec
@@ -24,7 +29,9 @@
  * stops, SIGSTOP, instead of making call I, while the others are in it),
  * `late:R:I` (rank R makes call I, then stops before waiting for it: a
  * stream-ordered call is left half done), `exit:R:I` (rank R exits instead
- * of making call I), `count:R:D` (rank R calls with D more elements).
+ * of making call I), `count:R:D` (rank R calls with D more elements; with
+ * --vcounts, D more in its first count and D fewer in its last: the same
+ * total, cut differently).
  */
 #ifndef COLLC_MPICUDA_MAIN_H
 #define COLLC_MPICUDA_MAIN_H
@@ -46,12 +53,16 @@
 #define COLLC_MAIN_NCHUNKS_OF(p) COLLC_MAIN_NCHUNKS
 #define COLLC_MAIN_LAYOUT_OF(p, count, offsets) COLLC_MAIN_LAYOUT(count, offsets)
 #endif
+#if defined(COLLC_MAIN_RUN_V) && !defined(COLLC_MAIN_LAYOUT_V_OF)
+#define COLLC_MAIN_LAYOUT_V_OF(p, counts, offsets) COLLC_MAIN_LAYOUT_V(counts, offsets)
+#endif
 
 enum { MAIN_MAX_COUNTS = 64 };
 
 struct main_opts {
     long long counts[MAIN_MAX_COUNTS];
     int ncounts, dtype, op, iters, warmup;
+    const char *vcounts; /* --vcounts: the sets of counts given at run time (ncounts of them), or NULL */
     const char *inputs, *outputs, *status;
     char fault;        /* 0, 's' (stop), 'l' (late stop), 'e' (exit), 'c' (count) */
     int fault_rank;
@@ -117,13 +128,20 @@ static void main_usage(const char *program)
     char p[16];
     if (COLLC_MAIN_NRANKS > 0) snprintf(p, sizeof p, "%d", COLLC_MAIN_NRANKS);
     else snprintf(p, sizeof p, "P");
+#ifdef COLLC_MAIN_RUN_V
+    const char *vcounts = "       [--vcounts N:N:...,N:N:...]  (counts given at run time, one set of counts per "
+                          "call, instead of --counts)\n";
+#else
+    const char *vcounts = "";
+#endif
     if (main_rank == 0)
         fprintf(stderr,
                 "usage: mpiexec -n %s %s [--counts N,N,...] [--dtype float32|float64|float16|bfloat16|int32|int64]\n"
                 "       [--op sum|prod|max|min] [--iters N] [--warmup N] [--inputs DIR] [--outputs DIR]\n"
                 "       [--status DIR] [--fault stop:RANK:CALL|late:RANK:CALL|exit:RANK:CALL|count:RANK:EXTRA]\n"
+                "%s"
                 "runs %s (p=%s) on this job's GPUs; rank 0 prints one JSON row per count.\n",
-                p, program, COLLC_MAIN_ALGORITHM, COLLC_MAIN_NRANKS > 0 ? p : "any");
+                p, program, vcounts, COLLC_MAIN_ALGORITHM, COLLC_MAIN_NRANKS > 0 ? p : "any");
 }
 
 static int main_index(const char *const *names, int n, const char *value)
@@ -159,6 +177,20 @@ static void main_parse(int argc, char **argv, struct main_opts *o)
                 if (*end == ',') end++;
             }
             bad |= o->ncounts == 0;
+            o->vcounts = NULL;
+#ifdef COLLC_MAIN_RUN_V
+        } else if (strcmp(key, "--vcounts") == 0) {
+            char *end = (char *)value;
+            o->vcounts = value;
+            o->ncounts = 1;
+            while (!bad && *end) { /* counts >= 0, separated by ':' within a set and by ',' between sets */
+                const char *start = end;
+                bad = strtoll(start, &end, 10) < 0 || end == start || (*end != ':' && *end != ',' && *end != '\0');
+                if (!bad && *end == ',') bad = ++o->ncounts > MAIN_MAX_COUNTS;
+                if (*end == ':' || *end == ',') end++;
+            }
+            bad |= *value == '\0' || value[strlen(value) - 1] == ':' || value[strlen(value) - 1] == ',';
+#endif
         } else if (strcmp(key, "--dtype") == 0) {
             bad = (o->dtype = main_index(main_dtypes, 6, value)) < 0;
         } else if (strcmp(key, "--op") == 0) {
@@ -272,20 +304,68 @@ static void main_fault(const struct main_opts *o, int call, int late)
     else _exit(3);
 }
 
-/* One count: the calls, the check, the output; rank 0 prints the row. */
+/* Set i of --vcounts (malloc'd, *n counts), with this rank's injected fault: D elements moved from its last count
+ * to its first. */
+static int64_t *main_vcounts(const struct main_opts *o, int i, int *n)
+{
+    char *at = (char *)o->vcounts;
+    int64_t *counts;
+    for (int k = 0; k < i; k++) at = strchr(at, ',') + 1;
+    *n = 1;
+    for (const char *c = at; *c != '\0' && *c != ','; c++) *n += *c == ':';
+    if ((counts = (int64_t *)malloc((size_t)*n * sizeof *counts)) == NULL) main_fail("out of host memory");
+    for (int k = 0; k < *n; k++) counts[k] = strtoll(at, &at, 10), at++; /* the separator */
+    if (o->fault == 'c' && o->fault_rank == main_rank) {
+        if (counts[*n - 1] < o->fault_arg) main_fail("--fault count:%d:%lld needs a last count >= %lld", main_rank,
+                                                     o->fault_arg, o->fault_arg);
+        counts[0] += o->fault_arg;
+        counts[*n - 1] -= o->fault_arg;
+    }
+    return counts;
+}
+
+/* The chunks' offsets of a call with `count` elements, or with counts given at run time (vcounts: not NULL). */
+static int main_layout(long long count, const int64_t *vcounts, int64_t *offsets)
+{
+#ifdef COLLC_MAIN_RUN_V
+    if (vcounts != NULL) return COLLC_MAIN_LAYOUT_V_OF(main_size, vcounts, offsets);
+#endif
+    (void)vcounts;
+    return COLLC_MAIN_LAYOUT_OF(main_size, count, offsets);
+}
+
+/* One call with `count` elements, or with counts given at run time (vcounts: not NULL). */
+static int main_run(void *work, long long count, const int64_t *vcounts, const struct main_opts *o,
+                    cudaStream_t stream)
+{
+#ifdef COLLC_MAIN_RUN_V
+    if (vcounts != NULL) return COLLC_MAIN_RUN_V(work, vcounts, o->dtype, o->op, MPI_COMM_WORLD, stream);
+#endif
+    (void)vcounts;
+    return COLLC_MAIN_RUN(work, count, o->dtype, o->op, MPI_COMM_WORLD, stream);
+}
+
+/* One count (or set of counts): the calls, the check, the output; rank 0 prints the row. */
 static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
 {
     const int nchunks = COLLC_MAIN_NCHUNKS_OF(main_size);
-    int64_t *offsets;
+    int64_t *offsets, *vcounts = NULL;
     long long count = o->counts[i], logical, bytes;
     double total = 0, mine, stats[3], all[3];
     char *host, *pristine, *work;
-    if (o->fault == 'c' && o->fault_rank == main_rank) count += o->fault_arg;
-    main_count = o->counts[i];
+    int nv = 0;
+    if (o->vcounts != NULL) {
+        vcounts = main_vcounts(o, i, &nv);
+        count = 0;
+        for (int k = 0; k < nv; k++) count += vcounts[k];
+    } else if (o->fault == 'c' && o->fault_rank == main_rank) {
+        count += o->fault_arg;
+    }
+    main_count = o->vcounts != NULL ? count : o->counts[i];
     main_status("running", NULL);
     if (nchunks < 1) main_fail("%s", COLLC_MAIN_LAST_ERROR());
     if ((offsets = (int64_t *)malloc(((size_t)nchunks + 1) * sizeof *offsets)) == NULL) main_fail("out of host memory");
-    if (COLLC_MAIN_LAYOUT_OF(main_size, count, offsets) < 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());
+    if (main_layout(count, vcounts, offsets) < 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());
     logical = (long long)offsets[nchunks];
     free(offsets);
     bytes = logical * main_dtype_bytes[o->dtype];
@@ -301,8 +381,7 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
         main_barrier();
         main_fault(o, call, 0); /* after the barrier: the other ranks are in the collective */
         start = MPI_Wtime();
-        if (COLLC_MAIN_RUN(work, count, o->dtype, o->op, MPI_COMM_WORLD, stream) != 0)
-            main_fail("%s", COLLC_MAIN_LAST_ERROR());
+        if (main_run(work, count, vcounts, o, stream) != 0) main_fail("%s", COLLC_MAIN_LAST_ERROR());
         main_fault(o, call, 1);
         if (COLLC_MAIN_CHECK() != 0) main_fail("%s", COLLC_MAIN_LAST_ERROR()); /* the call's end, watched */
         if (call >= o->warmup) total += MPI_Wtime() - start;
@@ -313,6 +392,7 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
     MAIN_CUDA(cudaFree(pristine));
     MAIN_CUDA(cudaFree(work));
     free(host);
+    free(vcounts);
     mine = total / o->iters * 1e6;
     stats[0] = mine;
     stats[1] = -mine;
@@ -322,8 +402,7 @@ static void main_one(const struct main_opts *o, int i, cudaStream_t stream)
     if (main_rank != 0) return;
     printf("{\"impl\": \"mpi-cuda\", \"count\": %lld, \"size_bytes\": %lld, \"avg_us\": %.3f, \"min_us\": %.3f, "
            "\"max_us\": %.3f, \"iters\": %d, \"wrong\": -1}\n",
-           o->counts[i], o->counts[i] * main_dtype_bytes[o->dtype], all[2] / main_size, -all[1], all[0],
-           o->iters);
+           main_count, main_count * main_dtype_bytes[o->dtype], all[2] / main_size, -all[1], all[0], o->iters);
     fflush(stdout);
 }
 

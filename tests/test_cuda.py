@@ -1,7 +1,9 @@
 """The ``cuda`` target: generated CUDA C++, builds of every example, and runs with and without a GPU.
 
 Golden files: ``tests/golden/cuda/<algorithm>_p4.cu`` and ``_cuda.h`` hold the
-generated sources of ring_allreduce and swing_bw at p=4, compared textually.
+generated sources of ring_allreduce, swing_bw, compressed_ring_allreduce and
+ring_allgather (with the entry points for counts given at run time) at p=4,
+compared textually.
 After a deliberate change to the templates, regenerate them with
 
     COLLC_REGEN_GOLDEN=1 pytest tests/test_cuda.py -k golden
@@ -265,7 +267,7 @@ def mock_run(
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw", "compressed_ring_allreduce"])
+@pytest.mark.parametrize("name", ["ring_allreduce", "swing_bw", "compressed_ring_allreduce", "ring_allgather"])
 def test_golden(name: str, tmp_path: Path) -> None:
     schedule = _schedule(name, {"p": 4})
     cuda.generate(schedule, tmp_path)

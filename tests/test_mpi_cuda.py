@@ -1,7 +1,8 @@
 """The ``mpi-cuda`` target: generated sources, nvcc builds, runs over MPI on a CPU stand-in for CUDA, and on a GPU.
 
-Golden files: ``tests/golden/mpi_cuda/ring_allreduce_p4_mpicuda.cu`` and
-``.h`` hold the generated sources of ring_allreduce at p=4.  After a
+Golden files: ``tests/golden/mpi_cuda/<algorithm>_p4_mpicuda.cu`` and ``.h``
+hold the generated sources of ring_allreduce and ring_allgather (with the
+entry points for counts given at run time) at p=4.  After a
 deliberate change to the templates, regenerate them with
 
     COLLC_REGEN_GOLDEN=1 pytest tests/test_mpi_cuda.py -k golden
@@ -191,12 +192,13 @@ def mock_run(mock: Path, b: Built, tmp: Path, aware: str, dtype: str = "float32"
 # --------------------------------------------------------------------------
 
 
-def test_golden(tmp_path: Path) -> None:
-    schedule = _schedule("ring_allreduce", {"p": 4})
+@pytest.mark.parametrize("name", ["ring_allreduce", "ring_allgather"])
+def test_golden(name: str, tmp_path: Path) -> None:
+    schedule = _schedule(name, {"p": 4})
     mpi_cuda.generate(schedule, tmp_path)
     cu_name, h_name, _ = mpi_cuda.source_names(schedule)
-    assert_golden(tmp_path / cu_name, GOLDEN / "ring_allreduce_p4_mpicuda.cu")
-    assert_golden(tmp_path / h_name, GOLDEN / "ring_allreduce_p4_mpicuda.h")
+    assert_golden(tmp_path / cu_name, GOLDEN / f"{name}_p4_mpicuda.cu")
+    assert_golden(tmp_path / h_name, GOLDEN / f"{name}_p4_mpicuda.h")
 
 
 def test_generated_files(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@
     ``extern "C"`` API;
 ``collc_<algorithm>_cuda.h``
     the API: ``collc_<algorithm>_cuda_run(buffers, count, dtype, op,
-    device_of_rank, scratch, stream)`` and its helpers;
+    device_of_rank, scratch, stream)`` and its helpers; for an allgather, a
+    reduce-scatter or an alltoall also ``..._run_v(buffers, counts, ...)``,
+    the counts given at run time (``runtime/collc_cuda_vcoll.cuh``);
 ``Makefile``
     the same build by hand (``make ARCH=sm_80``).
 
@@ -55,7 +57,7 @@ from collc.backends.cuda_plan import (
     step_messages,
 )
 from collc.diagnostics import CollError
-from collc.ir import Schedule
+from collc.ir import Collective, Schedule
 from collc.resources import data_dir
 
 __all__ = [
@@ -100,6 +102,20 @@ ERRORS: dict[int, str] = {-1: "bad argument", -2: "CUDA error", -3: "a codec ref
 """Return values of ``collc_<algorithm>_cuda_run`` other than 0."""
 
 NO_GPU = "the cuda backend needs a GPU and cupy"
+
+Count = int | Sequence[int]
+"""One row of a run: an element count, or the counts of a call given at run time (`Library.run_v`)."""
+
+
+def given_counts(count: Count) -> list[int] | None:
+    """The counts of a call given at run time when ``count`` is a sequence of them; None for an element count."""
+    return None if isinstance(count, int | np.integer) else [int(c) for c in count]
+
+
+def vcount_row_count(schedule: Schedule, offsets: np.ndarray) -> int:
+    """A row's ``count`` for counts given at run time: the logical elements per rank (on average, for an
+    alltoall, whose element counts are per rank too)."""
+    return int(offsets[-1]) // (schedule.nranks if schedule.collective is Collective.ALLTOALL else 1)
 
 
 # --------------------------------------------------------------------------
@@ -207,6 +223,17 @@ class Library:
         self._error.restype = ctypes.c_char_p
         self._check = getattr(lib, f"{prefix}_check")
         self._check.restype = ctypes.c_int
+        int64s = ctypes.POINTER(ctypes.c_int64)
+        self._run_v = getattr(lib, f"{prefix}_run_v", None)  # allgather, reduce_scatter and alltoall only
+        if self._run_v is not None:
+            self._run_v.restype = ctypes.c_int
+            self._run_v.argtypes = [self._run.argtypes[0], int64s, *self._run.argtypes[2:]]
+            self._scratch_v = getattr(lib, f"{prefix}_scratch_bytes_v")
+            self._scratch_v.restype = ctypes.c_int64
+            self._scratch_v.argtypes = [int64s, ctypes.c_int, ctypes.c_int]
+            self._layout_v = getattr(lib, f"{prefix}_layout_v")
+            self._layout_v.restype = ctypes.c_int
+            self._layout_v.argtypes = [int64s, int64s]
 
     def last_error(self) -> str:
         return (self._error() or b"").decode("utf-8", "replace")
@@ -221,6 +248,34 @@ class Library:
 
     def scratch_bytes(self, count: int, dtype: str, rank: int) -> int:
         return int(self._scratch(count, DTYPES[dtype], rank))
+
+    def _counts(self, counts: Sequence[int]) -> np.ndarray:
+        """``counts`` as the int64 array the ``_v`` entry points read (p of them, p*p for an alltoall: the C API
+        reads that many); CollError when there are not as many, or the library has no such entry points."""
+        s = self.schedule
+        if self._run_v is None:
+            raise CollError(
+                f"{self.path.name} has no entry points for counts given at run time: its collective is a "
+                f"{s.collective.value}, not an allgather, a reduce_scatter or an alltoall"
+            )
+        want = s.nranks * s.nranks if s.collective is Collective.ALLTOALL else s.nranks
+        if len(counts) != want:
+            raise CollError(
+                f"{self.path.name}: a {s.collective.value} on {s.nranks} ranks takes {want} counts, got {len(counts)}"
+            )
+        return np.ascontiguousarray(counts, dtype=np.int64)
+
+    def layout_v(self, counts: Sequence[int]) -> np.ndarray:
+        """The chunks' element offsets for counts given at run time (``_layout_v``), as the library cuts them."""
+        offsets = np.zeros(self.schedule.nchunks + 1, dtype=np.int64)
+        arg = self._counts(counts)
+        if self._layout_v(_int64s(arg), _int64s(offsets)) < 0:
+            raise CollError(f"{self.path.name}: layout_v({list(counts)}): {self.last_error()}")
+        return offsets
+
+    def scratch_bytes_v(self, counts: Sequence[int], dtype: str, rank: int) -> int:
+        """The scratch bytes rank ``rank`` needs for a `run_v` with ``counts`` (-1 for bad arguments)."""
+        return int(self._scratch_v(_int64s(self._counts(counts)), DTYPES[dtype], rank))
 
     def run(
         self,
@@ -246,6 +301,28 @@ class Library:
         if code != 0:
             raise CollError(f"{self.path.name}: {ERRORS.get(code, f'error {code}')}: {self.last_error()}")
 
+    def run_v(
+        self,
+        buffers: Sequence[int],
+        counts: Sequence[int],
+        dtype: str,
+        op: str,
+        devices: Sequence[int] | None = None,
+        stream: int = 0,
+        scratch: Sequence[int] | None = None,
+    ) -> None:
+        """`run` with counts given at run time (``_run_v``: p counts, p*p for an alltoall; every buffer holds
+        their sum, cut as `layout_v` says); CollError when the library returns an error (a schedule with chunk
+        weights or compression points refuses them)."""
+        arg = self._counts(counts)
+        p = self.schedule.nranks
+        ptrs = (ctypes.c_void_p * p)(*buffers)
+        devs = None if devices is None else (ctypes.c_int * p)(*devices)
+        extra = None if scratch is None else (ctypes.c_void_p * p)(*scratch)
+        code = self._run_v(ptrs, _int64s(arg), DTYPES[dtype], OPS[op], devs, extra, ctypes.c_void_p(stream))
+        if code != 0:
+            raise CollError(f"{self.path.name}: {ERRORS.get(code, f'error {code}')}: {self.last_error()}")
+
     def check(self) -> None:
         """Wait for the last run; CollError when a codec refused a value in it (or the GPU work failed)."""
         code = self._check()
@@ -255,6 +332,11 @@ class Library:
     def release(self) -> None:
         """Free the streams, events and scratch space the library keeps between calls."""
         self._release()
+
+
+def _int64s(array: np.ndarray) -> ctypes._Pointer[ctypes.c_int64]:
+    """A C pointer to a contiguous int64 array (kept alive by the caller)."""
+    return array.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +380,7 @@ def gpu_arch(device: int = 0) -> str:
 
 def run(
     schedule: Schedule,
-    counts: Sequence[int],
+    counts: Sequence[Count],
     dtype: str = "float32",
     op: str = "sum",
     iters: int = 1,
@@ -334,7 +416,7 @@ def run(
 
 def run_library(
     lib: Library,
-    counts: Sequence[int],
+    counts: Sequence[Count],
     dtype: str = "float32",
     op: str = "sum",
     iters: int = 1,
@@ -346,7 +428,8 @@ def run_library(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[CudaRow]:
     """Run a built library on CuPy arrays, once per count; one row per count (``on_progress(done, total)``,
-    when given, is called after each).
+    when given, is called after each).  A count may be a sequence: the counts of a call given at run time
+    (`Library.run_v`; the row's ``count`` is then the logical elements per rank, on average for an alltoall).
 
     Inputs come from `local.make_inputs` (``seed``); every iteration starts
     from them and is timed with CUDA events on the current stream of rank 0's
@@ -406,7 +489,7 @@ def _placement(schedule: Schedule, devices: Sequence[int] | None) -> list[int]:
 def _run_count(
     cp: ModuleType,
     lib: Library,
-    count: int,
+    count: Count,
     dtype: str,
     op: str,
     iters: int,
@@ -416,10 +499,14 @@ def _run_count(
     error_bounds: np.ndarray | None,
 ) -> CudaRow:
     schedule = lib.schedule
+    vcounts = given_counts(count)
     try:
-        inputs = local.make_inputs(schedule, count, dtype, seed, op=op)
+        offsets = None if vcounts is None else local.counts_offsets(schedule, vcounts)
+        elements = 0 if vcounts is not None else int(count)  # type: ignore[arg-type]
+        inputs = local.make_inputs(schedule, elements, dtype, seed, op=op, offsets=offsets)
     except ValueError as err:
         raise CollError(str(err)) from None
+    n = int(count) if offsets is None else vcount_row_count(schedule, offsets)
     raw = inputs.view(np.uint8)  # the library sees bytes: CuPy has no bfloat16
     pristine, work = [], []
     for rank, device in enumerate(placement):
@@ -437,7 +524,11 @@ def _run_count(
             for device in sorted(set(placement)):
                 cp.cuda.Device(device).synchronize()
             start.record(stream)
-            lib.run([w.data.ptr for w in work], count, dtype, op, placement, stream.ptr)
+            pointers = [w.data.ptr for w in work]
+            if vcounts is None:
+                lib.run(pointers, n, dtype, op, placement, stream.ptr)
+            else:
+                lib.run_v(pointers, vcounts, dtype, op, placement, stream.ptr)
             stop.record(stream)
             try:
                 stop.synchronize()
@@ -448,11 +539,11 @@ def _run_count(
                 times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
     result = np.stack([cp.asnumpy(w) for w in work]).view(inputs.dtype)
     itemsize = inputs.dtype.itemsize
-    timing = ("cuda", count, count * itemsize, sum(times) / len(times), min(times), max(times), iters)
+    timing = ("cuda", n, n * itemsize, sum(times) / len(times), min(times), max(times), iters)
     if schedule.compresses() and error_bounds is not None:
-        wrong, worst, bound = judge_compressed(schedule, result, inputs, op, count, error_bounds)
+        wrong, worst, bound = judge_compressed(schedule, result, inputs, op, n, error_bounds)
         return CudaRow(*timing, wrong, worst, bound)
-    values, mask = local.expected(schedule, inputs, op)
+    values, mask = local.expected(schedule, inputs, op, offsets)
     p = schedule.nranks
     wrong = local.count_wrong(result, values, mask, dtype, op, p, reduces=schedule.collective.reduces)
     return CudaRow(*timing, wrong)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from collc import collectives
 from collc.backends import tables
 from collc.backends.csource import SourceLine, Sources, c_ident, prefix_lines, runs_text
 from collc.codecs import parse_codec
@@ -55,6 +56,7 @@ RUNTIME_HEADERS: tuple[str, ...] = (
     "collc_codecs.cuh",
     "collc_codecs.h",
     "collc_cuda_reduce.cuh",
+    "collc_cuda_vcoll.cuh",
 )
 
 
@@ -145,6 +147,7 @@ class Plan:
     base_flags: str
     nvcc_flags: str
     chunk_prefix: tuple[str, ...] = ()  # chunk weights: their prefix sums, as lines of C literals; () without
+    vcounts: bool = False  # the entry points for counts given at run time (allgatherv, reduce_scatter, alltoallv)
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,4 +384,5 @@ def plan(schedule: Schedule, *, arch: str = DEFAULT_ARCH) -> Plan:
         base_flags=" ".join(BASE_FLAGS),
         nvcc_flags=" ".join(nvcc_flags(arch)),
         chunk_prefix=prefix_lines(schedule.chunk_weights),
+        vcounts=schedule.collective in collectives.VCOUNT_COLLECTIVES,
     )

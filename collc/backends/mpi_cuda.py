@@ -13,7 +13,9 @@ with its fused decompress → reduce → compress runs) and the templates in
     ``COLLC_ISSUE=steps`` and always for schedules with compression points;
 ``collc_<algorithm>_mpicuda.h``
     the API: ``collc_<algorithm>_mpicuda_run(buffer, count, dtype, op, comm,
-    stream)`` and its helpers;
+    stream)`` and its helpers; for an allgather, a reduce-scatter or an
+    alltoall also ``..._run_v(buffer, counts, ...)``, the counts given at run
+    time (``runtime/collc_mpicuda_vcoll.cuh``);
 ``collc_<algorithm>_mpicuda_main.cu``
     the driver program that ``collc run --backend mpi-cuda`` launches under
     ``mpiexec`` (``runtime/collc_mpicuda_main.h``);
@@ -89,6 +91,7 @@ RUNTIME_HEADERS: tuple[str, ...] = (
     "collc_mpicuda_flow.cuh",
     "collc_mpicuda_state.cuh",
     "collc_mpicuda_stream.cuh",
+    "collc_mpicuda_vcoll.cuh",
     "collc_mpicuda_main.h",
 )
 
@@ -405,7 +408,7 @@ def run(
 def run_built(
     schedule: Schedule,
     driver: Path,
-    counts: Sequence[int],
+    counts: Sequence[cuda.Count],
     dtype: str = "float32",
     op: str = "sum",
     iters: int = 1,
@@ -422,6 +425,9 @@ def run_built(
 ) -> list[MpiCudaRow]:
     """Run a built driver (`build`) on ``schedule.nranks`` MPI processes, once per count; one row per count.
 
+    The counts are element counts, or all of them sequences: the counts of calls given at run time (the
+    driver's ``--vcounts``, through ``_run_v``; p of them, p*p for an alltoall, `collectives.counts_offsets`),
+    each row's ``count`` then the logical elements per rank (on average, for an alltoall).
     Inputs are `local.make_inputs` (``seed``), written to ``workdir``; every
     rank's result is compared with numpy as the cuda target's are
     (`local.count_wrong`, or for a schedule with compression points
@@ -440,15 +446,25 @@ def run_built(
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.iterdir():
             stale.unlink()
-    inputs = []
-    for i, count in enumerate(counts):
+    given = [cuda.given_counts(count) for count in counts]
+    if any(g is None for g in given) and not all(g is None for g in given):
+        raise CollError("counts given at run time (sequences) and element counts cannot be mixed in one run")
+    inputs, cuts = [], []
+    for i, (count, vcounts) in enumerate(zip(counts, given, strict=True)):
         try:
-            data = local.make_inputs(schedule, count, dtype, seed, op=op)
+            offsets = None if vcounts is None else local.counts_offsets(schedule, vcounts)
+            elements = 0 if vcounts is not None else int(count)  # type: ignore[arg-type]
+            data = local.make_inputs(schedule, elements, dtype, seed, op=op, offsets=offsets)
         except ValueError as err:
             raise CollError(str(err)) from None
         data.tofile(io / f"input{i}.bin")
         inputs.append(data)
-    args = ["--counts", ",".join(map(str, counts)), "--dtype", dtype, "--op", op, "--iters", str(iters)]
+        cuts.append(offsets)
+    if given and given[0] is not None:
+        args = ["--vcounts", ",".join(":".join(map(str, g)) for g in given if g is not None)]
+    else:
+        args = ["--counts", ",".join(map(str, counts))]
+    args += ["--dtype", dtype, "--op", op, "--iters", str(iters)]
     args += ["--warmup", str(warmup), "--inputs", str(io), "--status", str(status)]
     if check:
         args += ["--outputs", str(io)]
@@ -464,12 +480,16 @@ def run_built(
     how = said[0]["transport"] if said else ""
     out_rows = []
     for i, (row, data) in enumerate(zip(rows, inputs, strict=True)):
-        timing = ("mpi-cuda", row.count, row.size_bytes, row.avg_us, row.min_us, row.max_us, row.iters)
+        count, size = row.count, row.size_bytes
+        if cuts[i] is not None:  # the driver gives the logical elements per rank
+            count = cuda.vcount_row_count(schedule, cuts[i])
+            size = count * data.dtype.itemsize
+        timing = ("mpi-cuda", count, size, row.avg_us, row.min_us, row.max_us, row.iters)
         if not check:
             out_rows.append(MpiCudaRow(*timing, -1, transport=how))
             continue
         result = np.stack([np.fromfile(io / f"output{i}_rank{r}.bin", dtype=data.dtype) for r in range(p)])
-        out_rows.append(_judged(schedule, timing, result, data, op, row.count, error_bounds, how))
+        out_rows.append(_judged(schedule, timing, result, data, op, count, error_bounds, how, cuts[i]))
     return out_rows
 
 
@@ -487,13 +507,14 @@ def _judged(
     count: int,
     bounds: np.ndarray | None,
     transport: str,
+    offsets: np.ndarray | None = None,
 ) -> MpiCudaRow:
     if result.shape != inputs.shape:
         raise CollError(f"the ranks wrote results of shape {result.shape}, expected {inputs.shape}")
     if schedule.compresses() and bounds is not None:
         wrong, worst, bound = cuda.judge_compressed(schedule, result, inputs, op, count, bounds)
         return MpiCudaRow(*timing, wrong, worst, bound, transport=transport)
-    values, mask = local.expected(schedule, inputs, op)
+    values, mask = local.expected(schedule, inputs, op, offsets)
     dtype = next(name for name, dt in local.DTYPES.items() if dt == inputs.dtype)
     reduces = schedule.collective.reduces
     wrong = local.count_wrong(result, values, mask, dtype, op, schedule.nranks, reduces=reduces)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from collc import collectives
 from collc.backends import cuda, mpi_c, mpi_c_anyp, mpi_cuda
 from collc.backends.csource import c_ident, run_compiler, write_sources
 from collc.backends.mpitools import mpicc
@@ -60,6 +61,7 @@ class MpiCudaAnyp:
     nvcc_base: str
     nvcc_flags: str
     library_flags: str
+    vcounts: bool  # the entry points for counts given at run time (allgatherv, reduce_scatter, alltoallv)
 
 
 def library_path(out_dir: Path, program: Program) -> Path:
@@ -86,6 +88,7 @@ def _plan(program: Program, params: Mapping[str, ParamValue], arch: str) -> MpiC
         nvcc_base=" ".join(base),
         nvcc_flags=" ".join((*base, f"-arch={arch}", *mpi_cuda.LIBRARY_FLAGS)),
         library_flags=" ".join(mpi_cuda.LIBRARY_FLAGS),
+        vcounts=program.collective in collectives.VCOUNT_COLLECTIVES,
     )
 
 
