@@ -51,6 +51,9 @@ process per GPU)."""
 
 MPI_BACKENDS = ("mpi", "mpi-py", "mpi-c")
 
+COUNTS_BACKENDS = ("local", "cuda", "mpi-cuda")
+"""The backends `Instance.run` and ``collc run --counts`` run counts given at run time on."""
+
 TARGETS = ("mpi-py", "mpi-c", "cuda", "mpi-cuda")
 
 """What `Instance.compile` generates."""
@@ -441,7 +444,7 @@ class Instance:
 
     def run_cuda(
         self,
-        counts: list[int],
+        counts: Sequence[cuda.Count],
         dtype: str = "float32",
         op: str = "sum",
         *,
@@ -452,8 +455,9 @@ class Instance:
         workdir: str | Path | None = None,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> list[cuda.CudaRow]:
-        """Run the generated CUDA executor with the p ranks as virtual ranks on this machine's GPU(s);
-        ``on_progress(done, total)``, when given, is called after each count is run (``total``: the counts)."""
+        """Run the generated CUDA executor with the p ranks as virtual ranks on this machine's GPU(s) (a count may be
+        the counts of a call given at run time, `cuda.Count`); ``on_progress(done, total)``, when given, is called
+        after each count is run (``total``: the counts)."""
         self._check_gpu_run(counts, dtype, op, "cuda", verify)
         return cuda.run(
             self.schedule, counts, dtype, op, iters, warmup=warmup, seed=seed,
@@ -461,12 +465,20 @@ class Instance:
             on_progress=on_progress,
         )  # fmt: skip
 
-    def _check_gpu_run(self, counts: list[int], dtype: str, op: str, backend: str, verify: bool) -> None:
-        """CollError for a dtype, op or count the GPU backends cannot run, or an unverified instance."""
+    def _check_gpu_run(self, counts: Sequence[cuda.Count], dtype: str, op: str, backend: str, verify: bool) -> None:
+        """CollError for a dtype, op or count the GPU backends cannot run, or an unverified instance (a count may
+        be the counts of a call given at run time, `local.counts_offsets`)."""
         if dtype not in local.DTYPES or op not in local.OPS:
             raise CollError(f"unsupported dtype/op {dtype}/{op}; dtypes: {', '.join(local.DTYPES)}")
         for count in counts:
-            error = count_error(self.schedule.collective, self.nranks, count)
+            given = cuda.given_counts(count)
+            if given is not None:
+                try:
+                    local.counts_offsets(self.schedule, given)
+                except ValueError as err:
+                    raise CollError(str(err)) from None
+                continue
+            error = count_error(self.schedule.collective, self.nranks, int(count))  # type: ignore[arg-type]
             if error is not None:
                 raise CollError(f"{self.schedule.algorithm}: {error}")
         if verify:
@@ -474,7 +486,7 @@ class Instance:
 
     def run_mpi_cuda(
         self,
-        counts: list[int],
+        counts: Sequence[cuda.Count],
         dtype: str = "float32",
         op: str = "sum",
         *,
@@ -488,7 +500,7 @@ class Instance:
         transport: str = "auto",
     ) -> list[mpi_cuda.MpiCudaRow]:
         """Run the generated mpi-cuda executor on ``nranks`` MPI processes, one per visible GPU (ranks share
-        GPUs when there are fewer)."""
+        GPUs when there are fewer); a count may be the counts of a call given at run time (`cuda.Count`)."""
         mpi_cuda.check_transport(transport)
         self._check_gpu_run(counts, dtype, op, "mpi-cuda", verify)
         return mpi_cuda.run(
@@ -568,18 +580,19 @@ class Instance:
         """Run on ``backend`` with random data and count the wrong elements.
 
         ``counts`` (local backend): counts given at run time, replacing ``count`` (`local.run`)."""
-        if counts is not None and backend != "local":
+        if counts is not None and backend not in COUNTS_BACKENDS:
             raise CollError(
-                f"counts given per rank run on the local backend here, not {backend}; the mpi-c library's "
-                "MPI_Allgatherv, MPI_Reduce_scatter and MPI_Alltoallv and mpi-py's allgatherv, reduce_scatter_v "
-                "and alltoallv take them at run time (docs/mpi.md)"
+                f"counts given per rank run on the backends {', '.join(COUNTS_BACKENDS)} here, not {backend}; the "
+                "mpi-c library's MPI_Allgatherv, MPI_Reduce_scatter and MPI_Alltoallv and mpi-py's allgatherv, "
+                "reduce_scatter_v and alltoallv take them at run time (docs/mpi.md)"
             )
         if backend in (*MPI_BACKENDS, "cuda", "mpi-cuda"):
             row: cuda.CudaRow | mpi_launch.MpiRow | mpi_cuda.MpiCudaRow
+            one: cuda.Count = count if counts is None else list(counts)
             if backend == "cuda":
-                (row,) = self.run_cuda([count], dtype, op, iters=iters, seed=seed)
+                (row,) = self.run_cuda([one], dtype, op, iters=iters, seed=seed)
             elif backend == "mpi-cuda":
-                (row,) = self.run_mpi_cuda([count], dtype, op, iters=iters, seed=seed)
+                (row,) = self.run_mpi_cuda([one], dtype, op, iters=iters, seed=seed)
             else:
                 (row,) = self.run_mpi([count], dtype, op, backend=backend, iters=iters, seed=seed)
             errors = (row.max_abs_error, row.error_bound)

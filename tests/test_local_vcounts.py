@@ -148,7 +148,7 @@ def test_cli_counts() -> None:
     assert both.code == EXIT_INPUT and "not both" in both.text
     bad = cli("run", str(EXAMPLES / "ring_allgather.coll"), "-p", "3", "--counts", "1,x,3")
     assert bad.code == EXIT_INPUT and "count 1 ('x') is not an integer" in bad.text
-    mpi = cli("run", str(EXAMPLES / "ring_allgather.coll"), "-p", "3", "--counts", "1,2,3", "--backend", "mpi")
-    assert mpi.code == EXIT_INPUT and "local backend" in mpi.text
+    mpi = cli("run", str(EXAMPLES / "ring_allgather.coll"), "-p", "3", "--counts", "1,2,3", "--backend", "mpi-c")
+    assert mpi.code == EXIT_INPUT and "local, cuda, mpi-cuda, not mpi-c" in mpi.text
     short = cli("run", str(EXAMPLES / "ring_allgather.coll"), "-p", "3", "--counts", "1,2")
     assert short.code == EXIT_INPUT and "takes p = 3 counts, got 2" in short.text

@@ -14,7 +14,7 @@ import click
 
 from collc import api, netemu, report
 from collc.backends import local, mpi_c
-from collc.backends.cuda import CudaRow
+from collc.backends.cuda import Count, CudaRow
 from collc.backends.mpi_cuda import TRANSPORTS, check_transport
 from collc.backends.mpi_launch import MpiRow
 from collc.cli import budget as memory
@@ -246,9 +246,10 @@ def _compile(
     "counts_text",
     default=None,
     metavar="N,N,...",
-    help="local: counts given at run time, instead of --size: an allgatherv's or a reduce-scatter's p element "
-    "counts (rank r's block), or an alltoallv's p*p (what rank s sends rank d, row s), cutting the schedule's "
-    "chunks as the mpi-c library's MPI_Allgatherv, MPI_Reduce_scatter and MPI_Alltoallv do (docs/mpi.md).",
+    help="local, cuda, mpi-cuda: counts given at run time, instead of --size: an allgatherv's or a "
+    "reduce-scatter's p element counts (rank r's block), or an alltoallv's p*p (what rank s sends rank d, row s), "
+    "cutting the schedule's chunks as the mpi-c library's MPI_Allgatherv, MPI_Reduce_scatter and MPI_Alltoallv "
+    "do (docs/mpi.md).",
 )
 @click.option("--no-check", is_flag=True, help="Run without verifying the schedule first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
@@ -393,8 +394,9 @@ def _counts_of(text: str | None, backend: str, sized: bool) -> tuple[int, ...] |
         return None
     if sized:
         raise click.UsageError("give --size (or --sizes) or --counts, not both")
-    if backend != "local":
-        raise bad_value("--counts", text, f"counts given per rank run on the local backend, not {backend}; the "
+    if backend not in api.COUNTS_BACKENDS:
+        where = ", ".join(api.COUNTS_BACKENDS)
+        raise bad_value("--counts", text, f"counts given per rank run on the backends {where}, not {backend}; the "
                         "mpi-c library and mpi-py take them at run time (docs/mpi.md)")  # fmt: skip
     counts = []
     for i, part in enumerate(text.split(",")):
@@ -447,12 +449,14 @@ def _run_rows(inst: api.Instance, byte_sizes: list[int], run: _Settings, bar: Ba
     s = inst.schedule
     dtype, redop, backend, iters = run.dtype, run.redop, run.backend, run.iters
     itemsize = local.DTYPES[dtype].itemsize
-    counts = []
+    counts: list[Count] = []
     for nbytes in byte_sizes:
         count = nbytes // itemsize
         if count_error(s.collective, s.nranks, count) is not None or (backend != "local" and _needs_blocks(s)):
             count -= count % s.nranks  # equal blocks per rank
         counts.append(count)
+    if run.counts is not None:
+        counts = [list(run.counts)]
     rows = []
     try:
         if backend == "local":
@@ -460,7 +464,7 @@ def _run_rows(inst: api.Instance, byte_sizes: list[int], run: _Settings, bar: Ba
             for i, (nbytes, count) in enumerate(zip(byte_sizes, counts, strict=True)):
                 which = f" ({i + 1}/{len(counts)})" if len(counts) > 1 else ""
                 bar.stage(f"running {s.algorithm} at {size_text(nbytes)}{which}", 2 * len(s.steps))
-                rows.append(_row(s, _run_local(s, count, run, bar)))
+                rows.append(_row(s, _run_local(s, 0 if run.counts is not None else int(count), run, bar)))  # type: ignore[arg-type]
         elif backend == "cuda":
             results = inst.run_cuda(
                 counts, dtype, redop, iters=iters, warmup=run.warmup, verify=False, workdir=run.workdir,
