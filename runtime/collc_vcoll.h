@@ -62,6 +62,29 @@ static inline MPI_Count *collc_vblocks(int p, int k, const int *counts, const MP
     return off;
 }
 
+/* The int64_t counts and displacements of a _f entry point (one per rank of comm) as the MPI_Count and MPI_Aint
+ * arrays of the C API: malloc'd into *counts_c and *displs_c (NULL for a NULL array, and both NULL where comm's
+ * size cannot be asked: the call then returns COLLC_ERR_UNSUPPORTED).  Returns 0 or COLLC_ERR_NOMEM. */
+static inline int collc_f_arrays(MPI_Comm comm, const int64_t *counts, const int64_t *displs, MPI_Count **counts_c,
+    MPI_Aint **displs_c)
+{
+    const int p = collc_size_or_none(comm);
+    *counts_c = NULL, *displs_c = NULL;
+    if (p == 0) return 0;
+    if (counts != NULL) *counts_c = (MPI_Count *)malloc(sizeof(MPI_Count) * (size_t)p);
+    if (displs != NULL) *displs_c = (MPI_Aint *)malloc(sizeof(MPI_Aint) * (size_t)p);
+    if ((counts != NULL && *counts_c == NULL) || (displs != NULL && *displs_c == NULL)) {
+        free(*counts_c), free(*displs_c);
+        *counts_c = NULL, *displs_c = NULL;
+        return COLLC_ERR_NOMEM;
+    }
+    for (int i = 0; i < p; i++) {
+        if (counts != NULL) (*counts_c)[i] = (MPI_Count)counts[i];
+        if (displs != NULL) (*displs_c)[i] = (MPI_Aint)displs[i];
+    }
+    return 0;
+}
+
 #define COLLC_UNFIT_V(mode, name, ...)                                                                       \
     ((mode) == COLLC_API ? COLLC_ERR_UNSUPPORTED : collc_pmpi_##name(__VA_ARGS__))
 

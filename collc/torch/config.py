@@ -10,7 +10,7 @@ inner gloo group instead, quietly.
 Environment variables (read when the settings are first needed):
 
 ``COLLC_ALLREDUCE``, ``COLLC_ALLGATHER``, ``COLLC_REDUCE_SCATTER``, ``COLLC_BROADCAST``,
-``COLLC_GATHER``, ``COLLC_SCATTER``, ``COLLC_BARRIER``
+``COLLC_GATHER``, ``COLLC_SCATTER``, ``COLLC_BARRIER``, ``COLLC_ALLTOALL``
     the schedule of each collective;
 ``COLLC_CODEC``
     codec settings for compressed schedules, ``name=spec`` separated by ``;``
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 COLLECTIVES: tuple[str, ...] = (
-    "allreduce", "allgather", "reduce_scatter", "broadcast", "gather", "scatter", "barrier"
+    "allreduce", "allgather", "reduce_scatter", "broadcast", "gather", "scatter", "barrier", "alltoall"
 )  # fmt: skip
 """The collectives a schedule can serve, by the name `configure` takes.  torch.distributed has no scan or
 exscan, so collc's scan and exscan schedules serve nothing here."""
@@ -61,6 +61,7 @@ DEFAULTS: dict[str, str] = {
     "gather": "binomial_gather",
     "scatter": "binomial_scatter",
     "barrier": "dissemination_barrier",
+    "alltoall": "pairwise_alltoall",
 }
 """The bundled example that serves each collective unless configured otherwise."""
 
@@ -167,6 +168,7 @@ def configure(
     gather: str | os.PathLike[str] | None = None,
     scatter: str | os.PathLike[str] | None = None,
     barrier: str | os.PathLike[str] | None = None,
+    alltoall: str | os.PathLike[str] | None = None,
     codec: str | Mapping[str, str] | None = None,
     check: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -183,6 +185,7 @@ def configure(
     for name, value in (
         ("allreduce", allreduce), ("allgather", allgather), ("reduce_scatter", reduce_scatter),
         ("broadcast", broadcast), ("gather", gather), ("scatter", scatter), ("barrier", barrier),
+        ("alltoall", alltoall),
     ):  # fmt: skip
         if value is not None:
             text = os.fspath(value)

@@ -3,7 +3,9 @@
 `collc.backends.mpi_c_binding.Library` takes numpy arrays; tensors of dtypes
 numpy lacks (bfloat16) have no numpy view, so this binding passes addresses.
 It calls the same ``collc_<algorithm>_<collective>_f`` entry points (Fortran
-handles, 64-bit counts, a NULL send buffer for MPI_IN_PLACE).
+handles, 64-bit counts, a NULL send buffer for MPI_IN_PLACE), and those with
+counts given at run time (``_allgatherv_f``, ``_reduce_scatter_f``,
+``_alltoallv_f``: int64 arrays of one count or displacement per rank).
 
 A generated library is not thread-safe (its header says so), and every group
 runs its collectives from a thread of its own: each group therefore loads a
@@ -18,6 +20,7 @@ import ctypes
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,10 @@ from collc.torch.schedules import Compiled
 __all__ = ["DeviceLibrary", "GroupLibrary", "LibraryError", "mpi_datatype", "mpi_op"]
 
 _API = {"allreduce": "allreduce", "allgather": "allgather", "reduce_scatter": "reduce_scatter_block",
-        "broadcast": "bcast", "gather": "gather", "scatter": "scatter", "barrier": "barrier"}  # fmt: skip
+        "broadcast": "bcast", "gather": "gather", "scatter": "scatter", "barrier": "barrier",
+        "alltoall": "alltoall"}  # fmt: skip
+_COUNTED_API = {"allgather": "allgatherv", "reduce_scatter": "reduce_scatter", "alltoall": "alltoallv"}
+"""The entry point with counts given at run time of each collective that has one."""
 
 _MPI_TYPES = {
     "float32": "FLOAT",
@@ -98,6 +104,11 @@ class GroupLibrary:
         self.last_error.restype = ctypes.c_char_p
         self.comm_object = comm
         self.comm = ctypes.c_int(int(comm.py2f()))
+        counted = _COUNTED_API.get(compiled.collective)
+        self.counted_name = f"collc_{ident}_{counted}_f" if counted is not None else ""
+        self.counted = getattr(self.lib, self.counted_name, None) if counted is not None else None
+        if self.counted is not None:
+            self.counted.restype = ctypes.c_int
 
     def _check(self, code: int) -> None:
         if code != 0:
@@ -135,6 +146,40 @@ class GroupLibrary:
 
     def barrier(self) -> None:
         self._check(self.fn(self.comm))
+
+    def alltoall(self, send: int | None, recv: int, count: int, dtype: int) -> None:
+        """``count`` elements a block; ``send`` None: the blocks are in ``recv`` (MPI_IN_PLACE)."""
+        self._check(self.fn(ctypes.c_void_p(send), ctypes.c_void_p(recv), ctypes.c_int64(count), ctypes.c_int(dtype),
+                            self.comm))  # fmt: skip
+
+    def _counted_fn(self) -> Any:
+        if self.counted is None:
+            raise LibraryError(f"collc: {self.compiled.library} has no {self.counted_name or 'entry point'} "
+                               "with counts given at run time")  # fmt: skip
+        return self.counted
+
+    def allgatherv(self, send: int, sendcount: int, recv: int, counts: Sequence[int], displs: Sequence[int],
+                   dtype: int) -> None:  # fmt: skip
+        """Rank r's ``counts[r]`` elements land at ``recv + displs[r]`` elements."""
+        self._check(self._counted_fn()(ctypes.c_void_p(send), ctypes.c_int64(sendcount), ctypes.c_void_p(recv),
+                                       _int64s(counts), _int64s(displs), ctypes.c_int(dtype), self.comm))  # fmt: skip
+
+    def reduce_scatter_v(self, send: int, recv: int, counts: Sequence[int], dtype: int, op: int) -> None:
+        """Rank r receives ``counts[r]`` elements of the reduction (the blocks end to end in ``send``)."""
+        self._check(self._counted_fn()(ctypes.c_void_p(send), ctypes.c_void_p(recv), _int64s(counts),
+                                       ctypes.c_int(dtype), ctypes.c_int(op), self.comm))  # fmt: skip
+
+    def alltoallv(self, send: int, send_counts: Sequence[int], send_displs: Sequence[int], recv: int,
+                  recv_counts: Sequence[int], recv_displs: Sequence[int], dtype: int) -> None:  # fmt: skip
+        """``send_counts[d]`` elements from ``send + send_displs[d]`` to rank d; ``recv_counts[s]`` from rank s
+        to ``recv + recv_displs[s]``."""
+        self._check(self._counted_fn()(ctypes.c_void_p(send), _int64s(send_counts), _int64s(send_displs),
+                                       ctypes.c_void_p(recv), _int64s(recv_counts), _int64s(recv_displs),
+                                       ctypes.c_int(dtype), self.comm))  # fmt: skip
+
+
+def _int64s(values: Sequence[int]) -> Any:
+    return (ctypes.c_int64 * len(values))(*values)
 
 
 class DeviceLibrary:

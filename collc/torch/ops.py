@@ -10,8 +10,11 @@ Dtypes:
 * bfloat16 reductions are accumulated in float32 (a float32 copy in and out, the
   wire carries float32) and rounded to bfloat16 once, at the end; MPI's own
   bfloat16 arithmetic does not round to nearest-even;
-* data movement (allgather, broadcast, gather, scatter) moves any dtype's bytes
-  unchanged, in place where the tensors allow.
+* data movement (allgather, broadcast, gather, scatter, alltoall) moves any
+  dtype's bytes unchanged, in place where the tensors allow;
+* the calls with counts given at run time (`all_gather_v`, `reduce_scatter_v`,
+  `all_to_all_v`) take counts in elements and pass them to the library in bytes
+  (reductions: in elements of the MPI datatype).
 """
 
 from __future__ import annotations
@@ -27,13 +30,17 @@ from collc.torch.library import GroupLibrary, mpi_datatype, mpi_op
 __all__ = [
     "ReduceKind",
     "all_gather_into",
+    "all_gather_v",
     "all_reduce",
+    "all_to_all_into",
+    "all_to_all_v",
     "broadcast",
     "check_tensor",
     "dtype_code",
     "gather_into",
     "reduce_kind",
     "reduce_scatter_into",
+    "reduce_scatter_v",
     "scatter_from",
 ]
 
@@ -302,6 +309,83 @@ def scatter_from(
         out.copy_(work)
     else:
         lib.scatter(flat.data_ptr(), out.data_ptr(), count, dt, root)
+
+
+def all_to_all_into(lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor, p: int, typed: bool = False) -> None:
+    """Block d of ``inp`` (p equal blocks) goes to rank d, block s of ``out`` comes from rank s.
+
+    Bytes move unchanged, or elements when ``typed`` (as for `all_gather_into`); ``out`` and ``inp`` one
+    tensor runs in place."""
+    if not inp.numel():
+        return
+    count, dt = _movement(inp, typed)
+    if inp.data_ptr() == out.data_ptr():
+        lib.alltoall(None, out.data_ptr(), count // p, dt)
+        return
+    if overlaps(out, inp):
+        inp = inp.clone()
+    lib.alltoall(inp.data_ptr(), out.data_ptr(), count // p, dt)
+
+
+_EMPTY = torch.zeros(8, dtype=torch.uint8)
+"""The address an empty buffer gets: never NULL, which the entry points take for MPI_IN_PLACE."""
+
+
+def _address(t: torch.Tensor) -> int:
+    return t.data_ptr() if t.numel() else _EMPTY.data_ptr()
+
+
+def _offsets(counts: list[int]) -> list[int]:
+    out, at = [], 0
+    for c in counts:
+        out.append(at)
+        at += c
+    return out
+
+
+def all_to_all_v(lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor, send: list[int], recv: list[int]) -> None:
+    """``send[d]`` elements of ``inp`` go to rank d (the blocks end to end in rank order), ``recv[s]`` elements
+    from rank s to ``out`` (likewise); bytes move unchanged.  Every rank calls it, whatever its counts."""
+    size = inp.element_size()
+    send_bytes, recv_bytes = [c * size for c in send], [c * size for c in recv]
+    if overlaps(out, inp):
+        inp = inp.clone()
+    lib.alltoallv(_address(inp), send_bytes, _offsets(send_bytes), _address(out), recv_bytes, _offsets(recv_bytes),
+                  _byte_type())  # fmt: skip
+
+
+def all_gather_v(lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor, counts: list[int], rank: int) -> None:
+    """``out`` (``sum(counts)`` elements) becomes every rank's ``inp`` end to end in rank order, rank r's of
+    ``counts[r]`` elements; bytes move unchanged."""
+    if not sum(counts):
+        return
+    size = inp.element_size()
+    counts_bytes = [c * size for c in counts]
+    lib.allgatherv(_address(inp), counts_bytes[rank], _address(out), counts_bytes, _offsets(counts_bytes),
+                   _byte_type())  # fmt: skip
+
+
+def reduce_scatter_v(
+    lib: GroupLibrary, out: torch.Tensor, inp: torch.Tensor, counts: list[int], kind: ReduceKind, p: int
+) -> None:
+    """``out`` becomes block ``rank`` of the reduction of every rank's ``inp``: the blocks end to end in rank
+    order, rank r's of ``counts[r]`` elements.  ``inp`` may be scaled in place (pass a tensor of the caller's)."""
+    if not sum(counts):
+        return
+    dt = _native(out.dtype)
+    if dt is None:
+        work_in = inp.to(torch.float32)
+        work_out = torch.empty(out.numel(), dtype=torch.float32, device=out.device)
+        _start(work_in, kind)
+        reduce_scatter_v(lib, work_out, work_in, counts, ReduceKind(kind.base), p)
+        _finish(work_out, kind, p)
+        out.copy_(work_out.view(out.shape))
+        return
+    if overlaps(out, inp):
+        inp = inp.clone()
+    _start(inp, kind)
+    lib.reduce_scatter_v(_address(inp), _address(out), counts, dt, mpi_op(kind.base))
+    _finish(out, kind, p)
 
 
 Runner = Callable[[], None]

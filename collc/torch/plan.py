@@ -3,7 +3,9 @@
 A collective runs as steps; each step, when the group's thread reaches it,
 returns a `Planned`: the integers the ranks compare before any data moves
 (operation, route, dtype, element count, reduction op, root, schedule digest)
-and the call that moves the data.
+and the call that moves the data.  A collective with counts given at run time
+(all-to-all with split sizes, uneven all_gather and reduce_scatter lists) also
+carries its counts, which the ranks compare next (`Planned.counts`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -30,7 +33,7 @@ __all__ = [
 ]
 
 OPERATIONS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "gloo", "trivial", "gather",
-              "scatter")  # fmt: skip
+              "scatter", "all_to_all", "all_to_all_v", "all_gather_v", "reduce_scatter_v")  # fmt: skip
 """The operations ranks compare, numbered from 1 in this order (the first integer of a signature)."""
 
 ROUTE_COLLC, ROUTE_GLOO, ROUTE_LOCAL, ROUTE_DEVICE = 1, 2, 3, 4
@@ -54,6 +57,9 @@ class Planned:
     run: Callable[[], None]
     describe: str  # for errors: "all_reduce of 1024 float32 elements"
     schedule: str = ""  # the schedule that runs it, for errors
+    counts: tuple[int, ...] | None = None  # counts given at run time: as many on every rank of the operation
+    counts_problem: Callable[[np.ndarray], str | None] | None = None  # every rank's counts (a row each) -> error
+    label: str = ""  # the name it is counted under in the group's stats (default: the collective's)
 
 
 Step = Callable[[], Planned]

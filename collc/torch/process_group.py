@@ -19,10 +19,12 @@ A job runs in three parts on the thread:
    hang or wrong data;
 3. run: call the library (or gloo) on the tensors' memory.
 
-Ops that no schedule covers (all-to-all, reduce, send/recv, bitwise
-reductions, dtypes that MPI does not reduce) run on an inner gloo group
-created on first need; the first use of each prints a warning.  Gather,
-scatter and barrier are in `collc.torch.rooted`.
+Ops that no schedule covers (reduce, send/recv, bitwise reductions, dtypes
+that MPI does not reduce) run on an inner gloo group created on first need;
+the first use of each prints a warning.  Gather, scatter and barrier are in
+`collc.torch.rooted`; all-to-all and the all_gather and reduce_scatter of
+uneven lists (counts given at run time, which the ranks compare after the
+signature) in `collc.torch.alltoall`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import torch.distributed as dist
 from torch.futures import Future
 
 from collc.torch import config, device, mpi, ops
+from collc.torch.alltoall import CountedCollectives
 from collc.torch.library import DeviceLibrary, GroupLibrary
 from collc.torch.plan import (
     OPERATIONS,
@@ -91,7 +94,7 @@ class CollcWork(dist._Work):
         return self._future
 
 
-class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
+class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup):
     """A process group whose collectives run collc schedules through compiled mpi-c libraries."""
 
     def __init__(
@@ -190,7 +193,7 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
         assert planned is not None
         planned.run()
         route = {ROUTE_COLLC: "collc", ROUTE_DEVICE: "collc", ROUTE_GLOO: "gloo"}.get(planned.signature[1], "local")
-        self.stats[f"{route} {name}"] += 1
+        self.stats[f"{route} {planned.label or name}"] += 1
 
     def _agree(self, name: str, planned: Planned | None, failure: Exception | None) -> None:
         mine = np.zeros(8, dtype=np.int64)
@@ -207,6 +210,8 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
                 f"collc: {name}: rank{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} refused "
                 "the call (see the error there); no data was exchanged"
             )
+        if planned is not None and planned.counts is not None and (table[:, 0] == table[0, 0]).all():
+            self._agree_counts(planned)  # every rank is in this operation, and has counts of its length
         for column in range(7):
             values = table[:, column]
             if (values != values[0]).any():
@@ -218,7 +223,7 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
             3: "every rank must pass tensors of the same size",
             1: "call collc.torch.configure(...) with the same arguments on every rank",
             6: "call collc.torch.configure(...) with the same arguments on every rank",
-            0: "every rank must issue the same collectives in the same order",
+            0: _order_hint(values),
         }.get(column, "every rank must make the same call")
         what = planned.describe if planned is not None else name
         mine = ""
@@ -290,8 +295,10 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
         return self._gloo
 
     def _gloo_step(self, method: str, args: tuple[Any, ...], describe: str, count: int = 0,
-                   dtype: torch.dtype | None = None, why: str | None = None) -> Planned:  # fmt: skip
-        """Run ``method`` of the inner gloo group; ``why`` (the first time) says why in a warning."""
+                   dtype: torch.dtype | None = None, why: str | None = None,
+                   operation: int | None = None) -> Planned:  # fmt: skip
+        """Run ``method`` of the inner gloo group; ``why`` (the first time) says why in a warning; ``operation``
+        the operation the ranks compare (default: the method's)."""
         if why is not None:
             warn_once(f"{method}:{why}", f"collc: {why} run on the inner gloo group (collc has no schedule for it)")
 
@@ -299,7 +306,8 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
             getattr(self._gloo_backend(), method)(*args).wait()
 
         code = ops.dtype_code(dtype) if dtype is not None else 0
-        operation = _GLOO_OPS.get(method, op_code("gloo"))
+        if operation is None:
+            operation = _GLOO_OPS.get(method, op_code("gloo"))
         return Planned((operation, ROUTE_GLOO, code, count, 0, 0, 0), run, describe)
 
     # ------------------------------------------------------------------ argument checks
@@ -487,27 +495,6 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
-    def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
-        def build() -> Step:
-            inp = self._single(inputs, "all_gather")
-            outs = self._rank_list(outputs, inp, "all_gather", "output", "input")
-            flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype, device=inp.device)
-            inner = self._all_gather_step(flat, inp)
-
-            def step() -> Planned:
-                planned = inner()
-
-                def run() -> None:
-                    planned.run()
-                    for k, o in enumerate(outs):
-                        o.copy_(flat[k * inp.numel() : (k + 1) * inp.numel()].view(o.shape))
-
-                return Planned(planned.signature, run, planned.describe)
-
-            return step
-
-        return self._submit("all_gather", [self._guard(build)], outputs, opts)
-
     def _rank_list(
         self, lists: list[list[torch.Tensor]], like: torch.Tensor, name: str, role: str, other: str
     ) -> list[torch.Tensor]:
@@ -540,20 +527,6 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
-    def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-
-        def build() -> Step:
-            out = self._single(outputs, "reduce_scatter")
-            parts = self._rank_list(inputs, out, "reduce_scatter", "input", "output")
-            if parts:
-                flat = torch.cat([i.reshape(-1) for i in parts])
-            else:
-                flat = torch.empty(0, dtype=out.dtype, device=out.device)
-            return self._reduce_scatter_step(out, flat, op)
-
-        return self._submit("reduce_scatter", [self._guard(build)], outputs, opts)
-
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         root = int(opts.rootRank) if opts is not None else 0
         return self._submit("broadcast", [self._guard(lambda: self._broadcast_step(
@@ -574,15 +547,6 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
             return self._gloo_step(method, args, name, why=name)
 
         return self._submit("gloo", [step], None)
-
-    def alltoall(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        return self._on_gloo("all_to_all", "alltoall", outputs, inputs, opts or _alltoall_opts())
-
-    def all_to_all_single(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any = None) -> Any:
-        return self._on_gloo("all_to_all_single", "alltoall_base", output, input, out_splits, in_splits,
-                             opts or _alltoall_opts())  # fmt: skip
-
-    alltoall_base = all_to_all_single
 
     def reduce(self, tensors: Any, opts: Any = None) -> Any:
         return self._on_gloo("reduce", "reduce", tensors, opts)
@@ -614,6 +578,20 @@ class ProcessGroupCollc(RootedCollectives, dist.ProcessGroup):
 
 
 Library = GroupLibrary | DeviceLibrary
+
+
+def _order_hint(operations: np.ndarray) -> str:
+    """The hint of a disagreement on the operation: uneven lists or split sizes on some ranks only show as one."""
+    names = {OPERATIONS[v - 1] for v in operations.tolist() if 0 < v <= len(OPERATIONS)}
+    if names == {"all_to_all", "all_to_all_v"}:
+        return "some ranks passed split sizes (or lists of tensors) and others none: every rank must pass them, or none"
+    for plain in ("all_gather", "reduce_scatter"):
+        if names == {plain, f"{plain}_v"}:
+            return (
+                f"some ranks' {plain} lists hold tensors of one size and others' of several: every rank's list "
+                "must hold the blocks of the same sizes"
+            )
+    return "every rank must issue the same collectives in the same order"
 
 
 def _route(t: torch.Tensor) -> int:
@@ -677,9 +655,3 @@ def _broadcast_opts(root: int) -> Any:
     opts.rootRank = root
     opts.rootTensor = 0
     return opts
-
-
-def _alltoall_opts() -> Any:
-    from torch._C._distributed_c10d import AllToAllOptions
-
-    return AllToAllOptions()

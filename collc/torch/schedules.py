@@ -60,6 +60,7 @@ COLLECTIVE_OF: dict[str, Collective] = {
     "gather": Collective.GATHER,
     "scatter": Collective.SCATTER,
     "barrier": Collective.BARRIER,
+    "alltoall": Collective.ALLTOALL,
 }
 
 
@@ -84,7 +85,7 @@ class ScheduleError(ValueError):
 class Compiled:
     """A verified schedule compiled into an mpi-c library for one group size."""
 
-    collective: str  # allreduce | allgather | reduce_scatter | broadcast | gather | scatter | barrier
+    collective: str  # allreduce | allgather | reduce_scatter | broadcast | gather | scatter | barrier | alltoall
     source: str  # the schedule as configured (a path or an example name)
     path: Path  # the .coll file
     algorithm: str
@@ -95,6 +96,13 @@ class Compiled:
     key: int  # a 63-bit digest of what was compiled: ranks compare it before every collective
     target: str = "mpi-c"  # mpi-c (CPU tensors) or mpi-cuda (CUDA tensors)
     mixed_orders: str | None = None  # why its ranks' floating-point sums may differ in the last bits (None: equal)
+    weighted: bool = False  # chunks of unequal sizes of its own (`chunks N weight(c) = ...`)
+
+    @property
+    def counts(self) -> bool:
+        """Whether the library runs counts given at run time (allgatherv, reduce_scatter with unequal counts,
+        alltoallv): not with chunk weights of its own or compression points (runtime/collc_vcoll.h)."""
+        return not self.weighted and not self.codecs
 
     @property
     def compressed(self) -> bool:
@@ -104,6 +112,11 @@ class Compiled:
         root = f", root {self.root}" if self.root is not None else ""
         return f"{self.path} ({self.algorithm}, p={self.nranks}{root})"
 
+
+MPI_C_ENTRY_POINTS = 2
+"""The generation of the mpi-c entry points the backend calls (2: those with counts given at run time,
+``collc_<algorithm>_allgatherv_f`` and co.); part of a library's digest, so that the cache never serves a library
+without them."""
 
 CODEC_DTYPES: tuple[str, ...] = tuple(dt.name for dt in SUPPORTED_DTYPES)
 """The dtypes every collc codec encodes (`collc.codecs.base.SUPPORTED_DTYPES`): a compressed schedule takes
@@ -199,6 +212,7 @@ def _prepare(
         key=int(digest[:16], 16) & ((1 << 63) - 1),
         target=build.target,
         mixed_orders=mixed_orders(schedule),
+        weighted=schedule.weighted(),
     )
 
 
@@ -213,8 +227,10 @@ def _digest(
         del name  # the text decides, not where it was read from
     h.update(repr(sorted(params.items())).encode())
     h.update(repr(codecs).encode())
-    if build.target != "mpi-c":  # the digests of mpi-c builds stay what they were
+    if build.target != "mpi-c":
         h.update(repr(build).encode())
+    else:  # a library built before the entry points the backend calls now is not taken from the cache
+        h.update(f"mpi-c entry points {MPI_C_ENTRY_POINTS}\n".encode())
     return h.hexdigest()
 
 

@@ -87,7 +87,8 @@ def main() -> None:
 
     case("compressed schedule, bfloat16", compressed_bf16, reset=True)
 
-    # ops without a schedule: gloo runs them (a warning the first time), with gloo's result
+    # a bitwise reduction has no schedule: gloo runs it (a warning the first time), with gloo's result;
+    # all_to_all_single runs on the alltoall schedule and must agree with gloo's
     fallback: dict[str, bool] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
