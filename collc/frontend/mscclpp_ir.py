@@ -51,18 +51,29 @@ as the plan's, a reduction into an empty slot happen where the plan's does, and 
 
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from collc.collectives import EVERY, chunk_origin, layout_error
+from collc.collectives import layout_error
 from collc.diagnostics import CollError
 from collc.frontend.msccl_plan import buffers_fit
 from collc.frontend.mscclpp_plan import Chunks, MscclppPlan, PlanGpu, PlanOp, PlanTb, RunStep, run_steps
-from collc.frontend.plan_ir import COLLECTIVES, _components, _merge, _Nothing, _Pending, _twice, _Version, _Write
-from collc.ir import Action, ChunkSet, Op, OpKind, Schedule, Span, Step
+from collc.frontend.plan_schedule import (
+    COLLECTIVES,
+    NOTHING,
+    Constraints,
+    Ctx,
+    Loc,
+    Message,
+    Nothing,
+    Pending,
+    PlanConversion,
+    Version,
+    Wording,
+    refusal,
+)
+from collc.ir import Action, Schedule
 
 __all__ = ["ITERATIONS", "plan_to_schedule"]
 
@@ -72,44 +83,21 @@ LOCAL_COPIES = frozenset({"copy", "upkt", "cpkt"})
 REDUCES = frozenset({"re", "res", "rre", "rres", "repkt", "respkt", "recpkt", "recspkt"})
 WAITS = frozenset({"wait", "rlxwait", "sem_acquire"})
 SIGNALS = frozenset({"signal", "rlxsignal", "sem_release", "pws", "pwsf"})
-
-Loc = tuple[int, str, int]  # (gpu, buffer after the in-place overlap or "s#" for packets, part)
-Value = tuple[int, ...] | None  # sorted contributions (gpu * nchunks + chunk), repeats kept; None: nothing
-Event = tuple[int, int]  # (threadblock over the plan, position in its run)
-Content = _Version | _Pending | _Nothing
-_NOTHING = _Nothing("which nothing wrote: collc's IR has no value for it")
-
-
-@dataclass(frozen=True, slots=True)
-class _Ctx:
-    """The op being run: its event, clock, words for messages, line and JSON path."""
-
-    node: Event
-    clock: np.ndarray
-    where: str
-    line: int
-    path: str
-
-
-@dataclass(slots=True)
-class _Message:
-    """A data movement between two GPUs: one op's operand, its elements (chunks) with what each carries."""
-
-    src: int
-    dst: int
-    line: int
-    path: str
-    where: str
-    labels: list[int] = field(default_factory=list)
-    values: list[Value] = field(default_factory=list)
-    reads: list[int] = field(default_factory=list)  # per element: the version of the sender's slot it reads
-    actions: list[Action | None] = field(default_factory=list)  # per element, once its version is written
-    empty: list[bool] = field(default_factory=list)  # per element: a reduction into nothing, in the plan
+WORDING = Wording(
+    named="{where} (line {line})",
+    writer="the op",
+    lands="writes",
+    written="written",
+    fellow="message",
+    missent="moves gpu {src}'s chunk {c} as {sent}, but in the schedule's step {k} that chunk holds {have}",
+    rewrites="it writes gpu {g}'s chunk {c} after the other",
+    reads="it sends gpu {src}'s chunk {c} as the other wrote it",
+    repeats="both move chunk {c} from gpu {src} to gpu {dst}",
+)
 
 
 def _refuse(plan: MscclppPlan, path: str, message: str, line: int | None = None) -> CollError:
-    line = plan.line(path) if line is None else line
-    return CollError(f"{plan.file}:{line}: {path + ': ' if path else ''}{message}", Span(plan.file, line, 1, line, 1))
+    return refusal(plan.file, plan.line(path) if line is None else line, message, path)
 
 
 class _Layout:
@@ -192,50 +180,25 @@ def _structure(plan: MscclppPlan, lay: _Layout) -> None:
                               f"with num_threadblocks {sorted(sizes)}: each of them must call it as often")  # fmt: skip
 
 
-class _Converter:
-    """One plan: its execution, the versions, the steps and the check against the plan's values."""
+class _Converter(PlanConversion[Message]):
+    """One plan: its execution, then (`PlanConversion`) the steps and the check against the plan's values."""
 
     def __init__(self, plan: MscclppPlan, iterations: int) -> None:
-        self.plan = plan
         ops = [x for g in plan.gpus for tb in g.tbs for op in tb.ops for x in (op, *(op.pipeline or (0, 0, ()))[2])]
         self.iterations = iterations if any(op.pipeline for op in ops) else 1
         self.parts = self.iterations * math.lcm(*(op.group[1] for op in ops)) if ops else 1
-        self.lay = lay = _Layout(plan, self.parts)
+        lay = _Layout(plan, self.parts)
         _structure(plan, lay)
+        super().__init__(plan.file, plan.name, lay, WORDING)
+        self.plan = plan
         self.tbs: list[tuple[PlanGpu, PlanTb]] = [(g, tb) for g in plan.gpus for tb in g.tbs]
         self.runs = [run_steps(tb, self.iterations) for _, tb in self.tbs]
-        self.messages: list[_Message] = []
-        self.content: dict[Loc, Content] = {}
-        self.values: dict[Loc, Value] = {}
-        self.writes: dict[tuple[int, int], list[_Write]] = {}  # (gpu, chunk) -> its writes; version k is [k - 1]
-        self.pending: dict[tuple[int, int], Loc] = {}  # (message, element) received into scratch, not a version yet
-        self.last_write: dict[Loc, tuple[Event, str]] = {}
-        self.reads_of: dict[Loc, list[tuple[Event, str]]] = {}
         self.preds: list[list[int]] = []  # per event, in the order run: the other threadblocks' events it waits for
         self.prev: list[int] = []  # per event: the previous event of its threadblock (-1: none)
         self.event_msgs: list[list[int]] = []  # per event: the messages of its op
         self.packets: dict[Loc, tuple[np.ndarray, int]] = {}  # packets written: the writer's clock and event
-        self.twice: _Ctx | None = None  # the op where the plan first counts a contribution twice
-        origin = chunk_origin(lay.collective, lay.p, lay.n, None)
-        self.held = [[int(origin[c]) in (EVERY, g) for c in range(lay.n)] for g in range(lay.p)]
-        for g in range(lay.p):
-            for x in range(lay.i * self.parts):
-                at = lay.loc(g, "i", x)
-                c = self.chunk(at)
-                self.content[at], self.values[at] = _Version(c, 0), (g * lay.n + c,)
-            for x in range(lay.o * self.parts):
-                at = lay.loc(g, "o", x)
-                if at not in self.content:  # out of place: empty, as the slot is when the rank has no input for it
-                    c = self.chunk(at)
-                    why = f"which nothing wrote yet, where collc's IR holds chunk {c}'s input"
-                    self.content[at] = _Nothing(why) if self.held[g][c] else _Version(c, 0)
 
-    # -- locations, versions ---------------------------------------------------------------------------------
-
-    def chunk(self, at: Loc) -> int:
-        c = self.lay.label(at)
-        assert c is not None
-        return c
+    # -- what the format says --------------------------------------------------------------------------------
 
     def locs(self, c: Chunks, st: RunStep) -> list[Loc]:
         """The locations of an operand: its chunks' parts, the op's share of them in a group or an iteration."""
@@ -254,82 +217,24 @@ class _Converter:
         shown = f"s[{x // self.parts}] (packets)" if buf == "s#" else f"{buf}[{x // self.parts}]"
         return f"gpu {g}'s {shown}{part}"
 
-    def refuse(self, ctx: _Ctx, message: str) -> CollError:
-        return _refuse(self.plan, ctx.path, f"{ctx.where} {message}", ctx.line)
+    def gpu_at(self, g: int) -> tuple[int, str]:
+        path = self.plan.gpus[g].path
+        return self.plan.line(path), path
 
-    def access(self, at: Loc, write: bool, ctx: _Ctx) -> None:
-        """Two accesses to one location, one a write, must be ordered by the plan (the schedule's steps would
-        order them)."""
-        earlier = [self.last_write[at]] if at in self.last_write else []
-        if write:
-            earlier += self.reads_of.get(at, [])
-        for (t, s), other in earlier:
-            if (t, s) != ctx.node and ctx.clock[t] <= s:
-                raise self.refuse(ctx, f"{'writes' if write else 'reads'} {self.name(at)} and {other} accesses it, "
-                                  "with nothing ordering the two (a race): collc's IR would put them in steps one "
-                                  "after the other")  # fmt: skip
-        if write:
-            self.last_write[at] = (ctx.node, f"{ctx.where} (line {ctx.line})")
-            self.reads_of[at] = []
-        else:
-            self.reads_of.setdefault(at, []).append((ctx.node, f"{ctx.where} (line {ctx.line})"))
+    def tangle(self, u: int, v: int, why: str, nm: int) -> CollError:
+        msgs = self.messages
+        m = msgs[v] if v < nm else msgs[u]
+        said = [f"the message of {msgs[x].sent.where} (line {msgs[x].sent.line})" if x < nm else "an op"
+                for x in (v, u)]  # fmt: skip
+        return refusal(self.file, m.sent.line, f"collc's IR steps cannot order the plan's messages: {said[0]} must "
+                       f"come in a later step than {said[1]} ({why}), and what it reads, writes or waits for puts it "
+                       "no later", m.sent.path)  # fmt: skip
 
-    def commit(self, g: int, c: int, msg: int, elem: int, action: Action, operand: int | None, empty: bool,
-               ctx: _Ctx) -> int:  # fmt: skip
-        """A new version of gpu g's slot for chunk c, written by element ``elem`` of message ``msg`` as a copy or a
-        reduction into version ``operand``: its index."""
-        writes = self.writes.setdefault((g, c), [])
-        if writes:
-            last = writes[-1]
-            t, s = last.node
-            if last.node != ctx.node and ctx.clock[t] <= s:
-                raise self.refuse(ctx, f"writes gpu {g}'s chunk {c}, and so does the op at line "
-                                  f"{self.messages[last.msg].line}, with nothing ordering the two: collc's IR holds "
-                                  "one value per chunk and would order them")  # fmt: skip
-        if action is Action.REDUCE and operand != len(writes):
-            raise self.refuse(ctx, f"reduces into an older value of gpu {g}'s chunk {c} than the latest (written "
-                              f"at line {self.messages[writes[-1].msg].line}): collc's IR reduces into a chunk's "
-                              "one value")  # fmt: skip
-        writes.append(_Write(msg, action, ctx.node))
-        m = self.messages[msg]
-        m.actions[elem], m.empty[elem] = action, empty
-        return len(writes)
-
-    def settle(self, at: Loc, ctx: _Ctx) -> _Version:
-        """The version a location holds; a received value waiting in scratch becomes one where it is (a relay)."""
-        held = self.content.get(at, _NOTHING)
-        if isinstance(held, _Pending):
-            c = self.messages[held.msg].labels[held.elem]
-            k = self.commit(at[0], c, held.msg, held.elem, Action.COPY, None, False, ctx)
-            del self.pending[(held.msg, held.elem)]
-            held = self.content[at] = _Version(c, k)
-        if isinstance(held, _Nothing):
-            raise self.refuse(ctx, f"reads {self.name(at)}, {held.why}")
-        return held
-
-    def place(self, at: Loc, c: int, what: str, ctx: _Ctx) -> None:
-        """Chunk c may go to ``at``: scratch, or the place of chunk c."""
-        own = self.lay.label(at)
-        if own is not None and own != c:
-            raise self.refuse(ctx, f"{what} chunk {c} into {self.name(at)}, which holds chunk {own}: collc's IR "
-                              "moves and reduces a chunk into the same chunk only")  # fmt: skip
+    def place(self, at: Loc, c: int, what: str, ctx: Ctx) -> None:
+        """Chunk c may go to ``at`` (`PlanConversion.place`), and the input is read-only out of place."""
+        super().place(at, c, what, ctx)
         if at[1] == "i" and not self.lay.inplace:
             raise self.refuse(ctx, f"writes {self.name(at)} out of place, where the caller's input is read-only")
-
-    def store(self, at: Loc, content: Content, value: Value) -> None:
-        old = self.content.get(at)
-        if isinstance(old, _Pending) and (old.msg, old.elem) in self.pending:
-            m = self.messages[old.msg]
-            raise _refuse(self.plan, m.path, f"{m.where} writes chunk {m.labels[old.elem]} into {self.name(at)}, "
-                          "which is overwritten before anything uses it: collc's IR puts every received chunk in "
-                          "its place", m.line)  # fmt: skip
-        self.content[at], self.values[at] = content, value
-
-    def reduced(self, a: Value, b: Value, ctx: _Ctx) -> Value:
-        out = _merge(a, b)
-        if self.twice is None and _twice(out):
-            self.twice = ctx
-        return out
 
     # -- the execution ---------------------------------------------------------------------------------------
 
@@ -392,7 +297,7 @@ class _Converter:
                     self.prev.append(last[t])
                     self.event_msgs.append([])
                     where = f"gpu {g.id}, threadblock {tb.id}, {st.label}"
-                    self.run_op(g.id, st, _Ctx((t, pcs[t]), clock, where, plan.line(op.path), op.path), eid)
+                    self.run_op(g.id, st, Ctx((t, pcs[t]), clock, where, plan.line(op.path), op.path), eid)
                     if op.name in SIGNALS:
                         for key in self.keys(g.id, op):
                             signals.setdefault(key, []).append((clock, eid))
@@ -407,18 +312,14 @@ class _Converter:
             t, st = stuck[0]
             raise _refuse(plan, st.op.path, f"gpu {self.tbs[t][0].id}, threadblock {self.tbs[t][1].id}, {st.label} "
                           f"waits forever ({len(stuck)} threadblock(s) wait): the plan deadlocks")  # fmt: skip
-        if self.pending:
-            (msg, elem), at = next(iter(self.pending.items()))
-            m = self.messages[msg]
-            raise _refuse(plan, m.path, f"{m.where} writes chunk {m.labels[elem]} into {self.name(at)} and nothing "
-                          "uses it: collc's IR puts every received chunk in its place", m.line)  # fmt: skip
+        self.check_used()
 
-    def message(self, src: int, dst: int, eid: int, ctx: _Ctx) -> int:
-        self.messages.append(_Message(src, dst, ctx.line, ctx.path, ctx.where))
+    def message(self, src: int, dst: int, eid: int, ctx: Ctx) -> int:
+        self.messages.append(Message(src=src, dst=dst, sent=ctx.site, landed=ctx.site))
         self.event_msgs[eid].append(len(self.messages) - 1)
         return len(self.messages) - 1
 
-    def send(self, msg: int, at: Loc, ctx: _Ctx) -> None:
+    def send(self, msg: int, at: Loc, ctx: Ctx) -> None:
         """Element ``at`` of message ``msg``: the version it reads."""
         m = self.messages[msg]
         v = self.settle(at, ctx)
@@ -430,18 +331,18 @@ class _Converter:
         m.actions.append(None)
         m.empty.append(False)
 
-    def land(self, msg: int, j: int, at: Loc, ctx: _Ctx) -> None:
+    def land(self, msg: int, j: int, at: Loc, ctx: Ctx) -> None:
         """Element j of message ``msg`` arrives at ``at``: a version, or a value waiting in scratch."""
         m = self.messages[msg]
         c = m.labels[j]
         self.place(at, c, "writes", ctx)
         if at[1] in ("s", "s#"):
-            self.store(at, _Pending(msg, j), m.values[j])
+            self.store(at, Pending(msg, j), m.values[j])
             self.pending[(msg, j)] = at
         else:
-            self.store(at, _Version(c, self.commit(at[0], c, msg, j, Action.COPY, None, False, ctx)), m.values[j])
+            self.store(at, Version(c, self.commit(at[0], c, msg, j, Action.COPY, None, False, ctx)), m.values[j])
 
-    def run_op(self, g: int, st: RunStep, ctx: _Ctx, eid: int) -> None:
+    def run_op(self, g: int, st: RunStep, ctx: Ctx, eid: int) -> None:
         """One op's accesses, messages, versions and values."""
         op, name = st.op, st.op.name
         if name not in PUTS | LOCAL_COPIES | REDUCES | {"get"}:
@@ -467,7 +368,7 @@ class _Converter:
         else:
             self.reduce(g, op, src, dst, eid, ctx)
 
-    def reduce(self, g: int, op: PlanOp, src: list[list[Loc]], dst: list[list[Loc]], eid: int, ctx: _Ctx) -> None:
+    def reduce(self, g: int, op: PlanOp, src: list[list[Loc]], dst: list[list[Loc]], eid: int, ctx: Ctx) -> None:
         """A reduction: received values (waiting in scratch, or read from peers) reduced into the version that its
         one other source holds, written to its local destinations and sent to its remote ones."""
         ins = {k: self.message(c.gpu, g, eid, ctx) for k, c in enumerate(op.src) if c.gpu != g}
@@ -476,14 +377,14 @@ class _Converter:
             held: list[Loc] = []
             landing: list[tuple[int, int, Loc | None]] = []
             for k, locs in enumerate(src):
-                content = self.content.get(locs[j], _NOTHING)
+                content = self.content.get(locs[j], NOTHING)
                 if any(other[j] == locs[j] for other in src[:k]):
                     raise self.refuse(ctx, f"reduces {self.name(locs[j])} twice: collc's IR reduces each received "
                                       "chunk once")  # fmt: skip
                 if k in ins:
                     self.send(ins[k], locs[j], ctx)
                     landing.append((ins[k], j, None))
-                elif isinstance(content, _Pending):
+                elif isinstance(content, Pending):
                     landing.append((content.msg, content.elem, locs[j]))
                 else:
                     held.append(locs[j])
@@ -508,13 +409,13 @@ class _Converter:
                     acc = self.reduced(acc, m.values[elem], ctx)
                 if at is not None:
                     del self.pending[(msg, elem)]
-                    self.content[at] = _Nothing(f"whose received value was reduced at line {ctx.line}: collc's IR "
+                    self.content[at] = Nothing(f"whose received value was reduced at line {ctx.line}: collc's IR "
                                                 "keeps no copy of it")  # fmt: skip
             assert base is not None
             for k, locs in enumerate(dst):
                 if k not in outs:
                     self.place(locs[j], c, "writes", ctx)
-                    self.store(locs[j], _Version(c, base), acc)
+                    self.store(locs[j], Version(c, base), acc)
             for k, msg in outs.items():
                 self.send(msg, dst[0][j], ctx)
                 self.land(msg, j, dst[k][j], ctx)
@@ -524,13 +425,9 @@ class _Converter:
     def layers(self, by_waiting: bool) -> list[int]:
         """Each message's step: the longest path over the constraints of the module docstring (without the waits
         of ops for the messages before them when ``by_waiting`` is False)."""
-        msgs, nm = self.messages, len(self.messages)
-        ne = len(self.preds)
-        adj: list[list[tuple[int, int, str]]] = [[] for _ in range(nm + 2 * ne)]
-
-        def edge(u: int, v: int, w: int, why: str) -> None:
-            adj[u].append((v, w, why))
-
+        nm, ne = len(self.messages), len(self.preds)
+        graph = Constraints(nm + 2 * ne)
+        edge = graph.edge
         # vertex nm + x: the latest step of the messages of event x and before it; nm + ne + x: of those it waits for
         # (through a wait, an acquire, a barrier or a packet, and what its threadblock waited for before)
         for x, preds in enumerate(self.preds if by_waiting else ()):
@@ -544,137 +441,7 @@ class _Converter:
             for m in self.event_msgs[x]:
                 edge(m, done, 0, "")
                 edge(waited, m, 1, "its op waits for the other's")
-        for (g, c), writes in self.writes.items():
-            for a, b in itertools.pairwise(writes):
-                both = a.action is Action.REDUCE and b.action is Action.REDUCE
-                edge(a.msg, b.msg, 0 if both else 1, f"it writes gpu {g}'s chunk {c} after the other")
-        pairs: dict[tuple[int, int, int], int] = {}
-        for i, m in enumerate(msgs):
-            for c, k in zip(m.labels, m.reads, strict=True):
-                writes = self.writes.get((m.src, c), [])
-                if k >= 1:
-                    edge(writes[k - 1].msg, i, 1, f"it sends gpu {m.src}'s chunk {c} as the other wrote it")
-                if k < len(writes):
-                    edge(i, writes[k].msg, 0, "")
-                prev = pairs.get((m.src, m.dst, c))
-                if prev is not None and prev != i:
-                    edge(prev, i, 1, f"both move chunk {c} from gpu {m.src} to gpu {m.dst}")
-                pairs[(m.src, m.dst, c)] = i
-        comp, ncomp = _components(adj)
-        for u, out in enumerate(adj):
-            for v, w, why in out:
-                if w and comp[u] == comp[v]:
-                    m = msgs[v] if v < nm else msgs[u]
-                    said = [f"the message of {msgs[x].where} (line {msgs[x].line})" if x < nm else "an op"
-                            for x in (v, u)]  # fmt: skip
-                    raise _refuse(self.plan, m.path, f"collc's IR steps cannot order the plan's messages: {said[0]} "
-                                  f"must come in a later step than {said[1]} ({why}), and what it reads, writes or "
-                                  "waits for puts it no later", m.line)  # fmt: skip
-        layer = [0] * ncomp
-        for u in sorted(range(len(adj)), key=lambda u: -comp[u]):
-            for v, w, _ in adj[u]:
-                if comp[v] != comp[u] and layer[comp[u]] + w > layer[comp[v]]:
-                    layer[comp[v]] = layer[comp[u]] + w
-        used = sorted({layer[comp[i]] for i in range(nm)})
-        rank = {x: k for k, x in enumerate(used)}
-        return [rank[layer[comp[i]]] for i in range(nm)]
-
-    def schedule(self, layers: list[int]) -> Schedule:
-        plan, lay = self.plan, self.lay
-        by_step: list[list[int]] = [[] for _ in range(max(layers, default=-1) + 1)]
-        for i, k in enumerate(layers):
-            by_step[k].append(i)
-        self.check_values(by_step)
-        steps = []
-        for k, ids in enumerate(by_step):
-            ops: list[Op] = []
-            for i in ids:
-                m = self.messages[i]
-                span = Span(plan.file, m.line, 1, m.line, 1)
-                ops.append(Op(m.src, OpKind.SEND, m.dst, ChunkSet.of(m.labels), None, span))
-                for action in (Action.COPY, Action.REDUCE):
-                    chunks = [c for c, a in zip(m.labels, m.actions, strict=True) if a is action]
-                    if chunks:
-                        ops.append(Op(m.dst, OpKind.RECV, m.src, ChunkSet.of(chunks), action, span))
-            steps.append(Step(k, "plan", tuple(ops)))
-        return Schedule(plan.name, lay.collective, (("p", lay.p),), lay.p, lay.n, None, tuple(steps), plan.file,
-                        Span(plan.file, 1, 1, 1, 1))  # fmt: skip
-
-    def check_values(self, by_step: list[list[int]]) -> None:
-        """The schedule's steps against the plan's values (see the module docstring)."""
-        plan, lay, n = self.plan, self.lay, self.lay.n
-        state: dict[tuple[int, int], Value] = {}
-
-        def value(g: int, c: int) -> Value:
-            return state[(g, c)] if (g, c) in state else ((g * n + c,) if self.held[g][c] else None)
-
-        def wrong(m: _Message, message: str) -> CollError:
-            return _refuse(plan, m.path, f"{m.where} {message}", m.line)
-
-        for k, ids in enumerate(by_step):
-            for i in ids:
-                m = self.messages[i]
-                for c, sent in zip(m.labels, m.values, strict=True):
-                    if value(m.src, c) != sent:
-                        raise wrong(m, f"moves gpu {m.src}'s chunk {c} as {self.said(sent)}, but in the schedule's "
-                                    f"step {k} that chunk holds {self.said(value(m.src, c))}")  # fmt: skip
-            copied: set[tuple[int, int]] = set()
-            reduced: dict[tuple[int, int], list[tuple[int, int]]] = {}
-            for i in ids:
-                m = self.messages[i]
-                for j, (c, a) in enumerate(zip(m.labels, m.actions, strict=True)):
-                    assert a is not None
-                    slot = (m.dst, c)
-                    if slot in copied or (a is Action.COPY and slot in reduced):
-                        raise wrong(m, f"writes gpu {m.dst}'s chunk {c} in the schedule's step {k}, as another "
-                                    "message of that step does (a conflict)")  # fmt: skip
-                    if a is Action.COPY:
-                        copied.add(slot)
-                        state[slot] = m.values[j]
-                    else:
-                        reduced.setdefault(slot, []).append((i, j))
-            for (g, c), got in reduced.items():
-                empty = value(g, c) is None
-                for i, j in got:
-                    m = self.messages[i]
-                    if m.empty[j] != empty and (empty or not any(self.messages[x].empty[y] for x, y in got)):
-                        holds = ("holds nothing", "a value") if empty else ("holds a value", "nothing")
-                        raise wrong(m, f"reduces into gpu {g}'s chunk {c}, which {holds[0]} in the schedule's step "
-                                    f"{k} but {holds[1]} in the plan")  # fmt: skip
-                    state[(g, c)] = _merge(value(g, c), m.values[j])
-        outputs_twice = False
-        for g in range(lay.p):
-            for x in range(lay.o * self.parts):
-                at = lay.loc(g, "o", x)
-                c = self.chunk(at)
-                mine, theirs = self.values.get(at), value(g, c)
-                outputs_twice = outputs_twice or _twice(mine)
-                if mine != theirs:
-                    shown = f"o[{x // self.parts}]{self.name(at).partition(']')[2]}"
-                    raise _refuse(plan, plan.gpus[g].path, f"gpu {g}'s output {shown} "
-                                  f"ends as {self.said(mine)} in the plan, but its chunk {c} as {self.said(theirs)} in "
-                                  f"the schedule: {self.why_apart(at, c)}")  # fmt: skip
-        if self.twice is not None and not outputs_twice:
-            raise self.refuse(self.twice, "counts a contribution twice in a value no output keeps: collc's verifier "
-                              "counts contributions at the outputs")  # fmt: skip
-
-    def said(self, v: Value) -> str:
-        if v is None:
-            return "nothing"
-        n = self.lay.n
-        parts = [f"gpu {x // n} chunk {x % n}" for x in v[:3]]
-        return "{" + ", ".join(parts) + (f", ... ({len(v)})" if len(v) > 3 else "") + "}"
-
-    def why_apart(self, at: Loc, c: int) -> str:
-        held = self.content.get(at)
-        last = len(self.writes.get((at[0], c), []))
-        if isinstance(held, _Nothing):
-            return f"the plan never writes it, and collc's IR keeps chunk {c}'s input there"
-        if isinstance(held, _Version) and held.index < last:
-            w = self.messages[self.writes[(at[0], c)][-1].msg]
-            return (f"it keeps an older value of chunk {c} than the one written at line {w.line}, and collc's IR "
-                    "keeps one value per chunk")  # fmt: skip
-        return "collc's IR keeps one value per chunk"
+        return self.steps(graph)
 
 
 def plan_to_schedule(plan: MscclppPlan, *, earliest: bool = False, iterations: int = ITERATIONS) -> Schedule:
@@ -684,10 +451,4 @@ def plan_to_schedule(plan: MscclppPlan, *, earliest: bool = False, iterations: i
     waits of its op for the messages before it; ``iterations``: how many times each pipeline runs."""
     if iterations < 1:
         raise CollError(f"iterations={iterations}: a pipeline runs at least once")
-    conv = _Converter(plan, iterations)
-    conv.execute()
-    try:
-        layers = conv.layers(not earliest)
-    except CollError:  # waiting as the plan does contradicts what its values need
-        layers = conv.layers(False)
-    return conv.schedule(layers)
+    return _Converter(plan, iterations).convert(earliest)
