@@ -58,7 +58,16 @@ import numpy as np
 from collc.collectives import layout_error
 from collc.diagnostics import CollError
 from collc.frontend.msccl_plan import buffers_fit
-from collc.frontend.mscclpp_plan import Chunks, MscclppPlan, PlanGpu, PlanOp, PlanTb, RunStep, run_steps
+from collc.frontend.mscclpp_plan import (
+    Chunks,
+    MscclppPlan,
+    PlanGpu,
+    PlanOp,
+    PlanTb,
+    RunStep,
+    operand_parts,
+    run_steps,
+)
 from collc.frontend.plan_schedule import (
     COLLECTIVES,
     NOTHING,
@@ -202,14 +211,10 @@ class _Converter(PlanConversion[Message]):
 
     def locs(self, c: Chunks, st: RunStep) -> list[Loc]:
         """The locations of an operand: its chunks' parts, the op's share of them in a group or an iteration."""
-        lo, n = c.index * self.parts, c.size * self.parts
-        part, of = st.op.group
-        lo, n = lo + part * n // of, n // of
-        if st.it >= 0:
-            lo, n = lo + st.it * n // self.iterations, n // self.iterations
+        xs = operand_parts(c, st, self.parts, self.iterations)
         if c.packet:
-            return [(c.gpu, "s#", x) for x in range(lo, lo + n)]
-        return [self.lay.loc(c.gpu, c.buffer, x) for x in range(lo, lo + n)]
+            return [(c.gpu, "s#", x) for x in xs]
+        return [self.lay.loc(c.gpu, c.buffer, x) for x in xs]
 
     def name(self, at: Loc) -> str:
         g, buf, x = at

@@ -49,6 +49,7 @@ __all__ = [
     "PlanOp",
     "PlanTb",
     "RunStep",
+    "operand_parts",
     "parse_plan",
     "read_plan",
     "run_steps",
@@ -153,6 +154,17 @@ class RunStep:
     op: PlanOp
     it: int
     label: str  # "op k (name)", "op k.j (name, iteration i of n)"
+
+
+def operand_parts(c: Chunks, step: RunStep, parts: int, iterations: int) -> range:
+    """The part indices an operand ``c`` of ``step`` covers, each chunk cut into ``parts``: the op's share of its
+    chunks in a threadblock group, and of that share in an iteration of a pipeline (``step.it >= 0``)."""
+    lo, n = c.index * parts, c.size * parts
+    part, of = step.op.group
+    lo, n = lo + part * n // of, n // of
+    if step.it >= 0:
+        lo, n = lo + step.it * n // iterations, n // iterations
+    return range(lo, lo + n)
 
 
 def run_steps(tb: PlanTb, iterations: int) -> list[RunStep]:

@@ -55,7 +55,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collc.frontend.mscclpp_plan import Chunks, MscclppPlan, PlanGpu, PlanOp, PlanTb, RunStep, run_steps
+from collc.frontend.mscclpp_plan import (
+    Chunks,
+    MscclppPlan,
+    PlanGpu,
+    PlanOp,
+    PlanTb,
+    RunStep,
+    operand_parts,
+    run_steps,
+)
 
 __all__ = ["LIMITS", "MscclppFinding", "MscclppReport", "check_plan"]
 
@@ -283,14 +292,10 @@ class _Run:
         return (gpu, buf, part)
 
     def parts_of(self, c: Chunks, step: RunStep) -> list[Loc]:
-        lo, n = c.index * self.parts, c.size * self.parts
-        part, of = step.op.group
-        lo, n = lo + part * n // of, n // of
-        if step.it >= 0:
-            lo, n = lo + step.it * n // self.iterations, n // self.iterations
+        xs = operand_parts(c, step, self.parts, self.iterations)
         if c.packet:
-            return [(c.gpu, "s#", x) for x in range(lo, lo + n)]
-        return [self.loc(c.gpu, c.buffer, x) for x in range(lo, lo + n)]
+            return [(c.gpu, "s#", x) for x in xs]
+        return [self.loc(c.gpu, c.buffer, x) for x in xs]
 
     def name(self, key: Loc) -> str:
         g, buf, x = key
