@@ -254,7 +254,7 @@ RUNS = [
     ("rabenseifner_p4", "rabenseifner", {"p": 4}),
     ("recursive_doubling_any_p3", "recursive_doubling_any", {"p": 3}),
 ]
-FAST_RUNS = ("pipelined_ring_lanes_p4", "pipelined_ring_p6_k3", "recursive_doubling_any_p3")  # the others: -m slow
+FAST_RUNS = ("pipelined_ring_lanes_p4", "recursive_doubling_any_p3")  # the others: -m slow
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ on datatypes could not pass.  Planted bugs: the old per-rank decision (the job h
 takes every layout for its packed bytes (wrong data).  ``allreduce`` mode: user-defined ops, whose ranks
 agree on their datatypes, and predefined ops on derived datatypes, which MPICH refuses.
 
-The normal suite runs each library at one rank count (one-p at 3 ranks, any-p at 5); ``-m slow`` the rest.
+The normal suite runs each library at one rank count (one-p at 3 ranks, any-p at 5), except those of
+`SLOW_ONLY`; ``-m slow`` the rest.
 """
 
 from __future__ import annotations
@@ -53,6 +54,13 @@ MOVES = examples(*MODE)
 # The fewest cases a full run of each mode makes (fewer: the program lost part of it).
 MIN_CASES = {"bcast": 3 * 16 * 6 * 2, "allgather": 3 * 16 * 6 * 2, "alltoall": 3 * 16 * 6 * 2, "allreduce": 50}
 
+# Examples whose datatypes run in the slow suite only: the normal suite moves every datatype through an allgather
+# relayed around a ring (one-p and any-p), an alltoall direct (pairwise) and relayed (Bruck, Bine), and broadcast
+# trees (binomial, Bine, scatter-allgather); these differ from those in their peers only, not in what the shim packs.
+SLOW_ONLY = ("bine_allgather", "bruck_allgather", "direct_allgather", "hier_allgather", "node_aware_allgather",
+             "pat_allgather", "recursive_doubling_allgather")  # fmt: skip
+SLOW_ONLY_ANY_P = ("bine_broadcast", "bruck_alltoall", "scatter_allgather_broadcast")
+
 SUMMARY = re.compile(r"datatypes: (\w+): (\d+) cases on (\d+) ranks, (\d+) failures")
 CASE = re.compile(r"^case (\d+) (.*)$", re.M)
 
@@ -63,11 +71,12 @@ def _cases() -> list[object]:
         for p in RANKS:
             params = ex.params_at(p)
             if params is not None:
-                fast = p == min(q for q in RANKS if ex.params_at(q) is not None)
+                fast = p == min(q for q in RANKS if ex.params_at(q) is not None) and ex.name not in SLOW_ONLY
                 mark = () if fast else (pytest.mark.slow,)
                 cases.append(pytest.param(ex, p, params, id=f"{ex.name}-p{p}", marks=mark))
             if params is not None and any_p_refusal(ex) is None and p in ANY_P_RANKS:
-                mark = () if p == 5 else (pytest.mark.slow,)
+                fast = p == 5 and ex.name not in SLOW_ONLY + SLOW_ONLY_ANY_P
+                mark = () if fast else (pytest.mark.slow,)
                 cases.append(pytest.param(ex, p, None, id=f"{ex.name}-any-p{p}", marks=mark))
     return cases
 
@@ -106,6 +115,7 @@ def test_the_libraries_of_every_data_movement_example_run() -> None:
     refused = {ex.name: why for ex in MOVES if (why := any_p_refusal(ex)) is not None}
     hierarchical = {"hier_allgather", "node_aware_allgather"}
     assert set(refused) == hierarchical and all("hierarchy" in refused[n] for n in hierarchical), refused
+    assert set(SLOW_ONLY + SLOW_ONLY_ANY_P) <= names, sorted(set(SLOW_ONLY + SLOW_ONLY_ANY_P) - names)
 
 
 @pytest.mark.parametrize(("example", "p", "params"), _cases())

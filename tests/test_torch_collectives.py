@@ -101,15 +101,11 @@ def test_consecutive_blocks_are_one_buffer() -> None:
 # --------------------------------------------------------------------------
 
 EXTRA = {  # gather:scatter pairs run after the defaults, at some sizes
-    3: [f"{SCRIPTS / 'gather_root1.coll'}:{SCRIPTS / 'scatter_root1.coll'}"],
-    5: [f"{SCRIPTS / 'gather_root1.coll'}:{SCRIPTS / 'scatter_root1.coll'}"],
+    p: [f"{SCRIPTS / 'gather_root1.coll'}:{SCRIPTS / 'scatter_root1.coll'}", "bine_gather:bine_scatter"] for p in (3, 5)
 }
-if (ROOT / "examples" / "bine_gather.coll").is_file() and (ROOT / "examples" / "bine_scatter.coll").is_file():
-    EXTRA[3].append("bine_gather:bine_scatter")
-    EXTRA[5].append("bine_gather:bine_scatter")
 
 
-@pytest.mark.parametrize("p", [3, 5, *(pytest.param(p, marks=pytest.mark.slow) for p in (2, 4, 6))])
+@pytest.mark.parametrize("p", [3, *(pytest.param(p, marks=pytest.mark.slow) for p in (2, 4, 5, 6))])
 def test_gather_scatter_and_barrier_equal_the_reference(p: int, cache: Path, tmp_path: Path) -> None:
     _torchrun(p, SCRIPTS / "rooted_vs_reference.py", str(tmp_path), *EXTRA.get(p, []), cache=cache)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(p)]
