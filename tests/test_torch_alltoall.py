@@ -15,8 +15,6 @@ from __future__ import annotations
 import ctypes
 import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,8 +24,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch extra is not installed (pip install -e '.[torch]')")
 pytest.importorskip("mpi4py", reason="the collc backend runs its libraries over MPI (mpi4py)")
 
+from test_torch_collectives import torchrun  # noqa: E402
+
 import collc.torch  # noqa: E402  (after the importorskip)
-from collc.backends.mpitools import mpi_env  # noqa: E402
 from collc.torch import alltoall, config, schedules  # noqa: E402
 from collc.torch.plan import CollcError  # noqa: E402
 from collc.torch.schedules import ScheduleError, prepare  # noqa: E402
@@ -39,19 +38,6 @@ RANKS = Path(__file__).resolve().parent / "torchrun" / "alltoall_ranks.py"
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("collc-torch-alltoall-cache")
-
-
-def _torchrun(n: int, *args: str, cache: Path, timeout: float = 600) -> None:
-    env = mpi_env(n)
-    env.update({"COLLC_TORCH_CACHE": str(cache), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
-    for key in list(env):
-        if key.startswith("COLLC_") and key not in ("COLLC_TORCH_CACHE", "COLLC_MPIEXEC", "COLLC_MPICC"):
-            del env[key]
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}", str(RANKS),
-               *args]  # fmt: skip
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"{' '.join(command)} failed ({proc.returncode}):\n{output[-6000:]}"
 
 
 # --------------------------------------------------------------------------
@@ -172,12 +158,12 @@ def _check_run(out: Path, p: int, full: bool) -> None:
 
 
 def test_alltoall_and_uneven_lists_on_three_ranks(cache: Path, tmp_path: Path) -> None:
-    _torchrun(3, str(tmp_path), cache=cache)
+    torchrun(3, RANKS, str(tmp_path), cache=cache)
     _check_run(tmp_path, 3, full=False)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("p", [2, 3, 4, 5])
 def test_alltoall_and_uneven_lists_full(p: int, cache: Path, tmp_path: Path) -> None:
-    _torchrun(p, str(tmp_path), "full", cache=cache)
+    torchrun(p, RANKS, str(tmp_path), "full", cache=cache)
     _check_run(tmp_path, p, full=True)

@@ -33,7 +33,9 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("collc-torch-rooted-cache")
 
 
-def _torchrun(n: int, script: Path, *args: str, cache: Path, timeout: float = 600) -> None:
+def torchrun(n: int, script: Path, *args: str, cache: Path, timeout: float = 600) -> None:
+    """Run ``script ARGS`` on ``n`` ranks under torchrun (MPI for the collc libraries), with collc's settings
+    cleared but its torch cache; the run must succeed."""
     env = mpi_env(n)
     env.update({"COLLC_TORCH_CACHE": str(cache), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
     for key in list(env):
@@ -107,7 +109,7 @@ EXTRA = {  # gather:scatter pairs run after the defaults, at some sizes
 
 @pytest.mark.parametrize("p", [3, *(pytest.param(p, marks=pytest.mark.slow) for p in (2, 4, 5, 6))])
 def test_gather_scatter_and_barrier_equal_the_reference(p: int, cache: Path, tmp_path: Path) -> None:
-    _torchrun(p, SCRIPTS / "rooted_vs_reference.py", str(tmp_path), *EXTRA.get(p, []), cache=cache)
+    torchrun(p, SCRIPTS / "rooted_vs_reference.py", str(tmp_path), *EXTRA.get(p, []), cache=cache)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(p)]
     for r, rank in enumerate(ranks):
         assert rank["wrong"] == [], rank["wrong"]

@@ -293,13 +293,7 @@ class Library:
         ``cudaStream_t`` (0: the legacy default stream); ``scratch``: device
         pointers of `scratch_bytes` each (None: the library's own).
         """
-        p = self.schedule.nranks
-        ptrs = (ctypes.c_void_p * p)(*buffers)
-        devs = None if devices is None else (ctypes.c_int * p)(*devices)
-        extra = None if scratch is None else (ctypes.c_void_p * p)(*scratch)
-        code = self._run(ptrs, count, DTYPES[dtype], OPS[op], devs, extra, ctypes.c_void_p(stream))
-        if code != 0:
-            raise CollError(f"{self.path.name}: {ERRORS.get(code, f'error {code}')}: {self.last_error()}")
+        self._launch(self._run, buffers, count, dtype, op, devices, stream, scratch)
 
     def run_v(
         self,
@@ -315,11 +309,26 @@ class Library:
         their sum, cut as `layout_v` says); CollError when the library returns an error (a schedule with chunk
         weights or compression points refuses them)."""
         arg = self._counts(counts)
+        self._launch(self._run_v, buffers, _int64s(arg), dtype, op, devices, stream, scratch)
+
+    def _launch(
+        self,
+        entry: Callable[..., int],
+        buffers: Sequence[int],
+        count: object,
+        dtype: str,
+        op: str,
+        devices: Sequence[int] | None,
+        stream: int,
+        scratch: Sequence[int] | None,
+    ) -> None:
+        """Call ``entry`` (``_run`` or ``_run_v``) with ``count`` (an element count, or the counts' pointer) and
+        the per-rank arrays; CollError when it returns an error."""
         p = self.schedule.nranks
         ptrs = (ctypes.c_void_p * p)(*buffers)
         devs = None if devices is None else (ctypes.c_int * p)(*devices)
         extra = None if scratch is None else (ctypes.c_void_p * p)(*scratch)
-        code = self._run_v(ptrs, _int64s(arg), DTYPES[dtype], OPS[op], devs, extra, ctypes.c_void_p(stream))
+        code = entry(ptrs, count, DTYPES[dtype], OPS[op], devs, extra, ctypes.c_void_p(stream))
         if code != 0:
             raise CollError(f"{self.path.name}: {ERRORS.get(code, f'error {code}')}: {self.last_error()}")
 
