@@ -163,7 +163,8 @@ def _counts(schedule: Schedule) -> list[int]:
     return list(COUNTS)
 
 
-def _nvcc() -> Path:
+def nvcc_or_skip() -> Path:
+    """nvcc, or a skip saying why there is none."""
     try:
         return cuda.nvcc()
     except CollError as err:
@@ -205,7 +206,7 @@ class Builds:
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
     """The normal suite's cases generated and built, and the host kernel harness, in parallel."""
-    nvcc = _nvcc()
+    nvcc = nvcc_or_skip()
     root = tmp_path_factory.mktemp("cuda")
     libs = Libraries(root)
     jobs = {case: libs.start(case) for case in FAST_CASES}
@@ -483,7 +484,7 @@ def test_every_example_builds(built: dict[str, Built], case: str) -> None:
 
 def test_library_builds_and_links(tmp_path: Path) -> None:
     """The default build (static CUDA runtime) links and loads without a GPU; layout and scratch sizes are collc's."""
-    _nvcc()
+    nvcc_or_skip()
     schedule = _schedule("swing_bw", {"p": 6})
     cuda.generate(schedule, tmp_path)
     lib = cuda.Library(cuda.build(tmp_path, schedule), schedule)
@@ -508,7 +509,7 @@ def test_library_builds_and_links(tmp_path: Path) -> None:
 
 
 def test_build_errors(tmp_path: Path) -> None:
-    _nvcc()
+    nvcc_or_skip()
     schedule = _schedule("ring_allreduce", {"p": 4})
     with pytest.raises(CollError, match="generate the sources first"):
         cuda.build(tmp_path / "nothing", schedule)

@@ -32,7 +32,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 from mpi_cuda_mock import build_mock, mock_settings
-from test_cuda import MOCK_RUN, cupy  # noqa: F401  (cupy: a fixture, CuPy on a GPU or a skip)
+from test_cuda import MOCK_RUN, cupy, nvcc_or_skip  # noqa: F401  (cupy: a fixture, CuPy on a GPU or a skip)
 
 import collc
 from collc.backends import cuda, local, mpi_cuda, mpi_cuda_anyp
@@ -137,13 +137,6 @@ def assert_result(schedule: Schedule, counts: Sequence[int], inputs: np.ndarray,
 # --------------------------------------------------------------------------
 
 
-def _nvcc() -> Path:
-    try:
-        return cuda.nvcc()
-    except CollError as err:
-        pytest.skip(str(err))
-
-
 @dataclass(frozen=True)
 class Built:
     name: str
@@ -179,7 +172,7 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> Libraries:
-    _nvcc()
+    nvcc_or_skip()
     libs = Libraries(tmp_path_factory.mktemp("cuda_v"))
     with ThreadPoolExecutor(max_workers=2) as pool:
         libs.update(zip(FAST, pool.map(libs.build, FAST), strict=True))
@@ -330,7 +323,7 @@ class Driver:
 @pytest.fixture(scope="module")
 def drivers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Driver]:
     """mpi-cuda libraries and their drivers, built with -cudart shared when a test first asks for one."""
-    _nvcc()
+    nvcc_or_skip()
     root = tmp_path_factory.mktemp("mpicuda_v")
 
     class Drivers(dict[str, Driver]):
@@ -408,7 +401,7 @@ def test_mpi_cuda_runner_refuses_mixed_counts(tmp_path: Path) -> None:
 ])  # fmt: skip
 def test_mpi_cuda_any_p(mock: Path, tmp_path: Path, name: str, params: dict[str, int], sizes: list[int]) -> None:
     """One any-p library at several communicator sizes, counts given at run time."""
-    _nvcc()
+    nvcc_or_skip()
     alg = collc.load(EXAMPLES / f"{name}.coll")
     alg.compile_any_p(tmp_path / "lib", target="mpi-cuda", params=params, verify_ranks=sizes, build=False)
     driver = mpi_cuda_anyp.build(tmp_path / "lib", alg.program, flags=("-cudart", "shared"))[1]
