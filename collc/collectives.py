@@ -33,6 +33,7 @@ barrier: an allgather of one flag block per rank, so that no rank leaves before 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -263,6 +264,14 @@ def counts_error(collective: Collective, nranks: int, counts: Sequence[int]) -> 
     if negative:
         return f"counts must be non-negative: count {negative[0]} is {counts[negative[0]]}"
     return None
+
+
+def counts_count(collective: Collective, counts: Sequence[int]) -> int:
+    """The element count a call with ``counts`` given at run time stands for, as ``count`` does for the
+    equal-block collective (`logical_count`): the sum of the counts, per rank (on average) for an alltoall,
+    whose p*p counts are what each rank sends."""
+    per = math.isqrt(len(counts)) if collective is Collective.ALLTOALL else 1
+    return sum(int(c) for c in counts) // max(1, per)
 
 
 def counts_offsets(collective: Collective, nranks: int, nchunks: int, counts: Sequence[int]) -> np.ndarray:

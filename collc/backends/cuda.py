@@ -112,12 +112,6 @@ def given_counts(count: Count) -> list[int] | None:
     return None if isinstance(count, int | np.integer) else [int(c) for c in count]
 
 
-def vcount_row_count(schedule: Schedule, offsets: np.ndarray) -> int:
-    """A row's ``count`` for counts given at run time: the logical elements per rank (on average, for an
-    alltoall, whose element counts are per rank too)."""
-    return int(offsets[-1]) // (schedule.nranks if schedule.collective is Collective.ALLTOALL else 1)
-
-
 # --------------------------------------------------------------------------
 # Generating and building
 # --------------------------------------------------------------------------
@@ -515,7 +509,7 @@ def _run_count(
         inputs = local.make_inputs(schedule, elements, dtype, seed, op=op, offsets=offsets)
     except ValueError as err:
         raise CollError(str(err)) from None
-    n = int(count) if offsets is None else vcount_row_count(schedule, offsets)
+    n = int(count) if vcounts is None else collectives.counts_count(schedule.collective, vcounts)
     raw = inputs.view(np.uint8)  # the library sees bytes: CuPy has no bfloat16
     pristine, work = [], []
     for rank, device in enumerate(placement):

@@ -477,7 +477,7 @@ def run(
     if counts is not None:
         offsets = counts_offsets(schedule, counts)
         _check_counts_budget(schedule, offsets, dt.itemsize, max_bytes)
-        count = int(offsets[-1]) // (schedule.nranks if schedule.collective is Collective.ALLTOALL else 1)
+        count = collectives.counts_count(schedule.collective, counts)
     else:
         _check_budget(schedule, count, dt.itemsize, max_bytes)
     if schedule.compresses():

@@ -50,6 +50,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from collc import collectives
 from collc.backends import cuda, cuda_plan, dataflow, local, mpi_launch, mpitools, tables
 from collc.backends.csource import c_ident, run_compiler, write_sources
 from collc.diagnostics import CollError
@@ -481,8 +482,8 @@ def run_built(
     out_rows = []
     for i, (row, data) in enumerate(zip(rows, inputs, strict=True)):
         count, size = row.count, row.size_bytes
-        if cuts[i] is not None:  # the driver gives the logical elements per rank
-            count = cuda.vcount_row_count(schedule, cuts[i])
+        if (vcounts := given[i]) is not None:  # the driver gives the logical elements per rank
+            count = collectives.counts_count(schedule.collective, vcounts)
             size = count * data.dtype.itemsize
         timing = ("mpi-cuda", count, size, row.avg_us, row.min_us, row.max_us, row.iters)
         if not check:

@@ -38,7 +38,7 @@ from collc.cli.common import (
     write_failed,
 )
 from collc.cli.progress import Bar, progress_bar
-from collc.collectives import busbw_factor, count_error, layout_error
+from collc.collectives import busbw_factor, count_error, counts_count, layout_error
 from collc.diagnostics import CollError
 from collc.goodput import size_text
 from collc.ir import Collective, Schedule
@@ -286,7 +286,7 @@ def run(
                         click.core.ParameterSource.DEFAULT)  # fmt: skip
     if counts is not None:
         option, given = "--counts", counts_text or ""
-        byte_sizes = [sum(counts) * itemsize]
+        byte_sizes = [0]  # set once the collective is known
     else:
         option, given = ("--sizes", sizes) if sizes is not None else ("--size", size)
         byte_sizes = parse_sizes(given, option) if sizes is not None else [parse_size(given, option)]
@@ -305,8 +305,8 @@ def run(
     values = collect_params(p, params, dims)
     alg = load_algorithm(file, codecs)
     check_values(alg, {name: [value] for name, value in values.items()}, p, params, dims)
-    if counts is not None and alg.collective is Collective.ALLTOALL:  # --size is what one rank sends
-        byte_sizes = [sum(counts) * itemsize // max(1, math.isqrt(len(counts)))]
+    if counts is not None:  # the size the counts stand for (what one rank sends, for an alltoall)
+        byte_sizes = [counts_count(alg.collective, counts) * itemsize]
     buffers = nranks = 0
     if budget is not None:
         nranks = memory.nranks_of(alg, values)
@@ -384,12 +384,12 @@ class _Settings:
     max_bytes: int | None  # the buffers' budget (local, MPI)
     mpiexec_prefix: tuple[str, ...] = ()  # what mpiexec runs under (an emulated cluster's namespace)
     env: dict[str, str] | None = None  # the ranks' environment (an emulated cluster's MPI settings)
-    counts: tuple[int, ...] | None = None  # counts given at run time (local)
+    counts: tuple[int, ...] | None = None  # counts given at run time (api.COUNTS_BACKENDS)
 
 
 def _counts_of(text: str | None, backend: str, sized: bool) -> tuple[int, ...] | None:
     """The counts of ``--counts`` (None when not given); a usage error naming the option when they are not
-    non-negative integers, come with --size or --sizes, or are asked of another backend than local."""
+    non-negative integers, come with --size or --sizes, or are asked of a backend not in `api.COUNTS_BACKENDS`."""
     if text is None:
         return None
     if sized:
