@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 
 from collc.torch import config, ops
+from collc.torch.gloo_options import allgather_opts, alltoall_opts, reduce_scatter_opts
 from collc.torch.plan import ROUTE_COLLC, ROUTE_LOCAL, CollcError, Planned, Step, dtype_name, op_code
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class CountedCollectives:
             )
         send = _split_counts(in_splits, inp, p, "input", desc)
         recv = _split_counts(out_splits, out, p, "output", desc)
-        gloo_args = (out, inp, out_splits, in_splits, _alltoall_opts())
+        gloo_args = (out, inp, out_splits, in_splits, alltoall_opts())
         if split:
             return self._counted_a2a(out, inp, send, recv, desc, "alltoall_base", gloo_args, None)
         n = inp.numel()
@@ -195,7 +196,7 @@ class CountedCollectives:
             raise CollcError(f"collc: {desc}: the output has {out.numel()} elements; without split sizes it must "
                              f"have the input's {n}")  # fmt: skip
         if p == 1:
-            return Planned((op_code("trivial"), ROUTE_LOCAL, code, n, 0, 0, 0), lambda: _copy(out, inp), desc)
+            return Planned((op_code("trivial"), ROUTE_LOCAL, code, n, 0, 0, 0), lambda: ops.copy_into(out, inp), desc)
         operation = op_code("all_to_all")
         if inp.is_cuda:
             return self._gloo_step("alltoall_base", gloo_args, desc, n, inp.dtype, "all_to_all of CUDA tensors",
@@ -221,7 +222,7 @@ class CountedCollectives:
             )
         flat_in = torch.cat([t.reshape(-1) for t in ins])
         flat_out = torch.empty(sum(recv), dtype=like.dtype, device=like.device)
-        return self._counted_a2a(flat_out, flat_in, send, recv, desc, "alltoall", (outputs, inputs, _alltoall_opts()),
+        return self._counted_a2a(flat_out, flat_in, send, recv, desc, "alltoall", (outputs, inputs, alltoall_opts()),
                                  partial(_scatter_flat, flat_out, outs))  # fmt: skip
 
     def _counted_a2a(self, out: torch.Tensor, inp: torch.Tensor, send: list[int], recv: list[int], desc: str,
@@ -235,7 +236,7 @@ class CountedCollectives:
             if send[0] != recv[0]:
                 raise CollcError(f"collc: {desc}: this rank sends itself {send[0]} elements and expects {recv[0]}")
             return Planned((op_code("trivial"), ROUTE_LOCAL, code, send[0], 0, 0, 0),
-                           _then(lambda: _copy(out, inp), after), desc)  # fmt: skip
+                           _then(lambda: ops.copy_into(out, inp), after), desc)  # fmt: skip
         found = self._counted_entry("alltoall", "all_to_all", inp, desc, method, gloo_args, operation)
         if isinstance(found, Planned):
             planned = found
@@ -253,7 +254,7 @@ class CountedCollectives:
         desc = f"all_gather of {inp.numel()} {dtype_name(inp.dtype)} elements (uneven blocks, {total} in all)"
         operation = op_code("all_gather_v")
         found = self._counted_entry("allgather", "all_gather", inp, desc, "allgather",
-                                    (outputs, [inp], _allgather_opts()), operation, total)  # fmt: skip
+                                    (outputs, [inp], allgather_opts()), operation, total)  # fmt: skip
         if isinstance(found, Planned):
             planned = found
         else:
@@ -272,7 +273,7 @@ class CountedCollectives:
         desc = f"reduce_scatter into {out.numel()} {dtype_name(out.dtype)} elements (uneven blocks, {total} in all)"
         operation = op_code("reduce_scatter_v")
         code = ops.dtype_code(out.dtype)
-        gloo_args = (*gloo_lists, _reduce_scatter_opts(op))
+        gloo_args = (*gloo_lists, reduce_scatter_opts(op))
         kind = ops.reduce_kind(op)
         why = None
         if kind is None:
@@ -382,11 +383,6 @@ def _list_problem(desc: str, name: str, table: np.ndarray) -> str | None:
             f"have the size of rank r's {own}")  # fmt: skip
 
 
-def _copy(out: torch.Tensor, inp: torch.Tensor) -> None:
-    if out.data_ptr() != inp.data_ptr():
-        out.view(-1).copy_(inp.view(-1))
-
-
 def _scatter_flat(flat: torch.Tensor, outs: list[torch.Tensor]) -> None:
     at = 0
     for t in outs:
@@ -413,23 +409,3 @@ def _copied_out(inner: Step, flat: torch.Tensor, outs: list[torch.Tensor]) -> St
         return replace(planned, run=_then(planned.run, lambda: _scatter_flat(flat, outs)))
 
     return step
-
-
-def _alltoall_opts() -> Any:
-    from torch._C._distributed_c10d import AllToAllOptions
-
-    return AllToAllOptions()
-
-
-def _allgather_opts() -> Any:
-    from torch._C._distributed_c10d import AllgatherOptions
-
-    return AllgatherOptions()
-
-
-def _reduce_scatter_opts(op: Any) -> Any:
-    from torch._C._distributed_c10d import ReduceScatterOptions
-
-    opts = ReduceScatterOptions()
-    opts.reduceOp = op
-    return opts

@@ -44,6 +44,7 @@ from torch.futures import Future
 
 from collc.torch import config, device, mpi, ops
 from collc.torch.alltoall import CountedCollectives
+from collc.torch.gloo_options import allgather_opts, allreduce_opts, broadcast_opts, reduce_scatter_opts
 from collc.torch.library import DeviceLibrary, GroupLibrary
 from collc.torch.plan import (
     OPERATIONS,
@@ -54,6 +55,7 @@ from collc.torch.plan import (
     CollcError,
     Planned,
     Step,
+    dtype_name,
     op_code,
     warn_once,
 )
@@ -319,7 +321,7 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
         return t
 
     def _compressed_dtype(self, compiled: Compiled, dtype: torch.dtype, what: str) -> None:
-        name = _name(dtype)
+        name = dtype_name(dtype)
         if compiled.compressed and name not in CODEC_DTYPES:
             raise CollcError(
                 f"collc: {what}: {name} tensors cannot be compressed by {', '.join(compiled.codecs)} "
@@ -335,7 +337,7 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
 
     def _all_reduce_step(self, t: torch.Tensor, op: Any) -> Step:
         def step() -> Planned:
-            desc = f"all_reduce of {t.numel()} {_name(t.dtype)} elements"
+            desc = f"all_reduce of {t.numel()} {dtype_name(t.dtype)} elements"
             kind = ops.reduce_kind(op)
             why = None
             if kind is None:
@@ -343,23 +345,23 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
             elif (problem := _reduce_problem(t, kind)) is not None:
                 why = f"all_reduce: {problem}"
             if why is not None:
-                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype, why)
+                return self._gloo_step("allreduce", ([t], allreduce_opts(op)), desc, t.numel(), t.dtype, why)
             assert kind is not None
             if self._size == 1:
                 return Planned((7, ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, 0, 0),
                                lambda: _local_reduce(t, t, kind), desc)  # fmt: skip
             entry = self._library("allreduce", t)
             if entry is None:
-                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype)
+                return self._gloo_step("allreduce", ([t], allreduce_opts(op)), desc, t.numel(), t.dtype)
             compiled, lib = entry
             self._compressed_dtype(compiled, t.dtype, desc)
             if compiled.compressed and kind.base != "sum":
-                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype,
+                return self._gloo_step("allreduce", ([t], allreduce_opts(op)), desc, t.numel(), t.dtype,
                                        f"all_reduce {kind.name.upper()} with a compressed schedule")  # fmt: skip
             if compiled.mixed_orders is not None and t.is_floating_point() and kind.base in ("sum", "product"):
-                return self._gloo_step("allreduce", ([t], _allreduce_opts(op)), desc, t.numel(), t.dtype,
-                                       f"all_reduce {kind.name.upper()} of {_name(t.dtype)} tensors: every rank must "
-                                       f"get the same bits, and {compiled.mixed_orders}")  # fmt: skip
+                return self._gloo_step("allreduce", ([t], allreduce_opts(op)), desc, t.numel(), t.dtype,
+                                       f"all_reduce {kind.name.upper()} of {dtype_name(t.dtype)} tensors: every rank "
+                                       f"must get the same bits, and {compiled.mixed_orders}")  # fmt: skip
             sig = (1, _route(t), ops.dtype_code(t.dtype), t.numel(), kind.code, 0, compiled.key)
             if isinstance(lib, DeviceLibrary):
                 return Planned(sig, lambda: device.all_reduce(lib, t, kind, self._size), desc, compiled.describe())
@@ -370,11 +372,11 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
     def _reduce_scatter_step(self, out: torch.Tensor, inp: torch.Tensor, op: Any) -> Step:
         def step() -> Planned:
             n = out.numel()
-            desc = f"reduce_scatter into {n} {_name(out.dtype)} elements"
+            desc = f"reduce_scatter into {n} {dtype_name(out.dtype)} elements"
             _same_device(out, inp, desc)
             if inp.numel() != n * self._size or inp.dtype != out.dtype:
                 raise CollcError(
-                    f"collc: {desc}: the input has {inp.numel()} {_name(inp.dtype)} elements; it must have "
+                    f"collc: {desc}: the input has {inp.numel()} {dtype_name(inp.dtype)} elements; it must have "
                     f"{self._size} x {n} = {n * self._size} of the output's dtype"
                 )
             kind = ops.reduce_kind(op)
@@ -387,7 +389,7 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
                 assert kind is not None
                 return Planned((7, ROUTE_LOCAL, ops.dtype_code(out.dtype), n, 0, 0, 0),
                                lambda: _local_reduce(out, inp, kind), desc)  # fmt: skip
-            args = (out, inp, _reduce_scatter_opts(op))
+            args = (out, inp, reduce_scatter_opts(op))
             if why is not None:
                 return self._gloo_step("_reduce_scatter_base", args, desc, n, out.dtype, why)
             assert kind is not None
@@ -411,17 +413,17 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
     def _all_gather_step(self, out: torch.Tensor, inp: torch.Tensor) -> Step:
         def step() -> Planned:
             n = inp.numel()
-            desc = f"all_gather of {n} {_name(inp.dtype)} elements"
+            desc = f"all_gather of {n} {dtype_name(inp.dtype)} elements"
             _same_device(out, inp, desc)
             if out.numel() != n * self._size or out.dtype != inp.dtype:
                 raise CollcError(
-                    f"collc: {desc}: the output has {out.numel()} {_name(out.dtype)} elements; it must have "
+                    f"collc: {desc}: the output has {out.numel()} {dtype_name(out.dtype)} elements; it must have "
                     f"{self._size} x {n} = {n * self._size} of the input's dtype"
                 )
             if self._size == 1:
                 return Planned((7, ROUTE_LOCAL, ops.dtype_code(inp.dtype), n, 0, 0, 0),
-                               lambda: _local_copy(out, inp), desc)  # fmt: skip
-            args = (out, inp, _allgather_opts())
+                               lambda: ops.copy_into(out, inp), desc)  # fmt: skip
+            args = (out, inp, allgather_opts())
             if inp.is_cuda and device.movement_dtype(inp) is None:
                 return self._gloo_step("_allgather_base", args, desc, n, inp.dtype,
                                        f"all_gather of {inp.dtype} CUDA tensors not a multiple of 4 bytes")  # fmt: skip
@@ -441,17 +443,17 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
 
     def _broadcast_step(self, t: torch.Tensor, root: int) -> Step:
         def step() -> Planned:
-            desc = f"broadcast of {t.numel()} {_name(t.dtype)} elements from rank {root}"
+            desc = f"broadcast of {t.numel()} {dtype_name(t.dtype)} elements from rank {root}"
             if not 0 <= root < self._size:
                 raise CollcError(f"collc: {desc}: the root must be a rank of the group (0..{self._size - 1})")
             if self._size == 1:
                 return Planned((7, ROUTE_LOCAL, ops.dtype_code(t.dtype), t.numel(), 0, root, 0), lambda: None, desc)
             if t.is_cuda and device.movement_dtype(t) is None:
-                return self._gloo_step("broadcast", ([t], _broadcast_opts(root)), desc, t.numel(), t.dtype,
+                return self._gloo_step("broadcast", ([t], broadcast_opts(root)), desc, t.numel(), t.dtype,
                                        f"broadcast of {t.dtype} CUDA tensors not a multiple of 4 bytes")  # fmt: skip
             entry = self._library("broadcast", t)
             if entry is None:
-                return self._gloo_step("broadcast", ([t], _broadcast_opts(root)), desc, t.numel(), t.dtype)
+                return self._gloo_step("broadcast", ([t], broadcast_opts(root)), desc, t.numel(), t.dtype)
             compiled, lib = entry
             self._compressed_dtype(compiled, t.dtype, desc)
             sig = (4, _route(t), ops.dtype_code(t.dtype), t.numel(), 0, root, compiled.key)
@@ -505,7 +507,7 @@ class ProcessGroupCollc(RootedCollectives, CountedCollectives, dist.ProcessGroup
         if any(t.numel() != like.numel() or t.dtype != like.dtype for t in tensors):
             raise CollcError(
                 f"collc: {name}: every {role} tensor must have the {other}'s {like.numel()} elements "
-                f"and dtype {_name(like.dtype)}"
+                f"and dtype {dtype_name(like.dtype)}"
             )
         return tensors
 
@@ -613,45 +615,7 @@ def _same_device(out: torch.Tensor, inp: torch.Tensor, desc: str) -> None:
         raise CollcError(f"collc: {desc}: the input is on {inp.device} and the output on {out.device}")
 
 
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _local_copy(out: torch.Tensor, inp: torch.Tensor) -> None:
-    if out.data_ptr() != inp.data_ptr():
-        out.view(-1).copy_(inp.view(-1))
-
-
 def _local_reduce(out: torch.Tensor, inp: torch.Tensor, kind: ops.ReduceKind) -> None:
-    _local_copy(out, inp)
+    ops.copy_into(out, inp)
     if kind.name == "premul_sum":
         out.mul_(kind.factor)
-
-
-def _allreduce_opts(op: Any) -> Any:
-    opts = dist.AllreduceOptions()
-    opts.reduceOp = op
-    return opts
-
-
-def _reduce_scatter_opts(op: Any) -> Any:
-    from torch._C._distributed_c10d import ReduceScatterOptions
-
-    opts = ReduceScatterOptions()
-    opts.reduceOp = op
-    return opts
-
-
-def _allgather_opts() -> Any:
-    from torch._C._distributed_c10d import AllgatherOptions
-
-    return AllgatherOptions()
-
-
-def _broadcast_opts(root: int) -> Any:
-    from torch._C._distributed_c10d import BroadcastOptions
-
-    opts = BroadcastOptions()
-    opts.rootRank = root
-    opts.rootTensor = 0
-    return opts

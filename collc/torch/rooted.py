@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from collc.torch import config, ops
+from collc.torch.gloo_options import barrier_opts, gather_opts, scatter_opts
 from collc.torch.plan import ROUTE_COLLC, ROUTE_LOCAL, CollcError, Planned, Step, dtype_name, op_code
 
 if TYPE_CHECKING:
@@ -116,9 +117,11 @@ class RootedCollectives:
             if self._size == 1:
                 assert blocks is not None
                 dst, src = (blocks[0], own) if gather else (own, blocks[0])
-                return Planned((op_code("trivial"), ROUTE_LOCAL, code, n, 0, root, 0), lambda: _copy(dst, src), desc)
+                return Planned(
+                    (op_code("trivial"), ROUTE_LOCAL, code, n, 0, root, 0), lambda: ops.copy_into(dst, src), desc
+                )
             listed = [blocks] if blocks is not None else []
-            args = (listed, [own], _gather_opts(root)) if gather else ([own], listed, _scatter_opts(root))
+            args = (listed, [own], gather_opts(root)) if gather else ([own], listed, scatter_opts(root))
             if own.is_cuda:
                 return self._gloo_step(kind, args, desc, n, own.dtype, f"{kind} of CUDA tensors")
             entry = self._library(kind, own)
@@ -149,34 +152,7 @@ class RootedCollectives:
             return Planned((op_code("barrier"), ROUTE_LOCAL, 0, 0, 0, 0, 0), lambda: None, "barrier")
         entry = self._library("barrier", None)
         if entry is None:
-            return self._gloo_step("barrier", (_barrier_opts(),), "barrier")
+            return self._gloo_step("barrier", (barrier_opts(),), "barrier")
         compiled, lib = entry
         sig = (op_code("barrier"), ROUTE_COLLC, 0, 0, 0, 0, compiled.key)
         return Planned(sig, lib.barrier, "barrier", compiled.describe())  # type: ignore[union-attr]
-
-
-def _copy(out: torch.Tensor, inp: torch.Tensor) -> None:
-    if out.data_ptr() != inp.data_ptr():
-        out.view(-1).copy_(inp.view(-1))
-
-
-def _gather_opts(root: int) -> Any:
-    from torch._C._distributed_c10d import GatherOptions
-
-    opts = GatherOptions()
-    opts.rootRank = root
-    return opts
-
-
-def _scatter_opts(root: int) -> Any:
-    from torch._C._distributed_c10d import ScatterOptions
-
-    opts = ScatterOptions()
-    opts.rootRank = root
-    return opts
-
-
-def _barrier_opts() -> Any:
-    from torch._C._distributed_c10d import BarrierOptions
-
-    return BarrierOptions()
